@@ -1,0 +1,35 @@
+"""Similar-task detection for SDR: the two scores and the decision rule.
+
+* :func:`distribution_consistency` -- paper eq. 5, mean posterior responsibility of
+  each candidate generator over the new task's inputs (from ELBOs, nats).
+* :func:`complexity_measure` -- paper eqs. 7-8, ``S(j, t)`` from one encoder's
+  features of the new task's inputs and the task's labels (ReLU NTK Gram matrix,
+  Cholesky solve in float64).
+* :func:`agreement_decision` -- the task is similar to candidate ``j`` when
+  ``argmax p == argmin S == j``, otherwise new; :class:`DetectionRecord` stores the
+  outcome in a JSON-serialisable form.
+* :class:`SimilarTaskDetector` -- scores a new task against every repository entry
+  with the functions above and applies a decision rule.
+
+Pure functions on tensors; nothing here imports Avalanche.
+"""
+
+from .complexity import ComplexityResult, complexity_measure, normalize_rows, relu_ntk_gram
+from .consistency import distribution_consistency
+from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
+from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
+
+__all__ = [
+    "ComplexityResult",
+    "complexity_measure",
+    "normalize_rows",
+    "relu_ntk_gram",
+    "distribution_consistency",
+    "AGREEMENT_RULE",
+    "DECISIONS",
+    "DetectionRecord",
+    "agreement_decision",
+    "DECISION_RULES",
+    "DecisionRule",
+    "SimilarTaskDetector",
+]

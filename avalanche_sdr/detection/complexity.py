@@ -1,0 +1,344 @@
+"""Complexity measure S(j, t) of SDR (paper eqs. 7-8, after Arora et al., 2019).
+
+Given the features ``e_i = E_j(x_i)`` that encoder ``E_j`` extracts from the ``n``
+training inputs of a new task and the task's labels, the measure is
+
+.. math::
+
+    H_{ik} = \\frac{e_i^\\top e_k\\,(\\pi - \\arccos(e_i^\\top e_k))}{2\\pi}, \\qquad
+    A = Y^\\top H^{-1} Y, \\qquad
+    S = \\sqrt{2\\,\\lVert A^\\top A\\rVert_F^2 / n},
+
+with ``e_i`` normalised to unit length and ``Y`` the one-hot label matrix ``[n, c]``.
+``H`` is the Gram matrix of the ReLU neural-tangent kernel on the unit sphere,
+``H_ik = E_w[e_i^T e_k 1{w^T e_i >= 0, w^T e_k >= 0}]`` with ``w ~ N(0, I)``; it is
+symmetric positive semi-definite. A small S means the labels are easy to predict
+from the features (strong association); SDR picks ``argmin_j S(j, t)``.
+
+Numerics (everything in float64):
+
+* ``H`` is never inverted. ``H + lambda I = L L^T`` is factorised by Cholesky and
+  ``A = Z^T Z`` with ``Z = L^{-1} Y`` (one triangular solve with the ``c`` label
+  columns as right-hand sides), so ``A`` is symmetric positive semi-definite by
+  construction.
+* ``lambda = jitter * mean(diag(H))``, starting at ``jitter`` and multiplying by 10
+  until the factorisation succeeds (``max_tries`` attempts at most). The relative
+  jitter actually used is reported by ``return_details=True``.
+* Only one triangle of ``H`` is computed (block rows of a matrix product), the
+  kernel is applied in place block by block, and the factorisation overwrites the
+  kernel matrix, so the measure costs about one Gram product over half the matrix
+  plus one Cholesky factorisation, with one ``n x n`` buffer (a second one only if
+  the first jitter fails).
+* The diagonal of ``H`` is set exactly (1/2), and cosines within rounding error of
+  +-1 count as exactly +-1, so duplicated rows give exactly equal kernel entries
+  (see :func:`relu_ntk_gram` on the conditioning of arccos near +-1).
+
+Conventions:
+
+* A zero feature row has no direction: its normalised vector is defined as the zero
+  vector, so its row and column of ``H`` are zero and only the jitter keeps ``H``
+  invertible. Such a row cannot be explained by the other rows and contributes on the
+  order of ``1 / lambda`` to ``A``: S becomes very large but stays finite. If every
+  row is zero, ``mean(diag(H))`` is 0 and the jitter is taken relative to 1/2, the
+  diagonal value of a unit-length row.
+* A task with a single class (``c == 1``) is allowed: ``A`` is the ``1 x 1`` matrix
+  ``1^T H^{-1} 1`` and S is finite.
+* Features are rescaled per row before normalisation when their float64 norm under-
+  or overflows, so any finite non-zero row gets a well-defined direction and S is
+  invariant to positive rescaling of each row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Sequence, Union
+
+import torch
+
+_BLOCK_ROWS = 160
+"""Rows of ``H`` computed per matrix product. Blocks of 128-256 rows keep the
+products large enough to run at full speed on CPU while skipping most of the upper
+triangle (the Gram product then costs ``(1 + block / n) / 2`` of a full product)."""
+
+LabelsLike = Union[torch.Tensor, Sequence[int]]
+
+
+class ComplexityResult(NamedTuple):
+    """Complexity measure with the numerical details of its computation.
+
+    :param value: the measure S (dimensionless, >= 0).
+    :param jitter: relative diagonal jitter actually used: ``lambda / mean(diag(H))``.
+    :param diagonal_shift: the absolute shift ``lambda`` added to the diagonal of ``H``.
+    :param attempts: number of Cholesky factorisations tried (1 when the first jitter
+        was enough).
+    :param n: number of samples (rows of the features).
+    :param num_classes: number of label columns ``c`` of ``Y``.
+    """
+
+    value: float
+    jitter: float
+    diagonal_shift: float
+    attempts: int
+    n: int
+    num_classes: int
+
+
+def normalize_rows(features: torch.Tensor) -> torch.Tensor:
+    """Normalise each row of ``features`` to unit Euclidean length.
+
+    A zero row stays zero (its direction is undefined; the convention of this
+    module is the zero vector). Rows whose float64 norm under- or overflows are
+    divided by their largest absolute entry first, so every finite non-zero row gets
+    a unit-length direction.
+
+    :param features: ``[n, d]`` real tensor (any floating or integer dtype).
+    :return: ``[n, d]`` float64 tensor on the same device; a new tensor, the input is
+        not modified.
+    :raises ValueError: if ``features`` is not 2-D, is empty, or holds NaN/Inf
+        (the message gives the number of bad rows).
+    :raises TypeError: if ``features`` is not a real tensor.
+    """
+    x = _check_features(features)
+    norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+    # One pass over x in the common case; the checks below only look at flagged rows.
+    suspect = ~torch.isfinite(norms).squeeze(1) | (norms == 0).squeeze(1)
+    if bool(suspect.any()):
+        rows = suspect.nonzero().squeeze(1)
+        sub = x[rows]
+        n_bad = int((~torch.isfinite(sub).all(dim=1)).sum())
+        if n_bad:
+            raise ValueError(
+                f"features contain NaN or Inf in {n_bad} of {x.shape[0]} rows; "
+                "expected finite values"
+            )
+        # Finite rows whose norm overflowed, or underflowed to 0 (true zero rows
+        # stay zero: amax is 0 and they are left alone).
+        peak = sub.abs().amax(dim=1, keepdim=True)
+        sub = sub / torch.where(peak > 0, peak, torch.ones_like(peak))
+        x = x.clone()  # never write into the caller's tensor
+        x[rows] = sub
+        norms[rows] = torch.linalg.vector_norm(sub, dim=1, keepdim=True)
+    norms = torch.where(norms > 0, norms, torch.ones_like(norms))
+    return x / norms
+
+
+def relu_ntk_gram(features: torch.Tensor) -> torch.Tensor:
+    """ReLU neural-tangent-kernel Gram matrix ``H`` of the unit-normalised features.
+
+    ``H_ik = c_ik (pi - arccos(c_ik)) / (2 pi)`` with ``c_ik = e_i^T e_k`` the cosine of
+    rows ``i`` and ``k`` clamped to [-1, 1], ``e_i`` as in :func:`normalize_rows`.
+    Cosines within rounding error (``4 sqrt(d)`` ulps) of +-1 count as exactly +-1, so
+    duplicated rows get exactly equal entries; near +-1 the entries otherwise carry
+    the arccos conditioning (an error ``delta`` in the cosine moves ``H`` by about
+    ``sqrt(delta) / 4``, ~1e-8 for ``delta = 1e-15``). The diagonal is set to exactly 1/2 for non-zero rows and 0
+    for zero rows (arccos is ill-conditioned at 1, so computing it would add errors of
+    ~1e-9). The result is exactly symmetric and positive semi-definite (up to
+    rounding).
+
+    :param features: ``[n, d]`` real tensor.
+    :return: ``[n, n]`` float64 tensor on the same device as ``features``.
+    """
+    unit = normalize_rows(features)
+    n = unit.shape[0]
+    scaled = torch.empty((n, n), dtype=torch.float64, device=unit.device)
+    kernel_scale = _fill_scaled_kernel_upper(unit, scaled)
+    # The buffer holds s H in its upper triangle; mirror it for exact symmetry.
+    gram = scaled.triu_()
+    gram += gram.triu(1).mT
+    return gram.div_(kernel_scale)
+
+
+def complexity_measure(
+    features: torch.Tensor,
+    labels: LabelsLike,
+    num_classes: int | None = None,
+    jitter: float = 1e-6,
+    *,
+    max_tries: int = 8,
+    return_details: bool = False,
+) -> Union[float, ComplexityResult]:
+    """Complexity measure ``S = sqrt(2 ||A^T A||_F^2 / n)``, ``A = Y^T H^{-1} Y``.
+
+    :param features: ``[n, d]`` features of the task's inputs under one encoder (any
+        real dtype; computed in float64). Rows are normalised to unit length first,
+        so S does not change when a row is multiplied by a positive number.
+    :param labels: ``[n]`` integer class labels in ``0 .. c-1`` (tensor or sequence).
+    :param num_classes: ``c``, the number of one-hot columns; default
+        ``labels.max() + 1``. Must exceed every label.
+    :param jitter: first relative diagonal jitter (> 0): ``H + lambda I`` with
+        ``lambda = jitter * mean(diag(H))``; multiplied by 10 after every failed
+        Cholesky factorisation.
+    :param max_tries: most factorisations tried (>= 1) before giving up.
+    :param return_details: return a :class:`ComplexityResult` (value, jitter used,
+        number of attempts) instead of the bare float.
+    :return: S as a python float (dimensionless), or a :class:`ComplexityResult`.
+    :raises ValueError: on bad shapes, NaN/Inf features, labels that are not integers
+        in ``0 .. c-1``, or bad ``jitter`` / ``max_tries``.
+    :raises torch.linalg.LinAlgError: when ``H + lambda I`` is still not positive
+        definite after ``max_tries`` attempts (the message names ``n`` and the last
+        jitter).
+    """
+    if not (isinstance(jitter, (int, float)) and math.isfinite(jitter) and jitter > 0):
+        raise ValueError(f"jitter must be a finite number > 0, got {jitter!r}")
+    if isinstance(max_tries, bool) or not isinstance(max_tries, int) or max_tries < 1:
+        raise ValueError(f"max_tries must be an int >= 1, got {max_tries!r}")
+    unit = normalize_rows(features)
+    n = unit.shape[0]
+    y = _check_labels(labels, n, num_classes)
+    c = int(num_classes) if num_classes is not None else int(y.max()) + 1  # checked above
+    one_hot = torch.zeros((n, c), dtype=torch.float64, device=unit.device)
+    one_hot[torch.arange(n, device=unit.device), y.to(unit.device)] = 1.0
+
+    # `buffer` holds K = s H (s = 2, see _fill_scaled_kernel_upper; the scale saves
+    # an elementwise pass) in its upper triangle, row-major: its transpose is a
+    # column-major matrix whose lower triangle is K, the layout LAPACK factorises in
+    # place.
+    buffer = torch.empty((n, n), dtype=torch.float64, device=unit.device)
+    factor, rel_jitter, shift, attempts, kernel_scale = _factorize_with_jitter(
+        lambda: _fill_scaled_kernel_upper(unit, buffer), buffer, jitter, max_tries
+    )
+    z = torch.linalg.solve_triangular(factor, one_hot, upper=False)
+    a = (z.mT @ z).mul_(kernel_scale)  # Y^T H^{-1} Y = s Y^T K^{-1} Y
+    frob_sq = torch.linalg.matrix_norm(a.mT @ a).square()
+    value = float(torch.sqrt(2.0 * frob_sq / n))
+    if return_details:
+        return ComplexityResult(value, rel_jitter, shift / kernel_scale, attempts, n, c)
+    return value
+
+
+def _check_features(features: torch.Tensor) -> torch.Tensor:
+    """Validate the type and shape of ``features``; return it as float64.
+
+    The result may share memory with ``features`` (when it already is float64).
+    Finiteness is checked in :func:`normalize_rows`, from the row norms.
+    """
+    if not isinstance(features, torch.Tensor):
+        raise TypeError(f"features must be a torch.Tensor [n, d], got {type(features).__name__}")
+    if features.is_complex():
+        raise TypeError(f"features must be real, got dtype {features.dtype}")
+    if features.dim() != 2:
+        raise ValueError(f"features must have shape [n, d], got {tuple(features.shape)}")
+    if features.shape[0] == 0 or features.shape[1] == 0:
+        raise ValueError(f"features must be non-empty [n, d], got {tuple(features.shape)}")
+    return features.detach().to(torch.float64)
+
+
+def _check_labels(labels: LabelsLike, n: int, num_classes: int | None) -> torch.Tensor:
+    """Validate labels against ``n`` samples and ``num_classes``; return int64 ``[n]``."""
+    y = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(labels)
+    if y.dtype == torch.bool or y.is_floating_point() or y.is_complex():
+        raise ValueError(f"labels must be an integer tensor, got dtype {y.dtype}")
+    if y.dim() != 1 or y.shape[0] != n:
+        raise ValueError(f"labels must have shape [{n}] to match the features, got {tuple(y.shape)}")
+    y = y.to(torch.int64)
+    low, high = int(y.min()), int(y.max())
+    if num_classes is not None:
+        if isinstance(num_classes, bool) or not hasattr(num_classes, "__index__") or num_classes < 1:
+            raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}")
+        num_classes = int(num_classes)
+        if high >= num_classes:
+            raise ValueError(
+                f"labels must lie in 0..{num_classes - 1} (num_classes={num_classes}), "
+                f"got a label {high}"
+            )
+    if low < 0:
+        raise ValueError(f"labels must be non-negative class indices, got a label {low}")
+    return y
+
+
+def _fill_scaled_kernel_upper(unit: torch.Tensor, buffer: torch.Tensor) -> float:
+    """Write ``K = 2 H`` into the upper triangle (and diagonal blocks) of ``buffer``.
+
+    ``K_ik = c_ik - c_ik arccos(c_ik) / pi`` (``= c_ik (pi - arccos c_ik) / pi``) with
+    the cosine ``c_ik = clamp((1 + tau) e_i^T e_k, -1, 1)``; the diagonal is set to
+    exactly 1 (0 for a zero row). Entries strictly below the diagonal blocks are left
+    untouched.
+
+    ``arccos`` is ill-conditioned at +-1: the rounding error of a dot product of two
+    equal unit vectors (a few ulps, growing like sqrt(d)) would give them a spurious
+    angle of ~1e-8 rad and ``H`` an error of ~1e-9. The stretch ``1 + tau``, with
+    ``tau = 4 sqrt(d)`` ulps just above that rounding level, makes such cosines clamp
+    to exactly +-1, so duplicated or rescaled rows get exactly the diagonal value. Its
+    effect elsewhere (relative ``tau`` on the cosine) is of the order of the
+    rounding error of the dot product itself.
+
+    :param unit: ``[n, d]`` float64 rows of unit length (or zero).
+    :param buffer: ``[n, n]`` float64 C-contiguous output.
+    :return: the scale ``s = 2`` of ``K = s H``.
+    """
+    n, d = unit.shape
+    tau = 4.0 * math.sqrt(max(d, 16)) * torch.finfo(torch.float64).eps
+    block = min(_BLOCK_ROWS, n)
+    work = torch.empty((block, n), dtype=torch.float64, device=unit.device)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        rows = buffer[start:stop, start:]
+        # beta=0: the (uninitialised) previous content of `rows` is ignored.
+        torch.addmm(rows, unit[start:stop], unit[start:].mT, beta=0.0, alpha=1.0 + tau, out=rows)
+        rows.clamp_(-1.0, 1.0)
+        acos = torch.arccos(rows, out=work[: stop - start, : n - start])
+        rows.addcmul_(rows, acos, value=-1.0 / math.pi)
+    buffer.diagonal().copy_((unit != 0).any(dim=1))
+    return 2.0
+
+
+def _factorize_with_jitter(
+    fill: Callable[[], float],
+    buffer: torch.Tensor,
+    jitter: float,
+    max_tries: int,
+) -> tuple[torch.Tensor, float, float, int, float]:
+    """Cholesky factor of ``K + lambda I`` for the PSD matrix ``K = s H`` that ``fill`` writes.
+
+    ``fill()`` writes ``K`` into the upper triangle of the C-contiguous ``[n, n]``
+    ``buffer``, i.e. the lower triangle of the column-major view ``buffer.mT``, and
+    returns ``s``. The first factorisation runs in place in that view; if it fails,
+    ``K`` is rebuilt once and later attempts factorise into a separate buffer so that
+    ``K`` survives. ``lambda = relative_jitter * mean(diag(K))``, or
+    ``relative_jitter * s / 2`` when ``diag(K)`` is all zero (every feature row zero:
+    the diagonal a unit row would have).
+
+    :return: ``(L, relative_jitter, lambda, attempts, s)`` with ``L`` lower
+        triangular ``[n, n]`` (column-major).
+    :raises torch.linalg.LinAlgError: after ``max_tries`` failed attempts.
+    """
+    n = buffer.shape[0]
+    kernel_scale = fill()
+    matrix = buffer.mT
+    diagonal = matrix.diagonal()
+    mean_diag = float(diagonal.mean())
+    scale = mean_diag if mean_diag > 0 else kernel_scale / 2.0
+    info = torch.zeros((), dtype=torch.int32, device=buffer.device)
+    factor_out: torch.Tensor | None = None
+    previous_shift = 0.0
+    for attempt in range(1, max_tries + 1):
+        rel = float(jitter) * 10.0 ** (attempt - 1)
+        shift = rel * scale
+        diagonal.add_(shift - previous_shift)
+        previous_shift = shift
+        if attempt == 1:
+            # In place: the factor overwrites K (saves a copy and n^2 memory).
+            factor, _ = torch.linalg.cholesky_ex(matrix, out=(matrix, info))
+        else:
+            factor, _ = torch.linalg.cholesky_ex(matrix, out=(factor_out, info))
+        if int(info) == 0:
+            return factor, rel, shift, attempt, kernel_scale
+        if attempt == 1 and max_tries > 1:
+            fill()
+            previous_shift = 0.0
+            factor_out = torch.empty((n, n), dtype=torch.float64, device=buffer.device).mT
+    raise torch.linalg.LinAlgError(
+        f"complexity measure: H + lambda I (n={n}) is not positive definite after "
+        f"{max_tries} Cholesky attempts; last relative jitter {rel:.3g} "
+        f"(lambda={previous_shift / kernel_scale:.3g} on the diagonal of H, "
+        f"mean(diag(H))={mean_diag / kernel_scale:.3g}). Check the features for "
+        "degenerate values or raise jitter / max_tries."
+    )
+
+
+__all__ = [
+    "ComplexityResult",
+    "normalize_rows",
+    "relu_ntk_gram",
+    "complexity_measure",
+]

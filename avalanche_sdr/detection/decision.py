@@ -1,0 +1,205 @@
+"""SDR decision rule and the serialisable record of one detection.
+
+The rule (paper §4.2): with ``b = argmax_j p(P_t = P_j)`` (distributional
+consistency) and ``a = argmin_j S(j, t)`` (complexity measure) over the same
+candidates, the new task is *similar* to candidate ``a`` when ``a == b`` and *new*
+otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+import torch
+
+DECISIONS = ("warm_start", "new", "reuse")
+"""Allowed values of :attr:`DetectionRecord.decision`."""
+
+AGREEMENT_RULE = "agreement"
+"""Name of :func:`agreement_decision` as stored in :attr:`DetectionRecord.rule`."""
+
+
+def agreement_decision(
+    consistency: torch.Tensor | Sequence[float],
+    complexity: torch.Tensor | Sequence[float],
+) -> int | None:
+    """Index of the similar candidate if both votes agree, else ``None`` (new task).
+
+    Ties are broken towards the lowest index for both votes.
+
+    :param consistency: ``[C]`` distributional consistency ``p(P_t = P_j)`` per
+        candidate (higher is more similar).
+    :param complexity: ``[C]`` complexity measure ``S(j, t)`` per candidate (lower is
+        more similar).
+    :return: ``j`` with ``j == argmax consistency == argmin complexity``, or ``None``
+        when the two disagree or there are no candidates (``C == 0``).
+    :raises ValueError: if the inputs are not 1-D of the same length or hold NaN.
+    """
+    p = _as_float_list(consistency, "consistency")
+    s = _as_float_list(complexity, "complexity")
+    if len(p) != len(s):
+        raise ValueError(
+            f"consistency and complexity must have one value per candidate, got "
+            f"{len(p)} and {len(s)}"
+        )
+    if not p:
+        return None
+    vote_p = max(range(len(p)), key=lambda j: (p[j], -j))
+    vote_s = min(range(len(s)), key=lambda j: (s[j], j))
+    return vote_p if vote_p == vote_s else None
+
+
+@dataclass
+class DetectionRecord:
+    """What SDR decided for one training task, and why (JSON-serialisable).
+
+    :param task: task id (the experience's task label).
+    :param decision: ``"warm_start"`` (trained as new without detection), ``"new"``
+        (no similar task found) or ``"reuse"`` (mapped to an earlier entry).
+    :param entry: repository entry the task maps to after the decision.
+    :param reused_entry: the reused entry for ``"reuse"`` (equal to ``entry``), else
+        ``None``.
+    :param candidate_entries: entry ids compared against, in score order.
+    :param candidate_tasks: for each candidate entry, the task that created it.
+    :param consistency: ``p(P_t = P_j)`` per candidate (probabilities, sum 1).
+    :param complexity: ``S(j, t)`` per candidate (dimensionless).
+    :param vote_consistency: entry id of ``argmax consistency`` (``None`` if no
+        candidates).
+    :param vote_complexity: entry id of ``argmin complexity`` (``None`` if no
+        candidates).
+    :param rule: name of the decision rule used (default ``"agreement"``).
+    :param detection_seconds: wall-clock seconds spent on detection.
+    """
+
+    task: int
+    decision: str
+    entry: int
+    reused_entry: int | None = None
+    candidate_entries: list[int] = field(default_factory=list)
+    candidate_tasks: list[int] = field(default_factory=list)
+    consistency: list[float] = field(default_factory=list)
+    complexity: list[float] = field(default_factory=list)
+    vote_consistency: int | None = None
+    vote_complexity: int | None = None
+    rule: str = AGREEMENT_RULE
+    detection_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.task = _as_int(self.task, "task")
+        self.entry = _as_int(self.entry, "entry")
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {DECISIONS}, got {self.decision!r}")
+        self.reused_entry = _as_optional_int(self.reused_entry, "reused_entry")
+        if self.decision == "reuse" and self.reused_entry != self.entry:
+            raise ValueError(
+                f"a 'reuse' decision needs reused_entry == entry ({self.entry}), "
+                f"got reused_entry={self.reused_entry}"
+            )
+        if self.decision != "reuse" and self.reused_entry is not None:
+            raise ValueError(
+                f"reused_entry must be None for decision {self.decision!r}, got {self.reused_entry}"
+            )
+        self.candidate_entries = [_as_int(v, "candidate_entries") for v in self.candidate_entries]
+        self.candidate_tasks = [_as_int(v, "candidate_tasks") for v in self.candidate_tasks]
+        self.consistency = _as_float_list(self.consistency, "consistency", allow_nan=True)
+        self.complexity = _as_float_list(self.complexity, "complexity", allow_nan=True)
+        n_candidates = len(self.candidate_entries)
+        for name in ("candidate_tasks", "consistency", "complexity"):
+            values = getattr(self, name)
+            if values and len(values) != n_candidates:
+                raise ValueError(
+                    f"{name} has {len(values)} values but there are {n_candidates} "
+                    "candidate_entries; expected one per candidate (or none)"
+                )
+        self.vote_consistency = _as_optional_int(self.vote_consistency, "vote_consistency")
+        self.vote_complexity = _as_optional_int(self.vote_complexity, "vote_complexity")
+        for name in ("vote_consistency", "vote_complexity"):
+            vote = getattr(self, name)
+            if vote is not None and vote not in self.candidate_entries:
+                raise ValueError(
+                    f"{name}={vote} is not one of candidate_entries {self.candidate_entries}"
+                )
+        if not isinstance(self.rule, str):
+            raise ValueError(f"rule must be a str, got {self.rule!r}")
+        self.detection_seconds = float(self.detection_seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
+
+        Non-finite floats (e.g. an infinite complexity) are written as the strings
+        ``"inf"``, ``"-inf"``, ``"nan"`` so that the output is strict JSON;
+        :meth:`from_dict` reads them back.
+        """
+        return {
+            "task": self.task,
+            "decision": self.decision,
+            "entry": self.entry,
+            "reused_entry": self.reused_entry,
+            "candidate_entries": list(self.candidate_entries),
+            "candidate_tasks": list(self.candidate_tasks),
+            "consistency": [_json_float(v) for v in self.consistency],
+            "complexity": [_json_float(v) for v in self.complexity],
+            "vote_consistency": self.vote_consistency,
+            "vote_complexity": self.vote_complexity,
+            "rule": self.rule,
+            "detection_seconds": _json_float(self.detection_seconds),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DetectionRecord":
+        """Inverse of :meth:`to_dict` (also accepts the dict after a JSON round trip).
+
+        :raises ValueError: on unknown or missing keys.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown DetectionRecord keys {sorted(unknown)}; expected {sorted(names)}")
+        missing = {"task", "decision", "entry"} - set(data)
+        if missing:
+            raise ValueError(f"DetectionRecord dict lacks required keys {sorted(missing)}")
+        values = dict(data)
+        for name in ("consistency", "complexity"):
+            if name in values:
+                values[name] = [float(v) for v in values[name]]
+        if "detection_seconds" in values:
+            values["detection_seconds"] = float(values["detection_seconds"])
+        return cls(**values)
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _as_int(value: Any, name: str) -> int:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"{name} must be a single integer, got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    return int(value.__index__())
+
+
+def _as_optional_int(value: Any, name: str) -> int | None:
+    return None if value is None else _as_int(value, name)
+
+
+def _as_float_list(values: Any, name: str, allow_nan: bool = False) -> list[float]:
+    if isinstance(values, torch.Tensor):
+        if values.dim() != 1:
+            raise ValueError(f"{name} must be 1-D (one value per candidate), got shape {tuple(values.shape)}")
+        out = [float(v) for v in values.detach().cpu().tolist()]
+    else:
+        try:
+            out = [float(v) for v in values]
+        except TypeError as err:
+            raise ValueError(f"{name} must be a 1-D sequence of numbers, got {values!r}") from err
+    if not allow_nan and any(math.isnan(v) for v in out):
+        raise ValueError(f"{name} contains NaN: {out}")
+    return out
+
+
+__all__ = ["DECISIONS", "AGREEMENT_RULE", "DetectionRecord", "agreement_decision"]

@@ -1,0 +1,53 @@
+"""Avalanche plugin metrics for SDR: detection outcomes and repository memory.
+
+- :mod:`~avalanche_sdr.evaluation.outcomes`: pure scoring of detection
+  decisions (Correct / Miss / Incorrect), no Avalanche import.
+- :mod:`~avalanche_sdr.evaluation.detection_metrics`: :class:`DetectionMetrics`.
+- :mod:`~avalanche_sdr.evaluation.memory`: :func:`repository_memory_bytes`,
+  :class:`RepositoryMemory`, :func:`register_plugin_memory`.
+- :mod:`~avalanche_sdr.evaluation.evaluator`: :func:`sdr_evaluation_plugin`.
+"""
+
+from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics, experience_ground_truth
+from avalanche_sdr.evaluation.evaluator import SDREvaluationPlugin, sdr_evaluation_plugin
+from avalanche_sdr.evaluation.memory import (
+    BYTES_PER_MB,
+    RepositoryMemory,
+    TensorByteCounter,
+    plugin_memory_function,
+    register_plugin_memory,
+    repository_memory_bytes,
+    repository_memory_mb,
+)
+from avalanche_sdr.evaluation.outcomes import (
+    CORRECT,
+    INCORRECT,
+    MISS,
+    OUTCOMES,
+    classify_detection,
+    detection_summary,
+    score_detection_record,
+    score_detection_records,
+)
+
+__all__ = [
+    "BYTES_PER_MB",
+    "CORRECT",
+    "INCORRECT",
+    "MISS",
+    "OUTCOMES",
+    "DetectionMetrics",
+    "RepositoryMemory",
+    "SDREvaluationPlugin",
+    "TensorByteCounter",
+    "classify_detection",
+    "detection_summary",
+    "experience_ground_truth",
+    "plugin_memory_function",
+    "register_plugin_memory",
+    "repository_memory_bytes",
+    "repository_memory_mb",
+    "score_detection_record",
+    "score_detection_records",
+    "sdr_evaluation_plugin",
+]

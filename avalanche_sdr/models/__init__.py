@@ -1,0 +1,24 @@
+"""Models: EFT adapters, backbones E0, VAE generators and the SDR repository."""
+from avalanche_sdr.models.backbones import (
+    cifar_resnet_backbone,
+    resnet18_backbone,
+    small_cnn_backbone,
+)
+from avalanche_sdr.models.eft import EFTAdapter, EFTConv2d, EFTEncoder, TaskBatchNorm2d
+from avalanche_sdr.models.repository import SDRModel, build_sdr_model
+from avalanche_sdr.models.vae import ConvVAE, EFTVAEBank, IndependentVAEBank
+
+__all__ = [
+    "EFTAdapter",
+    "EFTConv2d",
+    "EFTEncoder",
+    "TaskBatchNorm2d",
+    "resnet18_backbone",
+    "cifar_resnet_backbone",
+    "small_cnn_backbone",
+    "ConvVAE",
+    "IndependentVAEBank",
+    "EFTVAEBank",
+    "SDRModel",
+    "build_sdr_model",
+]

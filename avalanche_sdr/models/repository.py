@@ -1,0 +1,278 @@
+"""The SDR knowledge repository as an Avalanche dynamic model.
+
+The repository holds everything SDR keeps to predict every task seen so far and to
+continue the stream (paper Fig. 2):
+
+- the frozen backbone E0 with one EFT adapter set E_m per *unique* entry m
+  (:class:`~avalanche_sdr.models.eft.EFTEncoder`),
+- one VAE generator G_m per unique entry (a generator bank from
+  :mod:`avalanche_sdr.models.vae`),
+- one classification head f_t per *task* t,
+- the map task t -> entry m(t) and entry m -> the task that created it.
+
+Task t is predicted by ``f_t(E_{m(t)}(x))``. Entries are numbered 0, 1, 2, ... in the
+order they are created; tasks are Avalanche task labels.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor, nn
+
+from avalanche.models import MultiTaskModule
+
+from avalanche_sdr.models.eft import EFTEncoder
+from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
+
+
+class SDRModel(MultiTaskModule):
+    """Knowledge repository: frozen E0, unique adapter sets and VAEs, a head per task.
+
+    The model does not decide anything itself: the strategy calls
+    :meth:`create_entry` or :meth:`assign_task` before Avalanche's model adaptation,
+    and :meth:`adaptation` then adds the head of the experience's task.
+
+    :param encoder: the EFT-wrapped frozen backbone (E0 plus adapter sets).
+    :param generators: a generator bank (``IndependentVAEBank`` or ``EFTVAEBank``)
+        with ``add_entry(key)`` and ``elbo(x, key)``.
+    :param head_hidden: width of a hidden layer in each head; ``None`` (default)
+        makes each head a single linear layer on the encoder features.
+    """
+
+    def __init__(self, encoder: EFTEncoder, generators: nn.Module, head_hidden: Optional[int] = None):
+        super().__init__()
+        self.encoder = encoder
+        self.generators = generators
+        self.head_hidden = head_hidden
+        self.heads = nn.ModuleDict()
+        self.task_to_entry: Dict[int, int] = {}
+        self.entry_creator: Dict[int, int] = {}
+        self._entry_in_training: Optional[int] = None
+
+    # ------------------------------------------------------------------ entries
+    @property
+    def entries(self) -> List[int]:
+        """Unique entry ids, in creation order."""
+        return sorted(self.entry_creator)
+
+    @property
+    def num_entries(self) -> int:
+        """C, the number of unique entries (adapter set + generator pairs)."""
+        return len(self.entry_creator)
+
+    def create_entry(self, task: int, init_from: Optional[int] = None) -> int:
+        """Add a new unique entry (adapter set and generator) created by ``task``.
+
+        :param task: task label that creates the entry; it is also mapped to it.
+        :param init_from: entry whose adapter values initialise the new adapters
+            (forward transfer); ``None`` starts from the identity (E_m == E0).
+        :return: the new entry id.
+        """
+        entry = self.num_entries
+        self.encoder.add_entry(entry, init_from=init_from)
+        self.generators.add_entry(entry)
+        self.entry_creator[entry] = int(task)
+        self.task_to_entry[int(task)] = entry
+        return entry
+
+    def assign_task(self, task: int, entry: int) -> None:
+        """Map ``task`` to an existing entry (reuse of E_entry and G_entry)."""
+        if entry not in self.entry_creator:
+            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
+        self.task_to_entry[int(task)] = int(entry)
+
+    def entry_of(self, task: int) -> int:
+        """The entry task ``task`` is predicted with."""
+        try:
+            return self.task_to_entry[int(task)]
+        except KeyError:
+            raise KeyError(
+                f"task {task} has not been trained: the repository knows tasks "
+                f"{sorted(self.task_to_entry)}"
+            ) from None
+
+    def entry_bytes(self, entry: int) -> int:
+        """Bytes of one entry: its adapters, BatchNorm copies and generator.
+
+        Parameters and buffers at their stored dtype (DESIGN.md memory definition).
+        """
+        modules = list(self.encoder.entry_modules(entry)) + list(self.generators.entry_modules(entry))
+        tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
+        return sum(t.numel() * t.element_size() for t in tensors.values())
+
+    # ------------------------------------------------------------------ heads
+    def _make_head(self, num_classes: int) -> nn.Module:
+        dim = self.encoder.feature_dim
+        if self.head_hidden is None:
+            return nn.Linear(dim, num_classes)
+        return nn.Sequential(nn.Linear(dim, self.head_hidden), nn.ReLU(), nn.Linear(self.head_hidden, num_classes))
+
+    def add_head(self, task: int, num_classes: int) -> nn.Module:
+        """Create the head f_t of ``task`` with ``num_classes`` outputs (idempotent)."""
+        key = str(int(task))
+        if key in self.heads:
+            existing = self.head_num_classes(task)
+            if existing != num_classes:
+                raise ValueError(f"task {task} already has a head with {existing} classes, got {num_classes}")
+            return self.heads[key]
+        if num_classes < 1:
+            raise ValueError(f"a head needs at least one class, got {num_classes} for task {task}")
+        head = self._make_head(num_classes)
+        device = next(self.encoder.parameters()).device
+        self.heads[key] = head.to(device)
+        return self.heads[key]
+
+    def head_num_classes(self, task: int) -> int:
+        """Number of outputs of the head of ``task``."""
+        head = self.heads[str(int(task))]
+        last = head if isinstance(head, nn.Linear) else head[-1]
+        return last.out_features
+
+    def adaptation(self, experience) -> None:
+        """Avalanche hook: add the head of the experience's task when training.
+
+        The experience's task must already be mapped to an entry (the strategy does
+        this before model adaptation); labels are local, 0..c-1.
+        """
+        super().adaptation(experience)
+        if not self.training:
+            return
+        for task in experience.task_labels:
+            if int(task) not in self.task_to_entry:
+                raise RuntimeError(
+                    f"task {task} reached SDRModel.adaptation without an entry: SDRModel is "
+                    "trained through SDRStrategy, which maps each task before adaptation"
+                )
+            classes = list(experience.classes_in_this_experience)
+            self.add_head(task, int(max(classes)) + 1)
+
+    # ------------------------------------------------------------------ forward
+    def features(self, x: Tensor, entry: Optional[int]) -> Tensor:
+        """E_entry(x): [N, C, H, W] in [0, 1] -> [N, feature_dim]; ``None`` uses E0."""
+        self.encoder.set_active(entry)
+        return self.encoder(x)
+
+    def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
+        """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t]."""
+        entry = self.entry_of(task_label)
+        key = str(int(task_label))
+        if key not in self.heads:
+            raise KeyError(f"task {task_label} has no head yet")
+        return self.heads[key](self.features(x, entry))
+
+    def forward(self, x: Tensor, task_labels) -> Tensor:
+        """Task-aware forward on a mini-batch that may mix tasks.
+
+        :param x: [N, C, H, W] images in [0, 1].
+        :param task_labels: int, or [N] int tensor of task labels.
+        :return: [N, max classes] logits; columns beyond a task's own classes hold
+            the lowest finite value of the dtype, so they never win an argmax and add
+            nothing to a softmax.
+        """
+        if isinstance(task_labels, int):
+            return self.forward_single_task(x, task_labels)
+        tasks = torch.unique(task_labels)
+        if len(tasks) == 1:
+            return self.forward_single_task(x, int(tasks[0]))
+        width = max(self.head_num_classes(int(t)) for t in tasks)
+        out = torch.full((x.shape[0], width), torch.finfo(x.dtype).min, device=x.device, dtype=x.dtype)
+        for t in tasks:
+            mask = task_labels == t
+            logits = self.forward_single_task(x[mask], int(t))
+            out[mask, : logits.shape[1]] = logits
+        return out
+
+    # ------------------------------------------------------------------ training state
+    def train(self, mode: bool = True) -> "SDRModel":
+        """Set training mode without ever updating a stored entry by accident.
+
+        Heads follow ``mode``. The encoder is in training mode only while an entry is
+        being trained (:meth:`trainable_for` with ``train_encoder_entry=True``), so a
+        reused entry's BatchNorm statistics never move while a new head trains on it.
+        Generators stay in eval mode: they are trained by their own fitting routine.
+        """
+        super().train(mode)
+        if mode and self._entry_in_training is None:
+            self.encoder.eval()
+        self.generators.eval()
+        return self
+
+    def freeze_all(self) -> None:
+        """Set ``requires_grad=False`` on every parameter (and drop stale grads)."""
+        for p in self.parameters():
+            p.requires_grad_(False)
+            p.grad = None
+        self._entry_in_training = None
+
+    def trainable_for(self, task: int, train_encoder_entry: bool) -> List[nn.Parameter]:
+        """Unfreeze exactly what training ``task`` updates and return those parameters.
+
+        :param task: the task being trained (its head is always trained).
+        :param train_encoder_entry: also train the adapter set of the task's entry
+            (a new entry); ``False`` for a reused entry (head only).
+        """
+        self.freeze_all()
+        params: List[nn.Parameter] = list(self.heads[str(int(task))].parameters())
+        if train_encoder_entry:
+            self._entry_in_training = self.entry_of(task)
+            params += list(self.encoder.entry_parameters(self._entry_in_training))
+        for p in params:
+            p.requires_grad_(True)
+        self.train(self.training)
+        return params
+
+
+def build_sdr_model(
+    backbone: nn.Module,
+    *,
+    in_channels: int,
+    image_size: int,
+    a: int = 8,
+    b: int = 16,
+    gamma: float = 1.0,
+    task_batchnorm: bool = True,
+    generator: str = "independent",
+    base_vae: Optional[nn.Module] = None,
+    latent_dim: int = 32,
+    vae_width: int = 32,
+    head_hidden: Optional[int] = None,
+) -> SDRModel:
+    """Build an empty repository around a frozen backbone.
+
+    :param backbone: E0, a module with ``feature_dim`` (see
+        :mod:`avalanche_sdr.models.backbones`); wrapped and frozen in place.
+    :param in_channels: image channels C the generators model.
+    :param image_size: image height == width the generators model.
+    :param a: EFT channels per group of the 3x3 transformation (paper 8).
+    :param b: EFT channels per group of the 1x1 transformation (paper 16).
+    :param gamma: weight of the 1x1 branch (paper 1).
+    :param task_batchnorm: give every entry its own BatchNorm copies.
+    :param generator: ``"independent"`` — a full conv VAE per entry (paper: "EFT
+        for E"); ``"eft"`` — EFT adapters on a frozen shared ``base_vae`` (paper:
+        "EFT for E and G").
+    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
+    :param latent_dim: latent dimension of new VAEs (``"independent"``).
+    :param vae_width: first-layer channels of new VAEs (``"independent"``).
+    :param head_hidden: hidden width of the heads (``None``: linear heads).
+    """
+    encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
+    if generator == "independent":
+        if base_vae is not None:
+            raise ValueError("base_vae is only used with generator='eft'")
+        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
+    elif generator == "eft":
+        if base_vae is None:
+            raise ValueError("generator='eft' needs base_vae, a (pretrained) ConvVAE to adapt")
+        if (base_vae.in_channels, base_vae.image_size) != (in_channels, image_size):
+            raise ValueError(
+                f"base_vae models {base_vae.in_channels}x{base_vae.image_size}x{base_vae.image_size} "
+                f"images, the repository {in_channels}x{image_size}x{image_size}"
+            )
+        bank = EFTVAEBank(base_vae, a=a, b=b, gamma=gamma)
+    else:
+        raise ValueError(f"generator must be 'independent' or 'eft', got {generator!r}")
+    return SDRModel(encoder, bank, head_hidden=head_hidden)
+
+
+__all__ = ["SDRModel", "build_sdr_model"]

@@ -1,0 +1,317 @@
+"""Reading and checking a run's results JSON, and the tables the figures draw.
+
+Format (written by ``examples/quickstart.py --output``)::
+
+    {"config": {...}, "seed": int,
+     "detection": {"correct": f, "miss": f, "incorrect": f, "n_scored": int},
+     "average_accuracy": f (0-1), "memory_mb": f, "memory_mb_all_new": f,
+     "unique_tasks": int,
+     "tasks": [{"task": int, "group": int, "split": int,
+                "decision": "warm_start" | "new" | "reuse", "entry": int,
+                "chosen_task": int | null,
+                "outcome": "correct" | "miss" | "incorrect" | null,
+                "test_accuracy": f (0-1), "memory_mb": f,
+                "detection": DetectionRecord.to_dict()}, ...]}
+
+``tasks`` is in stream order. ``group`` and ``split`` are 0-based; labels use
+the paper's 1-based ``T{k},{r}``. ``DetectionRecord.to_dict()`` provides
+``candidate_entries``, ``candidate_tasks``, ``consistency`` (p, one per
+candidate), ``complexity`` (S(j, t), dimensionless, one per candidate),
+``reused_entry``, ``vote_consistency`` and ``vote_complexity``.
+
+No Avalanche and no plotting here: plain dicts, lists and numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+DECISIONS = ("warm_start", "new", "reuse")
+OUTCOMES = ("correct", "miss", "incorrect")
+
+TASK_KEYS_DETECTION = ("task", "group", "split", "decision", "entry", "detection")
+TASK_KEYS_MEMORY = ("task", "memory_mb")
+TASK_KEYS_ACCURACY = ("task", "group", "split", "decision", "outcome", "test_accuracy")
+DETECTION_KEYS = ("candidate_entries", "consistency", "complexity")
+
+
+class ResultsFormatError(ValueError):
+    """A results JSON lacks a key or holds a value of the wrong kind."""
+
+
+def load_results(source: Union[str, os.PathLike, Mapping[str, Any]]) -> Dict[str, Any]:
+    """Load a results JSON file (or pass a dict through) and check its top level.
+
+    :param source: path to the JSON file, or the already-parsed dict.
+    :return: the results dict.
+    :raises FileNotFoundError: if the path does not exist.
+    :raises ResultsFormatError: if the file is not JSON or has no ``tasks`` list.
+    """
+    if isinstance(source, Mapping):
+        results = dict(source)
+        where = "results"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"results file {str(path)!r} does not exist")
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ResultsFormatError(f"{path} is not valid JSON: {err}") from err
+        where = str(path)
+    if not isinstance(results, dict):
+        raise ResultsFormatError(f"{where}: expected a JSON object, got {type(results).__name__}")
+    tasks = results.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise ResultsFormatError(
+            f"{where}: missing or empty 'tasks' list (one entry per task, in stream order)"
+        )
+    return results
+
+
+def require_task_keys(
+    results: Mapping[str, Any],
+    task_keys: Sequence[str],
+    detection_keys: Sequence[str] = (),
+) -> List[Dict[str, Any]]:
+    """Check that every task has ``task_keys`` (and scored tasks ``detection_keys``).
+
+    :param results: a results dict (see module docstring).
+    :param task_keys: keys each ``results["tasks"][i]`` must have.
+    :param detection_keys: keys each non-warm-start task's ``detection`` must
+        have; list-valued ones must all have the length of ``candidate_entries``.
+    :return: ``results["tasks"]``.
+    :raises ResultsFormatError: naming the first offending task and key.
+    """
+    tasks = results.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise ResultsFormatError("results: missing or empty 'tasks' list")
+    task_keys = list(dict.fromkeys(task_keys))
+    for i, task in enumerate(tasks):
+        if not isinstance(task, Mapping):
+            raise ResultsFormatError(f"results['tasks'][{i}] is not an object: {task!r}")
+        missing = [key for key in task_keys if key not in task]
+        if missing:
+            raise ResultsFormatError(
+                f"results['tasks'][{i}] is missing key(s) {missing}; "
+                f"expected at least {list(task_keys)}"
+            )
+        if "decision" in task and task["decision"] not in DECISIONS:
+            raise ResultsFormatError(
+                f"results['tasks'][{i}]['decision'] is {task['decision']!r}; "
+                f"expected one of {DECISIONS}"
+            )
+        if "outcome" in task_keys and task["outcome"] not in (*OUTCOMES, None):
+            raise ResultsFormatError(
+                f"results['tasks'][{i}]['outcome'] is {task['outcome']!r}; "
+                f"expected one of {OUTCOMES} or null"
+            )
+        if "test_accuracy" in task_keys:
+            acc = task["test_accuracy"]
+            if not isinstance(acc, (int, float)) or not 0.0 <= acc <= 1.0:
+                raise ResultsFormatError(
+                    f"results['tasks'][{i}]['test_accuracy'] is {acc!r}; expected a "
+                    "fraction in [0, 1]"
+                )
+        if detection_keys and task.get("decision") != "warm_start":
+            _check_detection(i, task.get("detection"), detection_keys)
+    return tasks
+
+
+def _check_detection(i: int, detection: Any, keys: Sequence[str]) -> None:
+    where = f"results['tasks'][{i}]['detection']"
+    if not isinstance(detection, Mapping):
+        raise ResultsFormatError(f"{where} must be a DetectionRecord dict, got {detection!r}")
+    missing = [key for key in keys if key not in detection]
+    if missing:
+        raise ResultsFormatError(f"{where} is missing key(s) {missing}; expected {list(keys)}")
+    n = len(detection["candidate_entries"])
+    for key in keys:
+        value = detection[key]
+        if isinstance(value, list) and len(value) != n:
+            raise ResultsFormatError(
+                f"{where}[{key!r}] has {len(value)} values but there are {n} candidate entries"
+            )
+
+
+def task_label(task: Mapping[str, Any]) -> str:
+    """Paper-style label ``"T{k},{r}"`` (1-based group and split) of a task dict."""
+    return f"T{int(task['group']) + 1},{int(task['split']) + 1}"
+
+
+def entry_creators(results: Mapping[str, Any]) -> Dict[int, int]:
+    """Repository entry id -> id of the task that created it.
+
+    Read from the tasks trained as new (``warm_start`` or ``new``), completed
+    by the detection records' ``candidate_entries`` / ``candidate_tasks``.
+    """
+    creators: Dict[int, int] = {}
+    for task in results["tasks"]:
+        detection = task.get("detection") or {}
+        for entry, creator in zip(
+            detection.get("candidate_entries") or [], detection.get("candidate_tasks") or []
+        ):
+            creators.setdefault(int(entry), int(creator))
+    for task in results["tasks"]:
+        if task.get("decision") in ("warm_start", "new") and "entry" in task:
+            creators[int(task["entry"])] = int(task["task"])
+    return creators
+
+
+def find_task(results: Mapping[str, Any], task: Union[int, str]) -> Dict[str, Any]:
+    """The task dict for a task id (int, or a digit string) or a label ``"T3,2"``.
+
+    :raises ResultsFormatError: if no task matches (the message lists the valid ones).
+    """
+    tasks = results["tasks"]
+    if isinstance(task, str) and not task.strip().lstrip("-").isdigit():
+        wanted = task.strip().replace(" ", "")
+        for t in tasks:
+            if task_label(t) == wanted:
+                return t
+        labels = ", ".join(task_label(t) for t in tasks)
+        raise ResultsFormatError(f"no task labelled {task!r}; the results have: {labels}")
+    task_id = int(task)
+    for t in tasks:
+        if int(t["task"]) == task_id:
+            return t
+    raise ResultsFormatError(
+        f"no task with id {task_id}; the results have ids {[int(t['task']) for t in tasks]}"
+    )
+
+
+def default_example_task(results: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The first reused task, else the first scored task, else None."""
+    for decision in ("reuse", "new"):
+        for task in results["tasks"]:
+            if task.get("decision") == decision:
+                return task
+    return None
+
+
+def chosen_entry(task: Mapping[str, Any]) -> Optional[int]:
+    """Entry reused by a task (None when it was trained as new)."""
+    if task.get("decision") != "reuse":
+        return None
+    detection = task.get("detection") or {}
+    entry = detection.get("reused_entry")
+    return int(entry if entry is not None else task["entry"])
+
+
+@dataclass
+class DetectionGrid:
+    """One detection score laid out as current tasks x repository entries.
+
+    :ivar values: float64 ``[n_rows, n_cols]``, NaN where the entry did not
+        exist yet when the row's task was detected.
+    :ivar rows: the scored task dicts (rows), stream order.
+    :ivar entries: entry ids (columns), in creation order.
+    :ivar row_labels: ``"T{k},{r}"`` of each row task.
+    :ivar col_labels: ``"T{k},{r}"`` of the task that created each entry.
+    :ivar similar: bool ``[n_rows, n_cols]``, True where the entry's creator
+        has the row task's group (ground truth).
+    :ivar chosen: column index of the reused entry per row, or None.
+    :ivar vote: column index of this score's own vote per row, or None.
+    """
+
+    values: np.ndarray
+    rows: List[Dict[str, Any]]
+    entries: List[int]
+    row_labels: List[str]
+    col_labels: List[str]
+    similar: np.ndarray
+    chosen: List[Optional[int]]
+    vote: List[Optional[int]]
+
+
+def detection_grid(results: Mapping[str, Any], score: str) -> DetectionGrid:
+    """Lay out ``score`` (``"complexity"`` or ``"consistency"``) as a grid.
+
+    :raises ResultsFormatError: on missing keys or when no task was scored.
+    :raises ValueError: on an unknown ``score``.
+    """
+    if score not in ("complexity", "consistency"):
+        raise ValueError(f"score must be 'complexity' or 'consistency', got {score!r}")
+    tasks = require_task_keys(results, TASK_KEYS_DETECTION, DETECTION_KEYS)
+    rows = [t for t in tasks if t["decision"] != "warm_start"]
+    if not rows:
+        raise ResultsFormatError(
+            "results have no scored task (every task is warm start): nothing to plot"
+        )
+    by_id = {int(t["task"]): t for t in tasks}
+    creators = entry_creators(results)
+    entries = sorted(creators, key=lambda e: (_position(tasks, creators[e]), e))
+    column = {e: j for j, e in enumerate(entries)}
+    values = np.full((len(rows), len(entries)), np.nan)
+    similar = np.zeros_like(values, dtype=bool)
+    chosen: List[Optional[int]] = []
+    vote: List[Optional[int]] = []
+    vote_key = "vote_complexity" if score == "complexity" else "vote_consistency"
+    for i, task in enumerate(rows):
+        detection = task["detection"]
+        for entry, value in zip(detection["candidate_entries"], detection[score]):
+            if int(entry) not in column:
+                raise ResultsFormatError(
+                    f"task {task['task']}: candidate entry {entry} has no creating task "
+                    "(add candidate_tasks to its detection record)"
+                )
+            values[i, column[int(entry)]] = _as_float(value)
+        for entry, j in column.items():
+            creator = by_id.get(creators[entry])
+            similar[i, j] = creator is not None and int(creator["group"]) == int(task["group"])
+        reused = chosen_entry(task)
+        chosen.append(column.get(reused) if reused is not None else None)
+        voted = detection.get(vote_key)
+        vote.append(column.get(int(voted)) if voted is not None else None)
+    col_labels = [
+        task_label(by_id[creators[e]]) if creators[e] in by_id else f"entry {e}" for e in entries
+    ]
+    return DetectionGrid(
+        values=values,
+        rows=rows,
+        entries=entries,
+        row_labels=[task_label(t) for t in rows],
+        col_labels=col_labels,
+        similar=similar,
+        chosen=chosen,
+        vote=vote,
+    )
+
+
+def _position(tasks: Sequence[Mapping[str, Any]], task_id: int) -> int:
+    for i, t in enumerate(tasks):
+        if int(t["task"]) == task_id:
+            return i
+    return len(tasks) + task_id
+
+
+def _as_float(value: Any) -> float:
+    """JSON number (or null / "NaN" string) -> float; None -> NaN."""
+    if value is None:
+        return math.nan
+    return float(value)
+
+
+__all__ = [
+    "DETECTION_KEYS",
+    "DetectionGrid",
+    "ResultsFormatError",
+    "TASK_KEYS_ACCURACY",
+    "TASK_KEYS_DETECTION",
+    "TASK_KEYS_MEMORY",
+    "chosen_entry",
+    "default_example_task",
+    "detection_grid",
+    "entry_creators",
+    "find_task",
+    "load_results",
+    "require_task_keys",
+    "task_label",
+]

@@ -1,0 +1,21 @@
+"""SDR training: the strategy, its plugin, presets, pretraining and generator fitting."""
+from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
+from avalanche_sdr.training.generator_fitting import GeneratorFitReport, fit_generator
+from avalanche_sdr.training.presets import CPU_SETTINGS, PAPER_SETTINGS
+from avalanche_sdr.training.pretraining import pretrain_backbone, pretrain_vae
+from avalanche_sdr.training.sdr_plugin import SDRPlugin
+from avalanche_sdr.training.strategy import SDRStrategy
+
+__all__ = [
+    "SDRStrategy",
+    "SDRPlugin",
+    "PAPER_SETTINGS",
+    "CPU_SETTINGS",
+    "pretrain_backbone",
+    "pretrain_vae",
+    "fit_generator",
+    "GeneratorFitReport",
+    "check_task_data",
+    "read_task_data",
+    "InvalidTaskDataError",
+]

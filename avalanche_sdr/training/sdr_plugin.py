@@ -1,0 +1,190 @@
+"""The SDR behaviour as an Avalanche plugin: detect, then grow or reuse, then fit G.
+
+Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES):
+
+1. ``before_train_dataset_adaptation`` — before the model or optimizer is touched:
+   read the experience's training data, run detection against the repository
+   (skipped for the warm-start tasks), and create a new entry or map the task to
+   the reused one. The decision is recorded here, so it is fixed before any
+   training on the task.
+2. Avalanche's model adaptation adds the task's head; the strategy's optimizer then
+   covers the head (reuse) or the head and the new adapter set (new).
+3. ``before_training_epoch`` — the learning-rate schedule of new entries.
+4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
+   training inputs; then freeze everything and print one line.
+"""
+from __future__ import annotations
+
+import time
+from typing import List, Optional, Sequence
+
+import torch
+from avalanche.core import SupervisedPlugin
+
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.detection.detector import SimilarTaskDetector
+from avalanche_sdr.training.data import check_task_data, read_task_data
+from avalanche_sdr.training.generator_fitting import fit_generator
+
+
+class SDRPlugin(SupervisedPlugin):
+    """Similar-task detection and repurposing for an :class:`SDRModel` (see module doc).
+
+    :param detector: the :class:`SimilarTaskDetector` to score new tasks with.
+    :param n_warm_start: number of first tasks trained as new without detection.
+    :param new_task_epochs: epochs for a new entry's adapters and head.
+    :param new_task_lr: initial learning rate for a new entry.
+    :param lr_milestones: epochs (0-based, of a new entry) at which the learning
+        rate is multiplied by ``lr_decay``.
+    :param lr_decay: factor of each milestone.
+    :param reuse_epochs: epochs of head-only training on a reused entry.
+    :param reuse_lr: learning rate of head-only training.
+    :param vae_epochs: maximum epochs of a new entry's generator.
+    :param vae_lr: generator learning rate.
+    :param vae_mb_size: generator mini-batch size.
+    :param vae_patience: early-stopping patience of the generator (epochs).
+    :param forward_transfer: initialise a new entry's adapters from the entry with
+        the lowest S(j, t) instead of the identity (paper's future work; off by
+        default).
+    :param verbose: print one line per experience.
+    """
+
+    def __init__(
+        self,
+        *,
+        detector: SimilarTaskDetector,
+        n_warm_start: int,
+        new_task_epochs: int,
+        new_task_lr: float,
+        lr_milestones: Sequence[int],
+        lr_decay: float,
+        reuse_epochs: int,
+        reuse_lr: float,
+        vae_epochs: int,
+        vae_lr: float,
+        vae_mb_size: int,
+        vae_patience: int,
+        forward_transfer: bool = False,
+        verbose: bool = True,
+    ):
+        super().__init__()
+        if n_warm_start < 1:
+            raise ValueError(f"n_warm_start must be >= 1 (detection needs entries to compare to), got {n_warm_start}")
+        self.detector = detector
+        self.n_warm_start = int(n_warm_start)
+        self.new_task_epochs = int(new_task_epochs)
+        self.new_task_lr = float(new_task_lr)
+        self.lr_milestones = tuple(int(m) for m in lr_milestones)
+        self.lr_decay = float(lr_decay)
+        self.reuse_epochs = int(reuse_epochs)
+        self.reuse_lr = float(reuse_lr)
+        self.vae_epochs = int(vae_epochs)
+        self.vae_lr = float(vae_lr)
+        self.vae_mb_size = int(vae_mb_size)
+        self.vae_patience = int(vae_patience)
+        self.forward_transfer = bool(forward_transfer)
+        self.verbose = verbose
+        self.records: List[DetectionRecord] = []
+        self._task_inputs: Optional[torch.Tensor] = None
+        self._train_start = 0.0
+
+    # ------------------------------------------------------------------ state
+    @property
+    def current(self) -> DetectionRecord:
+        """Record of the experience being trained (or the last one)."""
+        if not self.records:
+            raise RuntimeError("no experience has been started yet")
+        return self.records[-1]
+
+    @property
+    def training_new_entry(self) -> bool:
+        """Whether the current experience trains a new adapter set."""
+        return self.current.decision != "reuse"
+
+    def learning_rate(self, epoch: int) -> float:
+        """Learning rate of epoch ``epoch`` (0-based) of the current experience."""
+        if not self.training_new_entry:
+            return self.reuse_lr
+        passed = sum(1 for m in self.lr_milestones if epoch >= m)
+        return self.new_task_lr * self.lr_decay**passed
+
+    # ------------------------------------------------------------------ hooks
+    def before_train_dataset_adaptation(self, strategy, **kwargs):
+        experience = strategy.experience
+        if len(experience.task_labels) != 1:
+            raise ValueError(
+                f"SDR trains one task per experience; experience {experience.current_experience} "
+                f"holds task labels {list(experience.task_labels)}"
+            )
+        task = int(experience.task_labels[0])
+        model = strategy.model
+        if task in model.task_to_entry:
+            raise ValueError(
+                f"task label {task} was already trained; every experience of an SDR stream "
+                "must carry a new task label (repeats are detected, not announced)"
+            )
+        x, y = read_task_data(experience)
+        num_classes = check_task_data(x, y, task=task)
+        self._train_start = time.perf_counter()
+        if len(self.records) < self.n_warm_start:
+            entry = model.create_entry(task)
+            record = DetectionRecord(
+                task=task, decision="warm_start", entry=entry, reused_entry=None,
+                candidate_entries=[], candidate_tasks=[], consistency=[], complexity=[],
+                vote_consistency=None, vote_complexity=None, rule="warm_start",
+                detection_seconds=0.0,
+            )
+        else:
+            record = self.detector.detect(model, task, x, y, num_classes)
+            if record.decision == "new":
+                init_from = record.vote_complexity if self.forward_transfer else None
+                record.entry = model.create_entry(task, init_from=init_from)
+            else:
+                model.assign_task(task, record.reused_entry)
+        model.to(strategy.device)
+        self.records.append(record)
+        self._task_inputs = x
+        strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
+
+    def before_training_epoch(self, strategy, **kwargs):
+        lr = self.learning_rate(strategy.clock.train_exp_epochs)
+        for group in strategy.optimizer.param_groups:
+            group["lr"] = lr
+
+    def after_training_exp(self, strategy, **kwargs):
+        record = self.current
+        model = strategy.model
+        fit_note = ""
+        if self.training_new_entry:
+            report = fit_generator(
+                model.generators, record.entry, self._task_inputs.to(strategy.device),
+                epochs=self.vae_epochs, lr=self.vae_lr, batch_size=self.vae_mb_size,
+                patience=self.vae_patience,
+            )
+            fit_note = (
+                f" | G_{record.entry}: {report.epochs_run} epochs, "
+                f"held-out ELBO {report.best_holdout_elbo:.1f} nats"
+            )
+        model.freeze_all()
+        self._task_inputs = None
+        if self.verbose:
+            print(self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note, flush=True)
+
+    @staticmethod
+    def describe(record: DetectionRecord) -> str:
+        """One human-readable line for a record."""
+        head = f"[SDR] task {record.task}: "
+        if record.decision == "warm_start":
+            return head + f"warm start -> new entry {record.entry}"
+        scores = " ".join(
+            f"T{t}:p={p:.2f},S={s:.3f}"
+            for t, p, s in zip(record.candidate_tasks, record.consistency, record.complexity)
+        )
+        if record.decision == "reuse":
+            verdict = f"reuse entry {record.reused_entry} (task {record.candidate_tasks[record.candidate_entries.index(record.reused_entry)]})"
+        else:
+            verdict = f"new entry {record.entry}"
+        return head + verdict + f" [{scores}]"
+
+
+__all__ = ["SDRPlugin"]

@@ -1,0 +1,154 @@
+"""``SDRStrategy``: SDR on Avalanche's supervised template."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import torch
+from avalanche.training.plugins.evaluation import default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.detection.detector import SimilarTaskDetector
+from avalanche_sdr.models.repository import SDRModel
+from avalanche_sdr.training.sdr_plugin import SDRPlugin
+
+
+class SDRStrategy(SupervisedTemplate):
+    """Similar-task Detection and Repurposing (Wang et al., 2022) for task-aware CL.
+
+    For every training experience (one task, task labels given, labels local
+    0..c-1) the strategy first decides — on the task's training data, before any
+    training — whether an earlier unique entry of the repository is similar:
+
+    - the first ``n_warm_start`` tasks are trained as new without detection;
+    - afterwards the detector scores every entry j with p(P_t = P_j) (VAE ELBO
+      consistency, eq. 5) and S(j, t) (complexity measure, eqs. 7–8) and applies
+      the ``decision`` rule (paper: reuse when argmax p == argmin S);
+    - *reuse*: the task is mapped to that entry and only its new head trains
+      (``reuse_epochs`` at ``reuse_lr``);
+    - *new*: a new EFT adapter set and head train (``new_task_epochs`` at
+      ``new_task_lr`` with step decay), then a new generator G.
+
+    Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)).
+
+    The decision of every experience is in :attr:`detection_records`
+    (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON).
+    Default values are the paper's (``PAPER_SETTINGS``); ``CPU_SETTINGS`` is a
+    short preset for CPU runs.
+
+    :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
+    :param new_task_epochs: epochs to train a new entry's adapters and head (paper 100).
+    :param new_task_lr: initial Adam learning rate for a new entry (paper 0.01).
+    :param lr_milestones: 0-based epochs of a new entry at which the learning rate
+        is multiplied by ``lr_decay`` (paper: (50,)).
+    :param lr_decay: learning-rate factor at each milestone (paper 0.1).
+    :param reuse_epochs: epochs of head-only training on a reused entry (paper 2).
+    :param reuse_lr: Adam learning rate of head-only training (paper 0.001).
+    :param train_mb_size: training mini-batch size (paper 128).
+    :param eval_mb_size: evaluation mini-batch size.
+    :param vae_epochs: maximum epochs of a new generator (paper 2000, early stopped).
+    :param vae_lr: generator learning rate (paper 1e-4).
+    :param vae_mb_size: generator mini-batch size (paper 64).
+    :param vae_patience: generator early-stopping patience in epochs.
+    :param n_warm_start: number of first tasks trained as new without detection
+        (paper 3).
+    :param decision: decision rule name (``"agreement"``, the paper's rule).
+    :param prior: mixing weights π_j of eq. 5, ``"uniform"`` or ``"tasks"``.
+    :param elbo_samples: Monte-Carlo samples per ELBO in detection.
+    :param max_detection_samples: cap on the training samples used for detection
+        (``None``: all, as in the paper).
+    :param forward_transfer: start a new entry's adapters from the entry with the
+        lowest S(j, t) instead of from the identity (off: the paper's method).
+    :param device: torch device.
+    :param plugins: further Avalanche plugins.
+    :param evaluator: Avalanche ``EvaluationPlugin`` (or factory).
+    :param eval_every: Avalanche periodic evaluation setting.
+    :param verbose: print one line per experience with the decision and scores.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: SDRModel,
+        new_task_epochs: int = 100,
+        new_task_lr: float = 0.01,
+        lr_milestones: Sequence[int] = (50,),
+        lr_decay: float = 0.1,
+        reuse_epochs: int = 2,
+        reuse_lr: float = 0.001,
+        train_mb_size: int = 128,
+        eval_mb_size: int = 256,
+        vae_epochs: int = 2000,
+        vae_lr: float = 1e-4,
+        vae_mb_size: int = 64,
+        vae_patience: int = 20,
+        n_warm_start: int = 3,
+        decision: str = "agreement",
+        prior: str = "uniform",
+        elbo_samples: int = 1,
+        max_detection_samples: Optional[int] = None,
+        forward_transfer: bool = False,
+        device: Union[str, torch.device] = "cpu",
+        plugins: Optional[List] = None,
+        evaluator=default_evaluator,
+        eval_every: int = -1,
+        verbose: bool = True,
+    ):
+        if not isinstance(model, SDRModel):
+            raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
+        detector = SimilarTaskDetector(
+            rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples
+        )
+        self.sdr = SDRPlugin(
+            detector=detector,
+            n_warm_start=n_warm_start,
+            new_task_epochs=new_task_epochs,
+            new_task_lr=new_task_lr,
+            lr_milestones=lr_milestones,
+            lr_decay=lr_decay,
+            reuse_epochs=reuse_epochs,
+            reuse_lr=reuse_lr,
+            vae_epochs=vae_epochs,
+            vae_lr=vae_lr,
+            vae_mb_size=vae_mb_size,
+            vae_patience=vae_patience,
+            forward_transfer=forward_transfer,
+            verbose=verbose,
+        )
+        # Replaced per experience by make_optimizer; Avalanche needs one to start.
+        placeholder = torch.optim.Adam(model.parameters(), lr=new_task_lr)
+        super().__init__(
+            model=model,
+            optimizer=placeholder,
+            criterion=torch.nn.CrossEntropyLoss(),
+            train_mb_size=train_mb_size,
+            train_epochs=new_task_epochs,
+            eval_mb_size=eval_mb_size,
+            device=device,
+            plugins=[self.sdr] + list(plugins or []),
+            evaluator=evaluator,
+            eval_every=eval_every,
+        )
+
+    @property
+    def detection_records(self) -> List[DetectionRecord]:
+        """One :class:`DetectionRecord` per training experience started so far."""
+        return self.sdr.records
+
+    def check_model_and_optimizer(self, **kwargs):
+        """Adapt the model (adds the task head), then build the optimizer."""
+        self.model = self.model_adaptation()
+        self.make_optimizer(**kwargs)
+
+    def make_optimizer(self, **kwargs):
+        """A fresh Adam over exactly what this experience trains.
+
+        Head only for a reused entry; head and the new adapter set for a new one.
+        Everything else has ``requires_grad=False`` and no optimizer state.
+        """
+        task = self.sdr.current.task
+        params = self.model.trainable_for(task, train_encoder_entry=self.sdr.training_new_entry)
+        self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
+
+
+__all__ = ["SDRStrategy"]

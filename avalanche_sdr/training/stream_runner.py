@@ -1,0 +1,158 @@
+"""Running an SDR strategy over a whole mixed stream and collecting its results.
+
+The results dictionary is the one the examples write with ``--output`` and
+:mod:`avalanche_sdr.plots` reads::
+
+    {"config": {...}, "seed": int,
+     "detection": {"correct", "miss", "incorrect": fractions of scored tasks, "n_scored"},
+     "average_accuracy": mean final test accuracy over all tasks (0-1),
+     "memory_mb": repository size after the last task (MB = 2**20 bytes),
+     "memory_mb_all_new": the same repository had every task been trained as new,
+     "unique_tasks": C,
+     "tasks": [{"task", "group", "split", "decision", "entry", "chosen_task",
+                "outcome", "test_accuracy", "memory_mb", "detection": {...}}, ...]}
+
+The dictionary holds no wall-clock values, so identical runs give identical results
+(timings are printed instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
+logging mode, after training: the strategy never sees it.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+from avalanche_sdr.evaluation import classify_detection, detection_summary, repository_memory_bytes
+
+MB = 2**20
+
+
+def _accuracy_key(experience) -> str:
+    task = int(experience.task_labels[0])
+    return f"Top1_Acc_Exp/eval_phase/test_stream/Task{task:03d}/Exp{experience.current_experience:03d}"
+
+
+def _without_timing(record: Dict[str, Any]) -> Dict[str, Any]:
+    # Wall-clock values differ between identical runs; results must not.
+    return {k: v for k, v in record.items() if k != "detection_seconds"}
+
+
+def final_test_accuracies(strategy, test_stream) -> List[float]:
+    """Evaluate every test experience and return its accuracy (0-1), in stream order.
+
+    :raises ValueError: if the strategy's evaluator has no per-experience accuracy
+        (``accuracy_metrics(experience=True)``).
+    """
+    metrics = strategy.eval(test_stream)
+    accuracies = []
+    for experience in test_stream:
+        key = _accuracy_key(experience)
+        if key not in metrics:
+            raise ValueError(
+                f"metric {key!r} missing: the strategy's evaluator must include "
+                "accuracy_metrics(experience=True)"
+            )
+        accuracies.append(float(metrics[key]))
+    return accuracies
+
+
+def all_new_memory_bytes(strategy, n_tasks: int) -> int:
+    """Repository bytes had all ``n_tasks`` tasks been trained as new entries.
+
+    Computed from the current repository: its size now, plus one more entry (mean
+    size of the existing entries) for every task that reused one.
+    """
+    model = strategy.model
+    now = repository_memory_bytes(strategy)
+    entries = model.entries
+    if not entries:
+        return now
+    per_entry = sum(model.entry_bytes(e) for e in entries) / len(entries)
+    return int(now + per_entry * (n_tasks - len(entries)))
+
+
+def run_sdr_stream(
+    strategy,
+    benchmark,
+    *,
+    config: Optional[Dict[str, Any]] = None,
+    seed: Optional[int] = None,
+    log=print,
+) -> Dict[str, Any]:
+    """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
+    then evaluate every task on ``benchmark.test_stream``; return the results dict.
+
+    :param strategy: an :class:`~avalanche_sdr.training.SDRStrategy`.
+    :param benchmark: a mixed-similarity benchmark (experiences carry ``group``
+        and ``split`` attributes).
+    :param config: settings to record under ``"config"``.
+    :param seed: seed to record.
+    :param log: callable for progress lines (``None``: silent).
+    """
+    train_stream, test_stream = benchmark.train_stream, benchmark.test_stream
+    memory_after: List[float] = []
+    start = time.perf_counter()
+    for experience in train_stream:
+        strategy.train(experience, eval_streams=[])
+        memory_after.append(repository_memory_bytes(strategy) / MB)
+    train_seconds = time.perf_counter() - start
+    accuracies = final_test_accuracies(strategy, test_stream)
+
+    model = strategy.model
+    records = strategy.detection_records
+    group_of_task = {int(e.task_labels[0]): int(e.group) for e in train_stream}
+    groups_seen: List[int] = []
+    tasks, outcomes = [], []
+    for experience, record, accuracy, memory in zip(train_stream, records, accuracies, memory_after):
+        group, split = int(experience.group), int(experience.split)
+        outcome = None
+        chosen_task = None
+        if record.decision != "warm_start":
+            reused_group = None
+            if record.reused_entry is not None:
+                chosen_task = model.entry_creator[record.reused_entry]
+                reused_group = group_of_task[chosen_task]
+            outcome = classify_detection(group, groups_seen, reused_group)
+            outcomes.append(outcome)
+        groups_seen.append(group)
+        tasks.append(
+            {
+                "task": record.task,
+                "group": group,
+                "split": split,
+                "decision": record.decision,
+                "entry": record.entry,
+                "chosen_task": chosen_task,
+                "outcome": outcome,
+                "test_accuracy": accuracy,
+                "memory_mb": memory,
+                "detection": _without_timing(record.to_dict()),
+            }
+        )
+        if log is not None and record.decision != "warm_start":
+            log(
+                f"task {record.task:3d} (group {group}, split {split}): {record.decision:>5s}"
+                f" chosen={chosen_task} -> {outcome:9s} test acc {accuracy:.3f}"
+            )
+    summary = detection_summary(outcomes)
+    results = {
+        "config": dict(config or {}),
+        "seed": seed,
+        "detection": summary,
+        "average_accuracy": sum(accuracies) / len(accuracies),
+        "memory_mb": memory_after[-1],
+        "memory_mb_all_new": all_new_memory_bytes(strategy, len(tasks)) / MB,
+        "unique_tasks": model.num_entries,
+        "tasks": tasks,
+    }
+    if log is not None:
+        log(
+            f"Correct {summary['correct']:.1%}  Miss {summary['miss']:.1%}  "
+            f"Incorrect {summary['incorrect']:.1%} of {summary['n_scored']} scored tasks | "
+            f"average accuracy {results['average_accuracy']:.3f} | "
+            f"memory {results['memory_mb']:.2f} MB ({results['unique_tasks']} unique entries; "
+            f"all-new {results['memory_mb_all_new']:.2f} MB) | training {train_seconds:.1f}s"
+        )
+    return results
+
+
+__all__ = ["run_sdr_stream", "final_test_accuracies", "all_new_memory_bytes"]

@@ -1,0 +1,152 @@
+"""Tests for avalanche_sdr/evaluation/evaluator.py: a real Avalanche training loop.
+
+A ``Naive`` strategy plus a stand-in plugin that appends detection records as
+SDR does, on a tiny task-aware benchmark whose experiences carry a hidden
+``group`` ``ExperienceAttribute``.
+"""
+
+import io
+from types import SimpleNamespace
+
+import pytest
+import torch
+from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
+from avalanche.benchmarks.scenarios.generic_scenario import (
+    ExperienceAttribute,
+    MaskedAttributeError,
+)
+from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+from avalanche.benchmarks.utils.classification_dataset import TaskAwareClassificationDataset
+from avalanche.benchmarks.utils.data_attribute import DataAttribute
+from avalanche.benchmarks.utils.flat_data import ConstantSequence
+from avalanche.evaluation.metrics import loss_metrics
+from avalanche.logging import CSVLogger, TextLogger
+from avalanche.training import Naive
+from avalanche.training.plugins import SupervisedPlugin
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from avalanche_sdr.evaluation import SDREvaluationPlugin, sdr_evaluation_plugin
+
+GROUPS = [0, 1, 0, 2]
+
+
+def _dataset(n, task, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 6, generator=g)
+    y = torch.arange(n) % 2
+    return TaskAwareClassificationDataset(
+        [TensorDataset(x, y)],
+        data_attributes=[
+            DataAttribute(y.tolist(), "targets"),
+            DataAttribute(ConstantSequence(task, n), "targets_task_labels", use_in_getitem=True),
+        ],
+    )
+
+
+def grouped_benchmark(groups):
+    bm = with_task_labels(
+        benchmark_from_datasets(
+            train=[_dataset(8, t, t) for t in range(len(groups))],
+            test=[_dataset(4, t, 100 + t) for t in range(len(groups))],
+        )
+    )
+    for stream in (bm.train_stream, bm.test_stream):
+        for exp, k in zip(stream, groups):
+            exp.group = ExperienceAttribute(k)
+    return bm
+
+
+class FakeDetectionPlugin(SupervisedPlugin):
+    """Appends one record per experience: warm start for 2 tasks, then a fixed policy.
+
+    Task 2 (group 0) reuses entry 0 (correct); task 3 (group 2) is new (correct).
+    It must not read the hidden group, and checks that it cannot.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.decisions = {0: ("warm_start", None), 1: ("warm_start", None), 2: ("reuse", 0), 3: ("new", None)}
+
+    def after_training_exp(self, strategy, **kwargs):
+        with pytest.raises(MaskedAttributeError):
+            strategy.experience.train().group
+        task = strategy.experience.task_label
+        decision, reused = self.decisions[task]
+        creators = strategy.model.entry_creator
+        entry = reused if reused is not None else len(creators)
+        record = SimpleNamespace(
+            task=task,
+            decision=decision,
+            entry=entry,
+            reused_entry=reused,
+            candidate_entries=sorted(creators),
+            candidate_tasks=[creators[e] for e in sorted(creators)],
+        )
+        if reused is None:
+            creators[entry] = task
+        strategy.detection_records.append(record)
+
+
+def run(evaluator):
+    torch.manual_seed(0)
+    model = nn.Linear(6, 2)
+    model.entry_creator = {}
+    strategy = Naive(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        criterion=nn.CrossEntropyLoss(),
+        train_mb_size=4,
+        train_epochs=1,
+        eval_mb_size=4,
+        plugins=[FakeDetectionPlugin()],
+        evaluator=evaluator,
+    )
+    strategy.detection_records = []
+    bm = grouped_benchmark(GROUPS)
+    for experience in bm.train_stream:
+        strategy.train(experience, eval_streams=[])
+        strategy.eval(bm.test_stream[: experience.current_experience + 1])
+    return strategy
+
+
+def test_plugin_logs_detection_memory_accuracy(tmp_path):
+    evaluator = sdr_evaluation_plugin(log_dir=tmp_path, interactive=False)
+    assert isinstance(evaluator, SDREvaluationPlugin)
+    with evaluator:
+        run(evaluator)
+    last = evaluator.get_last_metrics()
+    assert last["Detection_Correct/train_phase/train_stream"] == 1.0
+    assert last["Detection_Scored/train_phase/train_stream"] == 2
+    assert last["Repository_Memory_MB/train_phase/train_stream"] == pytest.approx(
+        (6 * 2 + 2) * 4 / 2**20
+    )
+    assert any(name.startswith("Top1_Acc_Stream/eval_phase/test_stream") for name in last)
+    assert any(name.startswith("StreamForgetting/eval_phase/test_stream") for name in last)
+    assert any(name.startswith("Time_Exp/eval_phase/test_stream") for name in last)
+    memory_series = evaluator.get_all_metrics()["Repository_Memory_MB/train_phase/train_stream"]
+    assert memory_series[0] == [0, 1, 2, 3]
+
+    text = (tmp_path / "training_log.txt").read_text()
+    assert "Detection_Correct/train_phase/train_stream" in text
+    assert "Repository_Memory_MB" in text
+    assert (tmp_path / "eval_results.csv").read_text().count("\n") > 1
+    csv_logger = next(lg for lg in evaluator.loggers if isinstance(lg, CSVLogger))
+    assert csv_logger.training_file.closed and csv_logger.eval_file.closed
+    evaluator.close()  # idempotent
+
+
+def test_plugin_options():
+    buffer = io.StringIO()
+    evaluator = sdr_evaluation_plugin(
+        interactive=False, text_log=buffer, extra_metrics=[loss_metrics(stream=True)]
+    )
+    assert [type(lg) for lg in evaluator.loggers] == [TextLogger]
+    assert any(str(m).startswith("Loss_Stream") for m in evaluator.metrics)
+    evaluator.close()
+    assert not buffer.closed  # files the caller opened stay open
+
+    quiet = sdr_evaluation_plugin(interactive=False, csv=True)  # no log_dir: no files
+    assert quiet.loggers == []
+    with pytest.raises(TypeError, match="text_log"):
+        sdr_evaluation_plugin(text_log=3)

@@ -1,0 +1,111 @@
+"""SDRModel: entries, task map, heads, task-aware forward and what trains."""
+import pytest
+import torch
+
+from avalanche_sdr.models import ConvVAE, build_sdr_model, small_cnn_backbone
+
+
+def _model(**kwargs):
+    torch.manual_seed(0)
+    return build_sdr_model(
+        small_cnn_backbone(in_channels=1, widths=(8, 16)), in_channels=1, image_size=8,
+        latent_dim=4, vae_width=8, **kwargs,
+    )
+
+
+def test_entries_and_task_map():
+    model = _model()
+    assert model.create_entry(task=0) == 0
+    assert model.create_entry(task=1) == 1
+    model.assign_task(2, 0)
+    assert model.entries == [0, 1]
+    assert model.task_to_entry == {0: 0, 1: 1, 2: 0}
+    assert model.entry_creator == {0: 0, 1: 1}
+    assert model.encoder.entries == [0, 1]
+    assert model.generators.entries == [0, 1]
+    with pytest.raises(KeyError, match="entry 5 does not exist"):
+        model.assign_task(3, 5)
+    with pytest.raises(KeyError, match="task 7 has not been trained"):
+        model.entry_of(7)
+
+
+def test_forward_pads_mixed_task_batches_with_lowest_logit():
+    model = _model()
+    model.create_entry(task=0)
+    model.create_entry(task=1)
+    model.add_head(0, 2)
+    model.add_head(1, 5)
+    model.eval()
+    x = torch.rand(6, 1, 8, 8)
+    tasks = torch.tensor([0, 1, 0, 1, 1, 0])
+    out = model(x, tasks)
+    assert out.shape == (6, 5)
+    lowest = torch.finfo(out.dtype).min
+    assert torch.all(out[tasks == 0, 2:] == lowest)
+    assert torch.allclose(out[tasks == 0, :2], model.forward_single_task(x[tasks == 0], 0))
+    assert torch.allclose(out[tasks == 1], model.forward_single_task(x[tasks == 1], 1))
+    assert torch.all(out[tasks == 0].argmax(1) < 2)
+
+
+def test_add_head_checks_class_count():
+    model = _model()
+    model.create_entry(task=0)
+    model.add_head(0, 3)
+    model.add_head(0, 3)  # idempotent
+    with pytest.raises(ValueError, match="already has a head with 3 classes"):
+        model.add_head(0, 4)
+    with pytest.raises(ValueError, match="at least one class"):
+        model.add_head(1, 0)
+
+
+def test_reuse_trains_head_only_and_keeps_entry_statistics():
+    model = _model()
+    model.create_entry(task=0)
+    model.add_head(0, 2)
+    model.assign_task(1, 0)
+    model.add_head(1, 2)
+    before = {k: v.clone() for k, v in model.state_dict().items() if "heads.1." not in k}
+    params = model.trainable_for(1, train_encoder_entry=False)
+    assert {id(p) for p in params} == {id(p) for p in model.heads["1"].parameters()}
+    assert all(not p.requires_grad for n, p in model.named_parameters() if not n.startswith("heads.1."))
+    model.train()
+    optimizer = torch.optim.SGD(params, lr=0.1)
+    for _ in range(3):
+        loss = torch.nn.functional.cross_entropy(model(torch.rand(8, 1, 8, 8), 1), torch.randint(0, 2, (8,)))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    after = model.state_dict()
+    for key, value in before.items():
+        assert torch.equal(after[key], value), f"{key} changed while only head 1 trained"
+
+
+def test_new_entry_trains_its_adapters_and_head_only():
+    model = _model()
+    model.create_entry(task=0)
+    model.add_head(0, 2)
+    model.create_entry(task=1)
+    model.add_head(1, 2)
+    params = model.trainable_for(1, train_encoder_entry=True)
+    expected = list(model.heads["1"].parameters()) + list(model.encoder.entry_parameters(1))
+    assert {id(p) for p in params} == {id(p) for p in expected}
+    model.freeze_all()
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_entry_bytes_counts_adapters_batchnorm_and_generator():
+    model = _model()
+    model.create_entry(task=0)
+    expected = 0
+    for m in model.encoder.entry_modules(0) + model.generators.entry_modules(0):
+        expected += sum(t.numel() * t.element_size() for t in list(m.parameters()) + list(m.buffers()))
+    assert model.entry_bytes(0) == expected > 0
+
+
+def test_build_rejects_bad_generator_options():
+    with pytest.raises(ValueError, match="'independent' or 'eft'"):
+        _model(generator="gan")
+    with pytest.raises(ValueError, match="needs base_vae"):
+        _model(generator="eft")
+    with pytest.raises(ValueError, match="models 1x16x16"):
+        _model(generator="eft", base_vae=ConvVAE(1, 16, latent_dim=4, width=8))
