@@ -95,9 +95,7 @@ class SimilarTaskDetector:
                 for i in range(0, x.shape[0], self.batch_size):
                     xb = x[i : i + self.batch_size].to(device)
                     feats.append(model.features(xb, entry).double().cpu())
-                    elbos = torch.stack(
-                        [model.generators.elbo(xb, entry) for _ in range(self.elbo_samples)]
-                    ).mean(0)
+                    elbos = model.generators.elbo(xb, entry, n_samples=self.elbo_samples)
                     ll.append(elbos.double().cpu())
                 log_lik[:, j] = torch.cat(ll)
                 complexity[j] = complexity_measure(
