@@ -8,7 +8,8 @@
   ``dataset-fashion-mnist`` or a torchvision root), :func:`MixedEMNIST` (100 tasks),
   :func:`MixedCIFAR10` (10 tasks), :func:`MixedCIFAR100` (40 tasks).
 - :func:`dataset_tensors` / :func:`experience_tensors`: a whole experience as tensors.
-- :class:`DatasetNotFoundError`: raised when a preset's files are missing.
+- :class:`DatasetNotFoundError`: raised when a preset's files are missing;
+  :class:`CorruptDatasetError`: raised when one is truncated or unreadable.
 """
 
 from .cifar import CIFAR10_TABLE4_GROUPS, CIFAR100_TABLE4_GROUPS, MixedCIFAR10, MixedCIFAR100
@@ -26,6 +27,7 @@ from .mixed_stream import (
 )
 from .sources import (
     EMNIST_CLASSES,
+    CorruptDatasetError,
     DatasetNotFoundError,
     load_cifar10,
     load_cifar100,
@@ -36,6 +38,7 @@ from .sources import (
 __all__ = [
     "CIFAR100_TABLE4_GROUPS",
     "CIFAR10_TABLE4_GROUPS",
+    "CorruptDatasetError",
     "DIGITS_GROUPS",
     "DatasetNotFoundError",
     "EMNIST_CLASSES",

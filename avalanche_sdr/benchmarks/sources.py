@@ -14,7 +14,8 @@ Each loader returns ``(train, test)`` :class:`ImageArrayDataset` s (uint8 images
 
 With ``download=True`` missing files are fetched with torchvision's own dataset classes
 first; without it a :class:`DatasetNotFoundError` lists the missing files and how to
-get them.
+get them. A file that exists but cannot be read (truncated download, broken gzip
+stream, wrong format) raises :class:`CorruptDatasetError` naming it.
 """
 
 import gzip
@@ -22,6 +23,7 @@ import os
 import pickle
 import string
 import struct
+import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -79,29 +81,52 @@ class DatasetNotFoundError(FileNotFoundError):
         )
 
 
+class CorruptDatasetError(ValueError):
+    """A dataset file exists but cannot be read: truncated, a broken gzip stream, or
+    not in the expected format. The message starts with the file's path.
+
+    :param path: the file.
+    :param reason: what is wrong with it.
+
+    Attributes: ``path`` (str), ``reason`` (str).
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(
+            f"{self.path}: {reason}. The file is damaged (an interrupted download or copy?); "
+            "delete it and fetch it again."
+        )
+
+
 def read_idx(path: str) -> np.ndarray:
     """Read an idx file (the MNIST family's format), gzipped when ``path`` ends in .gz.
 
     :return: uint8 array with the file's dimensions (e.g. [N, 28, 28] or [N]).
-    :raises ValueError: on a malformed header or a non-uint8 payload.
+    :raises CorruptDatasetError: a truncated file or gzip stream, a malformed header,
+        or a non-uint8 payload.
     """
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise CorruptDatasetError(path, f"unreadable gzip stream ({type(err).__name__}: {err})") from err
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{path}: not an idx file (bad magic number)")
+        raise CorruptDatasetError(path, "not an idx file (bad magic number)")
     dtype_code, ndim = raw[2], raw[3]
     if dtype_code != 0x08:
-        raise ValueError(
-            f"{path}: idx data type 0x{dtype_code:02x}; only uint8 (0x08) is supported"
-        )
+        raise CorruptDatasetError(path, f"idx data type 0x{dtype_code:02x}; only uint8 (0x08) is supported")
+    if len(raw) < 4 + 4 * ndim:
+        raise CorruptDatasetError(path, f"truncated idx header ({len(raw)} bytes for {ndim} dimensions)")
     dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
     offset = 4 + 4 * ndim
     expected = int(np.prod(dims)) if dims else 0
     if len(raw) - offset != expected:
-        raise ValueError(
-            f"{path}: header announces {expected} bytes of data for shape {dims}, "
-            f"the file holds {len(raw) - offset}"
+        raise CorruptDatasetError(
+            path,
+            f"header announces {expected} bytes of data for shape {dims}, the file holds {len(raw) - offset}",
         )
     return np.frombuffer(raw, dtype=np.uint8, offset=offset).reshape(dims).copy()
 
@@ -254,8 +279,17 @@ def load_emnist(
 
 
 def _unpickle(path: str) -> Dict[str, Any]:
-    with open(path, "rb") as f:
-        entry = pickle.load(f, encoding="latin1")
+    """A CIFAR python-version batch file as a dict with str keys.
+
+    :raises CorruptDatasetError: a truncated or non-pickle file, or not a dict.
+    """
+    try:
+        with open(path, "rb") as f:
+            entry = pickle.load(f, encoding="latin1")
+    except (EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, IndexError) as err:
+        raise CorruptDatasetError(path, f"unreadable pickle ({type(err).__name__}: {err})") from err
+    if not isinstance(entry, dict):
+        raise CorruptDatasetError(path, f"expected a pickled dict, got {type(entry).__name__}")
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
@@ -354,6 +388,7 @@ def load_cifar100(root: str, download: bool = False) -> Tuple[ImageArrayDataset,
 
 __all__ = [
     "CIFAR10_CLASSES",
+    "CorruptDatasetError",
     "DatasetNotFoundError",
     "EMNIST_CLASSES",
     "FASHION_MNIST_CLASSES",

@@ -127,13 +127,15 @@ def relu_ntk_gram(features: torch.Tensor) -> torch.Tensor:
 
     ``H_ik = c_ik (pi - arccos(c_ik)) / (2 pi)`` with ``c_ik = e_i^T e_k`` the cosine of
     rows ``i`` and ``k`` clamped to [-1, 1], ``e_i`` as in :func:`normalize_rows`.
-    Cosines within rounding error (``4 sqrt(d)`` ulps) of +-1 count as exactly +-1, so
-    duplicated rows get exactly equal entries; near +-1 the entries otherwise carry
-    the arccos conditioning (an error ``delta`` in the cosine moves ``H`` by about
-    ``sqrt(delta) / 4``, ~1e-8 for ``delta = 1e-15``). The diagonal is set to exactly 1/2 for non-zero rows and 0
-    for zero rows (arccos is ill-conditioned at 1, so computing it would add errors of
-    ~1e-9). The result is exactly symmetric and positive semi-definite (up to
-    rounding).
+    The result is exactly symmetric and positive semi-definite up to rounding.
+
+    Accuracy: arccos is ill-conditioned at +-1 (an error ``delta`` in a cosine near 1
+    moves ``H`` by about ``sqrt(delta) / 4``, ~1e-8 for ``delta = 1e-15``). Therefore
+    the diagonal is set exactly (1/2 for non-zero rows, 0 for zero rows), and cosines
+    within rounding error (``4 sqrt(d)`` ulps) of +-1 count as exactly +-1, so
+    duplicated or rescaled rows get exactly the diagonal value. Entries of distinct
+    but nearly parallel rows keep errors of that order; elsewhere they are accurate
+    to rounding.
 
     :param features: ``[n, d]`` real tensor.
     :return: ``[n, n]`` float64 tensor on the same device as ``features``.
@@ -316,14 +318,21 @@ def _factorize_with_jitter(
         shift = rel * scale
         diagonal.add_(shift - previous_shift)
         previous_shift = shift
+        factor = None
         if attempt == 1:
-            # In place: the factor overwrites K (saves a copy and n^2 memory).
-            factor, _ = torch.linalg.cholesky_ex(matrix, out=(matrix, info))
-        else:
+            # In place: the factor overwrites K (saves a copy and n^2 memory). torch
+            # accepts the aliasing out=; should a version refuse it, fall through.
+            try:
+                factor, _ = torch.linalg.cholesky_ex(matrix, out=(matrix, info))
+            except RuntimeError:
+                factor_out = torch.empty((n, n), dtype=torch.float64, device=buffer.device).mT
+        if factor is None:
             factor, _ = torch.linalg.cholesky_ex(matrix, out=(factor_out, info))
         if int(info) == 0:
             return factor, rel, shift, attempt, kernel_scale
-        if attempt == 1 and max_tries > 1:
+        if factor_out is None and attempt < max_tries:
+            # The failed in-place attempt destroyed K: rebuild it once, and factorise
+            # into a separate buffer from now on.
             fill()
             previous_shift = 0.0
             factor_out = torch.empty((n, n), dtype=torch.float64, device=buffer.device).mT

@@ -6,10 +6,13 @@
 - :mod:`~avalanche_sdr.evaluation.memory`: :func:`repository_memory_bytes`,
   :class:`RepositoryMemory`, :func:`register_plugin_memory`.
 - :mod:`~avalanche_sdr.evaluation.evaluator`: :func:`sdr_evaluation_plugin`.
+- :mod:`~avalanche_sdr.evaluation.metric_csv_logger`: :class:`MetricCSVLogger`,
+  every metric value as CSV rows.
 """
 
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics, experience_ground_truth
 from avalanche_sdr.evaluation.evaluator import SDREvaluationPlugin, sdr_evaluation_plugin
+from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
 from avalanche_sdr.evaluation.memory import (
     BYTES_PER_MB,
     RepositoryMemory,
@@ -37,6 +40,7 @@ __all__ = [
     "MISS",
     "OUTCOMES",
     "DetectionMetrics",
+    "MetricCSVLogger",
     "RepositoryMemory",
     "SDREvaluationPlugin",
     "TensorByteCounter",

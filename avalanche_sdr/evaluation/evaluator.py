@@ -18,9 +18,13 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics
 from avalanche_sdr.evaluation.memory import RepositoryMemory
+from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
 
 TEXT_LOG_NAME = "training_log.txt"
 """File name of the text log written in ``log_dir`` by default."""
+
+METRICS_CSV_NAME = "metrics.csv"
+"""File name of the long-format CSV of every metric value (:class:`MetricCSVLogger`)."""
 
 
 class SDREvaluationPlugin(EvaluationPlugin):
@@ -40,6 +44,8 @@ class SDREvaluationPlugin(EvaluationPlugin):
         """Close ``CSVLogger``\\ s and the log files this plugin opened. Idempotent."""
         for logger in self.loggers:
             if isinstance(logger, CSVLogger) and not logger.training_file.closed:
+                logger.close()
+            elif isinstance(logger, MetricCSVLogger):
                 logger.close()
         for handle in self._owned_files:
             if not handle.closed:
@@ -71,17 +77,20 @@ def sdr_evaluation_plugin(
     train_phase/train_stream``), then ``extra_metrics``.
 
     Loggers: ``InteractiveLogger`` (tqdm progress, stdout), ``TextLogger``,
-    ``CSVLogger``. ``CSVLogger`` writes only Avalanche's accuracy, loss and
-    forgetting columns; every metric, detection and memory included, is in
-    ``plugin.get_all_metrics()`` and in the text log.
+    ``CSVLogger`` and :class:`MetricCSVLogger`. ``CSVLogger`` writes only
+    Avalanche's accuracy, loss and forgetting columns; ``MetricCSVLogger``
+    writes every scalar metric, detection and memory included, to
+    ``log_dir/metrics.csv`` (one ``metric,x,value`` row each). All values are
+    also in ``plugin.get_all_metrics()`` and in the text log.
 
     The returned plugin must be closed (``plugin.close()`` or ``with``) to
     close the CSV files and any text log file it opened.
 
     :param log_dir: folder for ``training_results.csv`` / ``eval_results.csv``
         and the default text log; created if missing. None: no files.
-    :param csv: add a ``CSVLogger`` writing to ``log_dir`` (ignored without
-        ``log_dir``, so nothing lands in the working directory).
+    :param csv: add a ``CSVLogger`` and a :class:`MetricCSVLogger` writing to
+        ``log_dir`` (ignored without ``log_dir``, so nothing lands in the working
+        directory).
     :param text_log: ``None``: a ``TextLogger`` to ``log_dir/training_log.txt``
         when ``log_dir`` is given, none otherwise; ``False``: no text log;
         ``True``: ``TextLogger`` to stdout; a path: ``TextLogger`` to that file
@@ -127,6 +136,7 @@ def sdr_evaluation_plugin(
 
     if csv and log_dir is not None:
         loggers.append(CSVLogger(str(log_dir)))
+        loggers.append(MetricCSVLogger(Path(log_dir) / METRICS_CSV_NAME))
 
     return SDREvaluationPlugin(*metrics, loggers=loggers, owned_files=owned_files)
 

@@ -15,7 +15,7 @@ order they are created; tasks are Avalanche task labels.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -100,6 +100,63 @@ class SDRModel(MultiTaskModule):
         modules = list(self.encoder.entry_modules(entry)) + list(self.generators.entry_modules(entry))
         tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
         return sum(t.numel() * t.element_size() for t in tensors.values())
+
+    @property
+    def input_shape(self) -> Tuple[int, int, int]:
+        """(C, H, W) of the images the repository takes: what its generators model."""
+        bank = self.generators
+        if isinstance(bank, IndependentVAEBank):
+            c, size = bank.config["in_channels"], bank.config["image_size"]
+        else:
+            c, size = bank.base.in_channels, bank.base.image_size
+        return int(c), int(size), int(size)
+
+    # ------------------------------------------------------------------ layout
+    def layout(self) -> Dict[str, Any]:
+        """The repository's structure, without tensor values (JSON-safe).
+
+        ``{"entries": [[entry, creator task], ...] (creation order),
+        "task_to_entry": [[task, entry], ...] (training order),
+        "heads": [[task, classes], ...] (creation order),
+        "max_class_label": int}`` — what :meth:`restore_layout` needs to rebuild an
+        empty repository so that a saved ``state_dict`` loads into it.
+        """
+        return {
+            "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
+            "task_to_entry": [[int(t), int(e)] for t, e in self.task_to_entry.items()],
+            "heads": [[int(key), self.head_num_classes(int(key))] for key in self.heads],
+            "max_class_label": int(self.max_class_label),
+        }
+
+    def restore_layout(self, layout: Mapping[str, Any]) -> None:
+        """Rebuild the entries, task map and heads of :meth:`layout` in this empty repository.
+
+        New entries and heads get fresh values (load the saved ``state_dict`` next);
+        everything ends frozen, as after a finished experience.
+
+        :param layout: a dict from :meth:`layout` (also after a JSON round trip).
+        :raises RuntimeError: if the repository already holds entries or heads.
+        :raises ValueError: if the layout's entries are not numbered 0, 1, 2, ...
+        """
+        if self.entry_creator or len(self.heads):
+            raise RuntimeError(
+                f"restore_layout needs an empty repository; this one holds entries {self.entries} "
+                f"and heads for tasks {[int(k) for k in self.heads]}"
+            )
+        for entry, task in layout["entries"]:
+            if int(entry) != self.num_entries:
+                raise ValueError(f"layout entries must be numbered 0, 1, 2, ... in order; got entry {entry}")
+            self.encoder.add_entry(int(entry))
+            self.generators.add_entry(int(entry))
+            self.entry_creator[int(entry)] = int(task)
+        for task, entry in layout["task_to_entry"]:
+            self.assign_task(int(task), int(entry))
+        for task, num_classes in layout["heads"]:
+            self.add_head(int(task), int(num_classes))
+        # Avalanche's MultiTaskModule bookkeeping, as adaptation() left it.
+        self.known_train_tasks_labels = set(self.task_to_entry)
+        self.max_class_label = int(layout["max_class_label"])
+        self.freeze_all()
 
     # ------------------------------------------------------------------ heads
     def _make_head(self, num_classes: int) -> nn.Module:
@@ -255,7 +312,17 @@ def build_sdr_model(
     :param latent_dim: latent dimension of new VAEs (``"independent"``).
     :param vae_width: first-layer channels of new VAEs (``"independent"``).
     :param head_hidden: hidden width of the heads (``None``: linear heads).
+    :raises ValueError: a backbone whose input normalisation takes another channel
+        count than ``in_channels``; unknown ``generator``; ``base_vae`` missing,
+        superfluous or of another image shape.
     """
+    normalize = getattr(backbone, "normalize", None)
+    backbone_channels = getattr(normalize, "in_channels", in_channels)
+    if backbone_channels != in_channels:
+        raise ValueError(
+            f"the backbone takes {backbone_channels}-channel images but in_channels={in_channels}; "
+            "build both for the stream's images"
+        )
     encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
     if generator == "independent":
         if base_vae is not None:

@@ -1,4 +1,12 @@
-"""SDR training: the strategy, its plugin, presets, pretraining and generator fitting."""
+"""SDR training: the strategy, its plugin, presets, pretraining, generator fitting, checkpoints."""
+from avalanche_sdr.training.checkpoint import (
+    CheckpointError,
+    CheckpointMismatchError,
+    SDRCheckpointPlugin,
+    has_checkpoint,
+    load_repository,
+    read_manifest,
+)
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
 from avalanche_sdr.training.generator_fitting import GeneratorFitReport, fit_generator
 from avalanche_sdr.training.presets import CPU_SETTINGS, PAPER_SETTINGS
@@ -18,4 +26,10 @@ __all__ = [
     "check_task_data",
     "read_task_data",
     "InvalidTaskDataError",
+    "SDRCheckpointPlugin",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "has_checkpoint",
+    "load_repository",
+    "read_manifest",
 ]

@@ -12,6 +12,12 @@ Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES)
 3. ``before_training_epoch`` — the learning-rate schedule of new entries.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
    training inputs; then freeze everything and print one line.
+
+Evaluation is checked too: ``before_eval_exp`` checks that the labels of a trained
+task fit its head (0..c-1), so a malformed test set fails with a named error instead
+of an index error inside the loss, and ``before_eval_forward`` refuses mini-batches
+with NaN or Inf inputs, whose arbitrary predictions would otherwise count in the
+accuracy.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from avalanche.core import SupervisedPlugin
 
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
-from avalanche_sdr.training.data import check_task_data, read_task_data
+from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 
 
@@ -124,7 +130,7 @@ class SDRPlugin(SupervisedPlugin):
                 "must carry a new task label (repeats are detected, not announced)"
             )
         x, y = read_task_data(experience)
-        num_classes = check_task_data(x, y, task=task)
+        num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape)
         self._train_start = time.perf_counter()
         if len(self.records) < self.n_warm_start:
             entry = model.create_entry(task)
@@ -169,6 +175,35 @@ class SDRPlugin(SupervisedPlugin):
         self._task_inputs = None
         if self.verbose:
             print(self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note, flush=True)
+
+    def before_eval_exp(self, strategy, **kwargs):
+        experience = strategy.experience
+        model = strategy.model
+        targets = getattr(experience.dataset, "targets", None)
+        if targets is None or len(experience.dataset) == 0:
+            return
+        labels = getattr(targets, "uniques", None)
+        labels = set(targets) if labels is None else labels
+        for task in experience.task_labels:
+            if str(int(task)) not in model.heads:
+                continue  # an untrained task: the model's forward names it
+            c = model.head_num_classes(int(task))
+            outside = sorted(int(v) for v in labels if not 0 <= int(v) < c)
+            if outside:
+                raise InvalidTaskDataError(
+                    f"task {int(task)}: evaluation labels {outside} lie outside 0..{c - 1}, "
+                    f"the {c} classes its head was trained on"
+                )
+
+    def before_eval_forward(self, strategy, **kwargs):
+        x = strategy.mb_x
+        bad = (~torch.isfinite(x.flatten(1))).any(dim=1)
+        if bool(bad.any()):
+            tasks = sorted({int(t) for t in strategy.mb_task_id[bad].tolist()})
+            raise InvalidTaskDataError(
+                f"task {', '.join(map(str, tasks))}: {int(bad.sum())} evaluation inputs of a "
+                f"mini-batch of {x.shape[0]} contain NaN or Inf values"
+            )
 
     @staticmethod
     def describe(record: DetectionRecord) -> str:

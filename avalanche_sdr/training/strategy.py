@@ -1,6 +1,7 @@
 """``SDRStrategy``: SDR on Avalanche's supervised template."""
 from __future__ import annotations
 
+import os
 from typing import List, Optional, Sequence, Union
 
 import torch
@@ -10,6 +11,7 @@ from avalanche.training.templates import SupervisedTemplate
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.models.repository import SDRModel
+from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
 
 
@@ -64,6 +66,10 @@ class SDRStrategy(SupervisedTemplate):
     :param evaluator: Avalanche ``EvaluationPlugin`` (or factory).
     :param eval_every: Avalanche periodic evaluation setting.
     :param verbose: print one line per experience with the decision and scores.
+    :param checkpoint_dir: directory to save a checkpoint to after every finished
+        training experience (:class:`~avalanche_sdr.training.checkpoint.SDRCheckpointPlugin`,
+        run after every other plugin); :meth:`restore_checkpoint` resumes from it.
+        ``None`` (default): no checkpoints.
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class SDRStrategy(SupervisedTemplate):
         evaluator=default_evaluator,
         eval_every: int = -1,
         verbose: bool = True,
+        checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
     ):
         if not isinstance(model, SDRModel):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
@@ -116,10 +123,10 @@ class SDRStrategy(SupervisedTemplate):
             verbose=verbose,
         )
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
-        placeholder = torch.optim.Adam(model.parameters(), lr=new_task_lr)
+        initial_optimizer = torch.optim.Adam(model.parameters(), lr=new_task_lr)
         super().__init__(
             model=model,
-            optimizer=placeholder,
+            optimizer=initial_optimizer,
             criterion=torch.nn.CrossEntropyLoss(),
             train_mb_size=train_mb_size,
             train_epochs=new_task_epochs,
@@ -129,11 +136,33 @@ class SDRStrategy(SupervisedTemplate):
             evaluator=evaluator,
             eval_every=eval_every,
         )
+        self.checkpoint: Optional[SDRCheckpointPlugin] = None
+        if checkpoint_dir is not None:
+            # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
+            # is taken once everything else has finished the experience.
+            self.checkpoint = SDRCheckpointPlugin(checkpoint_dir)
+            self.plugins.append(self.checkpoint)
 
     @property
     def detection_records(self) -> List[DetectionRecord]:
         """One :class:`DetectionRecord` per training experience started so far."""
         return self.sdr.records
+
+    def restore_checkpoint(self) -> int:
+        """Resume from the checkpoint in ``checkpoint_dir``, if it holds one.
+
+        Call on a freshly built strategy (and model) of the same configuration as the
+        run that wrote the checkpoint, then train the experiences after the returned
+        position: the run continues exactly as if it had not been interrupted.
+
+        :return: the number of training experiences already finished (0 when the
+            directory holds no checkpoint).
+        :raises RuntimeError: the strategy was built without ``checkpoint_dir``.
+        :raises CheckpointMismatchError: the checkpoint has another configuration.
+        """
+        if self.checkpoint is None:
+            raise RuntimeError("restore_checkpoint needs SDRStrategy(checkpoint_dir=...)")
+        return self.checkpoint.restore(self)
 
     def check_model_and_optimizer(self, **kwargs):
         """Adapt the model (adds the task head), then build the optimizer."""

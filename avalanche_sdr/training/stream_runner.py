@@ -15,6 +15,12 @@ The results dictionary is the one the examples write with ``--output`` and
 The dictionary holds no wall-clock values, so identical runs give identical results
 (timings are printed instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
 logging mode, after training: the strategy never sees it.
+
+With a strategy built with ``checkpoint_dir``, the run resumes from the checkpoint
+there: finished experiences are skipped, their memory figures come from the
+checkpoint, and the results equal those of an uninterrupted run (bit for bit on CPU).
+A stream no longer than the warm start has every task trained as ``warm_start`` and
+nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from avalanche_sdr.evaluation import classify_detection, detection_summary, repository_memory_bytes
+from avalanche_sdr.training.checkpoint import CheckpointMismatchError
 
 MB = 2**20
 
@@ -87,11 +94,31 @@ def run_sdr_stream(
     :param config: settings to record under ``"config"``.
     :param seed: seed to record.
     :param log: callable for progress lines (``None``: silent).
+    :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
+        checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
     train_stream, test_stream = benchmark.train_stream, benchmark.test_stream
     memory_after: List[float] = []
+    finished = 0
+    checkpoint = getattr(strategy, "checkpoint", None)
+    if checkpoint is not None:
+        checkpoint.run_info = {"config": dict(config or {}), "seed": seed}
+        finished = strategy.restore_checkpoint()
+        if finished > len(train_stream):
+            raise CheckpointMismatchError(
+                checkpoint.directory, [("stream length", f">= {finished}", len(train_stream))]
+            )
+        for done, experience in zip(checkpoint.progress, train_stream):
+            if done["task"] != int(experience.task_labels[0]):
+                raise CheckpointMismatchError(
+                    checkpoint.directory,
+                    [(f"stream experience {done['experience']} task", done["task"], int(experience.task_labels[0]))],
+                )
+        memory_after = [done["memory_bytes"] / MB for done in checkpoint.progress]
+        if finished and log is not None:
+            log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
     start = time.perf_counter()
-    for experience in train_stream:
+    for experience in list(train_stream)[finished:]:
         strategy.train(experience, eval_streams=[])
         memory_after.append(repository_memory_bytes(strategy) / MB)
     train_seconds = time.perf_counter() - start

@@ -91,3 +91,23 @@ def test_unknown_options_are_refused():
     with pytest.raises(ValueError, match="prior must be"):
         SimilarTaskDetector(prior="flat")
     assert "agreement" in DECISION_RULES
+
+
+@pytest.mark.parametrize(
+    "images",
+    [
+        pytest.param(lambda: torch.rand(1, 1, 8, 8).repeat(30, 1, 1, 1), id="duplicated-images"),
+        pytest.param(lambda: torch.zeros(30, 1, 8, 8), id="constant-images"),
+        pytest.param(lambda: torch.ones(30, 1, 8, 8), id="saturated-images"),
+    ],
+)
+@pytest.mark.parametrize("num_classes", [1, 3])
+def test_degenerate_tasks_get_finite_scores(repository, images, num_classes):
+    # Identical inputs give identical features e_i: H is singular (rank 1) and only the
+    # jitter makes it invertible; the ELBOs of identical images are finite too.
+    x, y = images(), torch.arange(30) % num_classes
+    p, s = SimilarTaskDetector(elbo_samples=2).score(repository, x, y, num_classes)
+    assert torch.isfinite(p).all() and p.sum().item() == pytest.approx(1.0)
+    assert torch.isfinite(s).all() and (s > 0).all()
+    record = SimilarTaskDetector().detect(repository, 9, x, y, num_classes)
+    assert record.decision in ("new", "reuse")

@@ -109,3 +109,44 @@ def test_build_rejects_bad_generator_options():
         _model(generator="eft")
     with pytest.raises(ValueError, match="models 1x16x16"):
         _model(generator="eft", base_vae=ConvVAE(1, 16, latent_dim=4, width=8))
+
+
+def test_input_shape_is_what_the_generators_model():
+    assert _model().input_shape == (1, 8, 8)
+    eft = _model(generator="eft", base_vae=ConvVAE(1, 8, latent_dim=4, width=8))
+    assert eft.input_shape == (1, 8, 8)
+
+
+def test_build_rejects_a_backbone_for_another_channel_count():
+    with pytest.raises(ValueError, match="backbone takes 3-channel images but in_channels=1"):
+        build_sdr_model(small_cnn_backbone(in_channels=3, widths=(8, 16)), in_channels=1, image_size=8)
+
+
+def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
+    model = _model()
+    model.create_entry(task=0)
+    model.add_head(0, 2)
+    model.create_entry(task=1)
+    model.add_head(1, 5)
+    model.assign_task(2, 0)
+    model.add_head(2, 1)
+    model.max_class_label = 5
+    layout = model.layout()
+    assert layout == {
+        "entries": [[0, 0], [1, 1]],
+        "task_to_entry": [[0, 0], [1, 1], [2, 0]],
+        "heads": [[0, 2], [1, 5], [2, 1]],
+        "max_class_label": 5,
+    }
+    torch.manual_seed(1)
+    copy = _model()
+    copy.restore_layout(layout)
+    copy.load_state_dict(model.state_dict(), strict=True)
+    assert copy.layout() == layout and copy.known_train_tasks_labels == {0, 1, 2}
+    assert not any(p.requires_grad for p in copy.parameters())
+    x = torch.rand(4, 1, 8, 8)
+    model.eval(), copy.eval()
+    for task in range(3):
+        assert torch.equal(copy(x, task), model(x, task))
+    with pytest.raises(RuntimeError, match="needs an empty repository"):
+        copy.restore_layout(layout)

@@ -35,3 +35,12 @@ def test_non_finite_inputs_are_counted(bad):
     x[3, 0, 0, 0] = bad
     with pytest.raises(InvalidTaskDataError, match="task 7: 2 of 5 inputs contain NaN or Inf"):
         check_task_data(x, torch.tensor([0, 1, 0, 1, 0]), task=7)
+
+
+def test_images_of_another_shape_than_the_model_takes_are_refused():
+    y = torch.tensor([0, 1, 0])
+    assert check_task_data(torch.rand(3, 1, 8, 8), y, task=2, input_shape=(1, 8, 8)) == 2
+    with pytest.raises(InvalidTaskDataError, match=r"task 2: images are 3x8x8 \(C x H x W\) but the repository takes 1x8x8"):
+        check_task_data(torch.rand(3, 3, 8, 8), y, task=2, input_shape=(1, 8, 8))
+    with pytest.raises(InvalidTaskDataError, match="images are 1x28x28"):
+        check_task_data(torch.rand(3, 1, 28, 28), y, task=2, input_shape=(1, 8, 8))

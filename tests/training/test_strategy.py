@@ -14,46 +14,26 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
-from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
 from avalanche_sdr.detection import DetectionRecord
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.stream_runner import run_sdr_stream
 
-GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7]]
 FAST = dict(
     CPU_SETTINGS,
     new_task_epochs=4,
     lr_milestones=(3,),
     reuse_epochs=4,
+    reuse_lr=0.01,
     vae_epochs=15,
     vae_lr=5e-3,
     vae_patience=3,
 )
 
 
-def _prototype_dataset(n_per_class: int, seed: int) -> ImageArrayDataset:
-    """8 classes; class c = prototype_c (fixed across calls) + fresh noise."""
-    prototypes = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(123)) > 0.5
-    g = torch.Generator().manual_seed(seed)
-    images, labels = [], []
-    for c in range(8):
-        base = prototypes[c].float() * 0.8 + 0.1
-        noisy = (base + 0.1 * torch.randn(n_per_class, 1, 8, 8, generator=g)).clamp(0, 1)
-        images.append((noisy * 255).to(torch.uint8))
-        labels += [c] * n_per_class
-    return ImageArrayDataset(torch.cat(images), torch.tensor(labels))
-
-
 @pytest.fixture(scope="module")
-def stream():
-    return mixed_similarity_benchmark(
-        _prototype_dataset(60, seed=1), _prototype_dataset(20, seed=2), GROUPS, n_splits=2, seed=0
-    )
-
-
-@pytest.fixture(scope="module")
-def finished_run(stream):
+def finished_run(prototype_stream):
+    stream = prototype_stream
     torch.manual_seed(0)
     model = build_sdr_model(
         small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
@@ -76,13 +56,13 @@ def test_warm_start_tasks_grow_without_detection(finished_run):
     assert all(r.consistency == [] and r.complexity == [] for r in warm)
 
 
-def test_repeated_tasks_reuse_the_entry_of_their_group(finished_run, stream):
+def test_repeated_tasks_reuse_the_entry_of_their_group(finished_run, prototype_stream):
     strategy, results = finished_run
     model = strategy.model
-    creator_group = {e: stream.stream_groups[t] for e, t in model.entry_creator.items()}
+    creator_group = {e: prototype_stream.stream_groups[t] for e, t in model.entry_creator.items()}
     first_seen = {}
     for position, record in enumerate(strategy.detection_records):
-        group = stream.stream_groups[position]
+        group = prototype_stream.stream_groups[position]
         if group in first_seen and first_seen[group] < 3:
             assert record.decision == "reuse", record
             assert creator_group[record.reused_entry] == group
@@ -92,10 +72,10 @@ def test_repeated_tasks_reuse_the_entry_of_their_group(finished_run, stream):
         first_seen.setdefault(group, position)
 
 
-def test_new_group_grows_the_repository(finished_run, stream):
+def test_new_group_grows_the_repository(finished_run, prototype_stream):
     strategy, results = finished_run
-    new_group = ({0, 1, 2, 3} - set(stream.stream_groups[:3])).pop()
-    position = stream.stream_groups.index(new_group)
+    new_group = ({0, 1, 2, 3} - set(prototype_stream.stream_groups[:3])).pop()
+    position = prototype_stream.stream_groups.index(new_group)
     record = strategy.detection_records[position]
     assert record.decision == "new"
     assert record.reused_entry is None
@@ -104,7 +84,7 @@ def test_new_group_grows_the_repository(finished_run, stream):
     assert results["detection"] == {"correct": 1.0, "miss": 0.0, "incorrect": 0.0, "n_scored": 5}
 
 
-def test_every_task_is_predicted_with_its_own_head(finished_run, stream):
+def test_every_task_is_predicted_with_its_own_head(finished_run, prototype_stream):
     strategy, results = finished_run
     model = strategy.model
     assert sorted(int(k) for k in model.heads) == list(range(8))

@@ -1,0 +1,504 @@
+"""Checkpoints of an SDR run: save after every experience, resume, load for inference.
+
+A checkpoint directory holds, after ``k`` finished training experiences:
+
+- ``state-<k>.pt`` (``k`` zero-padded to 6 digits): a dict of tensors written with
+  ``torch.save`` and read back with ``torch.load(..., weights_only=True)``:
+  ``"model"`` (the repository's ``state_dict``: frozen E0, adapter sets, BatchNorm
+  copies, generators, heads), ``"rng_torch"`` (``torch.get_rng_state()``, uint8) and
+  ``"rng_cuda"`` (one state per CUDA device, empty without CUDA);
+- ``manifest.json``: everything else, as JSON (format below).
+
+Every file is written atomically (:func:`atomic_write`: a temporary file in the same
+directory, flushed and fsync'ed, renamed over the target with ``os.replace``, then the
+directory fsync'ed). The tensor file of step ``k`` is written first and the manifest
+that names it last; older tensor files are deleted only once the new manifest is in
+place. A process killed at any moment therefore leaves the previous complete
+checkpoint (or none) readable. One process writes a directory at a time.
+
+Manifest (``version`` 1)::
+
+    {"format": "avalanche-sdr-checkpoint", "version": 1,
+     "step": k,                      # finished training experiences (stream position)
+     "tensors": "state-00000k.pt",
+     "fingerprint": {"repository": {...}, "strategy": {...}},   # configuration
+     "repository": SDRModel.layout(),  # entries, task -> entry map, head class counts
+     "records": [DetectionRecord.to_dict(), ...],               # one per experience
+     "progress": [{"experience", "task", "memory_bytes"}, ...], # one per experience
+     "clock": {Avalanche Clock counters},
+     "rng": {"python": random.getstate(), "numpy": numpy.random.get_state()},
+     "run_info": {...} or null}      # what the driver of the run recorded (config, seed)
+
+Resuming rebuilds the repository's structure in a freshly built model of the same
+configuration (:meth:`~avalanche_sdr.models.SDRModel.restore_layout`), loads the
+tensors, the decision records, the clock and finally the RNG states, so the next
+experience starts from exactly the state an uninterrupted run has at that point:
+on CPU the rest of the run is bit-identical. A checkpoint made with another
+configuration is refused with :class:`CheckpointMismatchError`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Dict, List, Optional, Union
+
+import numpy as np
+import torch
+from avalanche.core import SupervisedPlugin
+
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.evaluation.memory import repository_memory_bytes
+from avalanche_sdr.models.repository import SDRModel
+from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
+
+PathLike = Union[str, os.PathLike]
+
+CHECKPOINT_FORMAT = "avalanche-sdr-checkpoint"
+"""Value of the manifest's ``"format"`` field."""
+CHECKPOINT_VERSION = 1
+"""Manifest format version this module writes and reads."""
+MANIFEST_NAME = "manifest.json"
+"""File name of the manifest inside a checkpoint directory."""
+
+_STATE_FILE = re.compile(r"state-\d{6}\.pt")
+_TEMP_MARK = ".tmp-"
+_CLOCK_FIELDS = (
+    "train_iterations",
+    "train_exp_counter",
+    "train_exp_epochs",
+    "train_exp_iterations",
+    "train_epoch_iterations",
+    "total_iterations",
+)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint directory cannot be used: unreadable, corrupt, or in the way."""
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint was made with another configuration than the model or strategy.
+
+    :param directory: the checkpoint directory.
+    :param differences: ``(field, value in the checkpoint, value here)`` triples.
+
+    Attributes: ``directory`` (str) and ``differences`` (list of triples).
+    """
+
+    def __init__(self, directory: PathLike, differences: List[tuple]):
+        self.directory = str(directory)
+        self.differences = list(differences)
+        listed = "; ".join(f"{name}: checkpoint {saved!r}, here {here!r}" for name, saved, here in self.differences)
+        super().__init__(
+            f"the checkpoint in {self.directory!r} was made with another configuration ({listed}). "
+            "Build the model and strategy as in the run that wrote it, or use another directory."
+        )
+
+
+# ---------------------------------------------------------------------- atomic files
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename inside ``directory`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file so that readers see either its old content or the complete new one.
+
+    ``write(f)`` fills a temporary file ``.<name>.tmp-<pid>`` beside ``path``, which
+    is then flushed, fsync'ed and renamed over ``path`` (``os.replace``, atomic on
+    POSIX and Windows); the directory is fsync'ed so the rename survives a crash.
+    If ``write`` raises, the temporary file is removed and ``path`` is untouched.
+
+    :param path: target file; its directory must exist.
+    :param write: callable that writes the whole content to a binary file object.
+    """
+    path = Path(path)
+    temp = path.with_name(f".{path.name}{_TEMP_MARK}{os.getpid()}")
+    try:
+        with open(temp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            temp.unlink()
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(path.parent)
+
+
+def atomic_write_json(path: PathLike, value: Any) -> None:
+    """:func:`atomic_write` of ``value`` as strict JSON (no NaN/Inf), UTF-8, indented."""
+    text = json.dumps(value, indent=1, allow_nan=False)
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+# ---------------------------------------------------------------------- fingerprints
+def _json_value(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(value))
+
+
+def repository_fingerprint(model: SDRModel) -> Dict[str, Any]:
+    """The configuration of a repository that a checkpoint must match (JSON-safe).
+
+    Backbone class (and its ``body`` class when it has one), ``feature_dim``, input
+    shape, the output channels of every adapted convolution, EFT ``a``/``b``/
+    ``gamma``, ``task_batchnorm``, generator kind and configuration, ``head_hidden``.
+    Weight values are not part of it (they are what a checkpoint stores).
+    """
+    encoder = model.encoder
+    backbone = encoder.backbone
+    body = getattr(backbone, "body", None)
+    bank = model.generators
+    if isinstance(bank, IndependentVAEBank):
+        generator, generator_config = "independent", dict(bank.config)
+    elif isinstance(bank, EFTVAEBank):
+        base = bank.base
+        generator = "eft"
+        generator_config = dict(
+            in_channels=base.in_channels, image_size=base.image_size, latent_dim=base.latent_dim,
+            width=base.width, a=bank.a, b=bank.b, gamma=bank.gamma,
+        )
+    else:
+        generator, generator_config = type(bank).__qualname__, {}
+    return _json_value(
+        dict(
+            backbone=type(backbone).__qualname__,
+            backbone_body=None if body is None else type(body).__qualname__,
+            feature_dim=encoder.feature_dim,
+            input_shape=list(model.input_shape),
+            conv_channels=encoder.out_channels,
+            a=encoder.a,
+            b=encoder.b,
+            gamma=encoder.gamma,
+            task_batchnorm=encoder.task_batchnorm,
+            generator=generator,
+            generator_config=generator_config,
+            head_hidden=model.head_hidden,
+        )
+    )
+
+
+def strategy_fingerprint(strategy) -> Dict[str, Any]:
+    """The training settings of an :class:`~avalanche_sdr.training.SDRStrategy` (JSON-safe).
+
+    Everything that changes what the remaining experiences would compute: the SDR
+    plugin's epochs, learning rates and generator settings, the detector's rule,
+    prior, ELBO samples, sample cap, batch size and jitter, and the mini-batch sizes.
+    """
+    sdr = strategy.sdr
+    detector = sdr.detector
+    return _json_value(
+        dict(
+            n_warm_start=sdr.n_warm_start,
+            new_task_epochs=sdr.new_task_epochs,
+            new_task_lr=sdr.new_task_lr,
+            lr_milestones=list(sdr.lr_milestones),
+            lr_decay=sdr.lr_decay,
+            reuse_epochs=sdr.reuse_epochs,
+            reuse_lr=sdr.reuse_lr,
+            vae_epochs=sdr.vae_epochs,
+            vae_lr=sdr.vae_lr,
+            vae_mb_size=sdr.vae_mb_size,
+            vae_patience=sdr.vae_patience,
+            forward_transfer=sdr.forward_transfer,
+            decision=detector.rule,
+            prior=detector.prior,
+            elbo_samples=detector.elbo_samples,
+            max_detection_samples=detector.max_samples,
+            detection_batch_size=detector.batch_size,
+            jitter=detector.jitter,
+            train_mb_size=strategy.train_mb_size,
+            eval_mb_size=strategy.eval_mb_size,
+        )
+    )
+
+
+def _differences(saved: Dict[str, Any], here: Dict[str, Any], prefix: str) -> List[tuple]:
+    missing = "<absent>"
+    return [
+        (f"{prefix}.{key}", saved.get(key, missing), here.get(key, missing))
+        for key in sorted(set(saved) | set(here))
+        if saved.get(key, missing) != here.get(key, missing)
+    ]
+
+
+# ---------------------------------------------------------------------- reading
+def has_checkpoint(directory: PathLike) -> bool:
+    """Whether ``directory`` holds a checkpoint manifest."""
+    return (Path(directory) / MANIFEST_NAME).is_file()
+
+
+def read_manifest(directory: PathLike) -> Dict[str, Any]:
+    """The manifest of the checkpoint in ``directory``.
+
+    :raises CheckpointError: no manifest, unreadable or not JSON, another format or
+        version, or a tensor file it names that does not exist.
+    """
+    directory = Path(directory)
+    path = directory / MANIFEST_NAME
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint in {str(directory)!r}: {MANIFEST_NAME} not found")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"checkpoint manifest {str(path)!r} is unreadable: {err}") from err
+    if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{str(path)!r} is not an avalanche-sdr checkpoint manifest")
+    if manifest.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"{str(path)!r} has checkpoint format version {manifest.get('version')!r}; "
+            f"this avalanche-sdr reads version {CHECKPOINT_VERSION}"
+        )
+    tensors = directory / str(manifest.get("tensors"))
+    if not tensors.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} names the tensor file {str(tensors)!r}, which is missing")
+    return manifest
+
+
+def _load_tensors(directory: Path, manifest: Dict[str, Any]) -> Dict[str, Any]:
+    path = directory / manifest["tensors"]
+    try:
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated zip, unpickling error, ...
+        raise CheckpointError(f"checkpoint tensor file {str(path)!r} is unreadable: {err}") from err
+    if not isinstance(tensors, dict) or "model" not in tensors or "rng_torch" not in tensors:
+        raise CheckpointError(f"{str(path)!r} lacks the 'model' state_dict or the 'rng_torch' state")
+    return tensors
+
+
+def _restore_model(directory: Path, manifest: Dict[str, Any], model: SDRModel) -> Dict[str, Any]:
+    """Check the fingerprint, rebuild the layout of the empty ``model``, load its tensors.
+
+    :return: the checkpoint's tensor dict (for the RNG states).
+    """
+    differences = _differences(manifest["fingerprint"]["repository"], repository_fingerprint(model), "repository")
+    if differences:
+        raise CheckpointMismatchError(directory, differences)
+    if model.num_entries or len(model.heads):
+        raise CheckpointError(
+            f"a checkpoint is loaded into a freshly built, empty SDRModel; this one already holds "
+            f"{model.num_entries} entries and {len(model.heads)} heads"
+        )
+    tensors = _load_tensors(directory, manifest)
+    model.restore_layout(manifest["repository"])
+    try:
+        model.load_state_dict(tensors["model"], strict=True)
+    except RuntimeError as err:
+        raise CheckpointMismatchError(directory, [("repository.state_dict", "saved tensors", str(err))]) from err
+    model.freeze_all()
+    model.encoder.set_active(None)
+    return tensors
+
+
+def load_repository(directory: PathLike, model: SDRModel) -> SDRModel:
+    """Load the repository of a checkpoint into ``model`` for inference only.
+
+    No training data is needed: the checkpoint holds E0 (pretrained weights
+    included), every adapter set, generator and head, and the task -> entry map.
+    ``model(x, t)`` then predicts task ``t``'s images.
+
+    :param directory: a checkpoint directory.
+    :param model: a freshly built, empty :class:`SDRModel` of the same configuration
+        as the one saved (same backbone builder, ``a``, ``b``, ``gamma``, generator
+        settings, ``head_hidden``); its backbone weights may be untrained.
+    :return: ``model``, filled, frozen and in eval mode.
+    :raises CheckpointError: unreadable checkpoint, or ``model`` not empty.
+    :raises CheckpointMismatchError: ``model`` has another configuration (the
+        message names each differing field with both values).
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    _restore_model(directory, manifest, model)
+    return model.eval()
+
+
+# ---------------------------------------------------------------------- RNG states
+def _python_rng_state() -> list:
+    version, state, gauss = random.getstate()
+    return [version, list(state), gauss]
+
+
+def _numpy_rng_state() -> list:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)]
+
+
+def _set_rng_states(manifest: Dict[str, Any], tensors: Dict[str, Any]) -> None:
+    version, state, gauss = manifest["rng"]["python"]
+    random.setstate((version, tuple(state), gauss))
+    name, keys, pos, has_gauss, cached = manifest["rng"]["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(tensors["rng_torch"])
+    cuda_states = tensors.get("rng_cuda") or []
+    if cuda_states and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda_states):
+        torch.cuda.set_rng_state_all(cuda_states)
+
+
+# ---------------------------------------------------------------------- the plugin
+class SDRCheckpointPlugin(SupervisedPlugin):
+    """Saves an SDR run after every finished training experience; restores it.
+
+    Built by ``SDRStrategy(checkpoint_dir=...)``, which places it *last* among the
+    strategy's plugins (after Avalanche's evaluator, periodic evaluation and clock),
+    so a checkpoint holds the experience's complete outcome: the generator fitted by
+    :class:`~avalanche_sdr.training.SDRPlugin`, its decision record, the final clock
+    counters and the RNG states the next experience starts from.
+
+    A directory that already holds a checkpoint is never overwritten by a run that did
+    not :meth:`restore` it first (training raises :class:`CheckpointError`).
+
+    :param directory: checkpoint directory (created when missing).
+
+    Attributes: ``directory`` (``Path``); ``progress``, one dict per finished
+    experience (``experience``: its index in the stream, ``task``: its task label,
+    ``memory_bytes``: repository memory after it, see
+    :func:`~avalanche_sdr.evaluation.repository_memory_bytes`); ``run_info``, a
+    JSON-safe dict saved verbatim in every manifest and compared on :meth:`restore`
+    (the stream runner records the run's ``config`` and ``seed`` there).
+    """
+
+    def __init__(self, directory: PathLike):
+        super().__init__()
+        self.directory = Path(directory)
+        self.progress: List[Dict[str, int]] = []
+        self.run_info: Optional[Dict[str, Any]] = None
+        self._attached = False
+
+    @property
+    def finished_experiences(self) -> int:
+        """Training experiences finished by this run, restored ones included."""
+        return len(self.progress)
+
+    # ------------------------------------------------------------------ hooks
+    def before_training(self, strategy, **kwargs):
+        if not self._attached and has_checkpoint(self.directory):
+            raise CheckpointError(
+                f"{str(self.directory)!r} already holds a checkpoint of "
+                f"{read_manifest(self.directory)['step']} experiences; restore it first "
+                "(strategy.restore_checkpoint(), or run_sdr_stream which resumes) or use another directory"
+            )
+        self._attached = True
+
+    def after_training_exp(self, strategy, **kwargs):
+        experience = strategy.experience
+        self.progress.append(
+            {
+                "experience": int(experience.current_experience),
+                "task": int(experience.task_labels[0]),
+                "memory_bytes": int(repository_memory_bytes(strategy)),
+            }
+        )
+        self.save(strategy)
+
+    # ------------------------------------------------------------------ saving
+    def save(self, strategy) -> Path:
+        """Write the checkpoint of the experiences finished so far; return the manifest path.
+
+        Tensor file first, manifest last, then stale tensor and temporary files removed.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._attached = True
+        step = len(self.progress)
+        model: SDRModel = strategy.model
+        name = f"state-{step:06d}.pt"
+        tensors = {
+            "model": model.state_dict(),
+            "rng_torch": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+        atomic_write(self.directory / name, lambda f: torch.save(tensors, f))
+        manifest = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "step": step,
+            "tensors": name,
+            "fingerprint": {
+                "repository": repository_fingerprint(model),
+                "strategy": strategy_fingerprint(strategy),
+            },
+            "repository": model.layout(),
+            "records": [record.to_dict() for record in strategy.sdr.records],
+            "progress": list(self.progress),
+            "clock": {field: int(getattr(strategy.clock, field)) for field in _CLOCK_FIELDS},
+            "rng": {"python": _python_rng_state(), "numpy": _numpy_rng_state()},
+            "run_info": self.run_info,
+        }
+        path = self.directory / MANIFEST_NAME
+        atomic_write_json(path, manifest)
+        for entry in self.directory.iterdir():
+            stale_state = _STATE_FILE.fullmatch(entry.name) and entry.name != name
+            if stale_state or (entry.name.startswith(".") and _TEMP_MARK in entry.name):
+                entry.unlink(missing_ok=True)
+        return path
+
+    # ------------------------------------------------------------------ restoring
+    def restore(self, strategy) -> int:
+        """Restore the checkpoint of :attr:`directory` into a fresh strategy, if there is one.
+
+        Rebuilds and loads the repository, the decision records, :attr:`progress`,
+        the clock counters and, last, the python, numpy and torch RNG states.
+
+        :param strategy: the :class:`~avalanche_sdr.training.SDRStrategy` this plugin
+            belongs to, freshly built (nothing trained yet).
+        :return: the number of finished experiences restored (0: no checkpoint; the
+            run starts from the beginning).
+        :raises CheckpointMismatchError: the checkpoint was made with another model
+            or strategy configuration, or another ``run_info``.
+        :raises CheckpointError: unreadable checkpoint, or a strategy that already
+            trained.
+        """
+        self._attached = True
+        if not has_checkpoint(self.directory):
+            return 0
+        if self.progress or strategy.sdr.records:
+            raise CheckpointError("restore a checkpoint into a freshly built strategy, before any training")
+        manifest = read_manifest(self.directory)
+        differences = _differences(
+            manifest["fingerprint"]["strategy"], strategy_fingerprint(strategy), "strategy"
+        )
+        if self.run_info is not None and manifest["run_info"] is not None:
+            saved, here = manifest["run_info"], _json_value(self.run_info)
+            differences += _differences(saved, here, "run_info")
+        if differences:
+            raise CheckpointMismatchError(self.directory, differences)
+        tensors = _restore_model(self.directory, manifest, strategy.model)
+        strategy.sdr.records = [DetectionRecord.from_dict(r) for r in manifest["records"]]
+        self.progress = [dict(p) for p in manifest["progress"]]
+        for field, value in manifest["clock"].items():
+            setattr(strategy.clock, field, int(value))
+        # Last: nothing may draw random numbers between here and the next experience.
+        _set_rng_states(manifest, tensors)
+        return int(manifest["step"])
+
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "MANIFEST_NAME",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "SDRCheckpointPlugin",
+    "atomic_write",
+    "atomic_write_json",
+    "has_checkpoint",
+    "load_repository",
+    "read_manifest",
+    "repository_fingerprint",
+    "strategy_fingerprint",
+]

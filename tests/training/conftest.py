@@ -1,0 +1,30 @@
+"""Fixtures for the training tests: a tiny synthetic mixed stream."""
+import pytest
+import torch
+
+from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
+
+GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def _prototype_dataset(n_per_class: int, seed: int) -> ImageArrayDataset:
+    """8 classes; class c = prototype_c (fixed across calls) + fresh noise."""
+    prototypes = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(123)) > 0.5
+    g = torch.Generator().manual_seed(seed)
+    images, labels = [], []
+    for c in range(8):
+        base = prototypes[c].float() * 0.8 + 0.1
+        noisy = (base + 0.1 * torch.randn(n_per_class, 1, 8, 8, generator=g)).clamp(0, 1)
+        images.append((noisy * 255).to(torch.uint8))
+        labels += [c] * n_per_class
+    return ImageArrayDataset(torch.cat(images), torch.tensor(labels))
+
+
+@pytest.fixture(scope="session")
+def prototype_stream():
+    """8 tasks: 4 groups of 2 classes x 2 splits, seed 0, 3 warm-start tasks."""
+    return mixed_similarity_benchmark(
+        _prototype_dataset(60, seed=1), _prototype_dataset(20, seed=2), GROUPS, n_splits=2, seed=0
+    )
+
+
