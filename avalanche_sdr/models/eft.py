@@ -269,7 +269,8 @@ class TaskBatchNorm2d(nn.Module):
         )
 
 
-def _check_entry(key) -> int:
+def check_entry_key(key) -> int:
+    """An entry key as an int; ``TypeError`` for bools and non-integers."""
     if isinstance(key, bool):
         raise TypeError(f"entry key must be an int, got {key!r}")
     try:
@@ -381,11 +382,11 @@ class EFTEncoder(nn.Module):
         :param init: ``"identity"`` or ``"random"`` when ``init_from`` is ``None``.
         :raises ValueError: if ``key`` exists. :raises KeyError: unknown ``init_from``.
         """
-        key = _check_entry(key)
+        key = check_entry_key(key)
         if key in self._entries:
             raise ValueError(f"entry {key} already exists; entries: {self._entries}")
         if init_from is not None:
-            init_from = _check_entry(init_from)
+            init_from = check_entry_key(init_from)
             if init_from not in self._entries:
                 raise KeyError(f"init_from entry {init_from} does not exist; entries: {self._entries}")
         for conv in self.convs:
@@ -398,7 +399,7 @@ class EFTEncoder(nn.Module):
 
     def remove_entry(self, key: int) -> None:
         """Delete entry ``key`` and its parameters (deactivating it if active)."""
-        key = _check_entry(key)
+        key = check_entry_key(key)
         if key not in self._entries:
             raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
         for conv in self.convs:
@@ -413,7 +414,7 @@ class EFTEncoder(nn.Module):
     def set_active(self, key: Optional[int]) -> None:
         """Route the forward pass through entry ``key`` (``None``: plain E0)."""
         if key is not None:
-            key = _check_entry(key)
+            key = check_entry_key(key)
             if key not in self._entries:
                 raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
         for layer in (*self.convs, *self.norms):
@@ -422,7 +423,7 @@ class EFTEncoder(nn.Module):
 
     def entry_modules(self, key: int) -> List[nn.Module]:
         """The adapters and BatchNorm copies of entry ``key`` (for memory accounting)."""
-        key = _check_entry(key)
+        key = check_entry_key(key)
         if key not in self._entries:
             raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
         mods: List[nn.Module] = [c.adapters[str(key)] for c in self.convs]

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import copy
 import math
-import operator
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from avalanche_sdr.models.eft import EFTConv2d
+from avalanche_sdr.models.eft import EFTConv2d, check_entry_key
 
 LOG_SCALE_MIN = math.log(0.01)
 """Smallest pixel log-std (std 0.01 of [0, 1] pixels): bounds the density at ~3.7 nats/pixel."""
@@ -228,15 +227,6 @@ class ConvVAE(nn.Module):
         return self.reconstruct(x)
 
 
-def _entry(key) -> int:
-    if isinstance(key, bool):
-        raise TypeError(f"entry key must be an int, got {key!r}")
-    try:
-        return operator.index(key)
-    except TypeError:
-        raise TypeError(f"entry key must be an int, got {key!r} ({type(key).__name__})") from None
-
-
 class _BankBase(nn.Module):
     """Entry bookkeeping shared by the generator banks.
 
@@ -259,7 +249,7 @@ class _BankBase(nn.Module):
         return self._active
 
     def _known(self, key) -> int:
-        key = _entry(key)
+        key = check_entry_key(key)
         if key not in self._entries:
             raise KeyError(f"generator entry {key} does not exist; entries: {self._entries}")
         return key
@@ -307,7 +297,7 @@ class IndependentVAEBank(_BankBase):
 
         :return: the entry's :class:`ConvVAE` (trainable).
         """
-        key = _entry(key)
+        key = check_entry_key(key)
         if key in self._entries:
             raise ValueError(f"generator entry {key} already exists; entries: {self._entries}")
         if init_from is None:
@@ -428,7 +418,7 @@ class EFTVAEBank(_BankBase):
 
     def add_entry(self, key: int, init_from: Optional[int] = None) -> None:
         """Create entry ``key`` from the base, or from entry ``init_from``'s values."""
-        key = _entry(key)
+        key = check_entry_key(key)
         if key in self._entries:
             raise ValueError(f"generator entry {key} already exists; entries: {self._entries}")
         if init_from is not None:
