@@ -3,7 +3,7 @@
 Build (from the repository root, with the ``docs`` extra installed)::
 
     pip install -e ".[docs]"
-    python -m sphinx -W -b html docs build/docs
+    python -m sphinx -W -b html docs docs/_build/html
 
 Offline by design: no intersphinx, the default theme (alabaster), math rendered by
 MathJax in the reader's browser. Autodoc imports the package (and so Avalanche and
@@ -75,19 +75,23 @@ pygments_style = "sphinx"
 
 
 class ResultsFiles(Directive):
-    """``.. sdr-results::`` — every results table and figure under docs/results/ and docs/images/.
+    """``.. sdr-results::`` — the results tables and figures under docs/results/ and docs/images/.
 
-    Inserts, in file-name order, ``docs/results/*.md`` (parsed as Markdown),
-    ``docs/results/*.rst`` (included), ``docs/results/*.csv`` (a ``csv-table`` with a
-    header row) and ``docs/images/*.png`` / ``*.svg`` (an ``image``). With no such file
-    it says so in one paragraph, so the page builds before any result is committed.
+    Inserts, in file-name order, the files directly in ``docs/results/``: ``*.md``
+    (parsed as Markdown), ``*.rst`` (included) and ``*.csv`` (a ``csv-table`` with a
+    header row); then every ``*.png`` / ``*.svg`` under ``docs/images/`` (sub-folders
+    included, in path order) as an image under its path. Files in sub-folders of
+    docs/results/ (run outputs: JSON, logs, long CSVs) are left to the Markdown
+    files that describe them. With nothing to show it says so in one paragraph, so
+    the page builds before any result is committed.
     """
 
     has_content = False
 
     def run(self):
-        results = sorted((DOCS / "results").glob("*")) if (DOCS / "results").is_dir() else []
-        images = sorted((DOCS / "images").glob("*")) if (DOCS / "images").is_dir() else []
+        results_dir, images_dir = DOCS / "results", DOCS / "images"
+        results = sorted(p for p in results_dir.iterdir() if p.is_file()) if results_dir.is_dir() else []
+        images = sorted(images_dir.rglob("*")) if images_dir.is_dir() else []
         lines: list[str] = []
         for path in results:
             rel = f"results/{path.name}"
@@ -97,16 +101,19 @@ class ResultsFiles(Directive):
                 lines += [f".. include:: {rel}", ""]
             elif path.suffix == ".csv":
                 lines += [f".. csv-table:: ``docs/{rel}``", f"   :file: {rel}", "   :header-rows: 1", ""]
-        for path in images:
-            if path.suffix in (".png", ".svg"):
-                lines += [f"``docs/images/{path.name}``:", "", f".. image:: images/{path.name}", "   :width: 90%", ""]
+        figures = [p for p in images if p.is_file() and p.suffix in (".png", ".svg")]
+        if figures:
+            lines += ["Figures in ``docs/images/``:", ""]
+        for path in figures:
+            rel = path.relative_to(DOCS).as_posix()
+            lines += [f"``docs/{rel}``", "", f".. image:: {rel}", "   :width: 90%", ""]
         if not lines:
             para = nodes.paragraph(
                 text="No results files are committed under docs/results/ or docs/images/ yet: "
                 "there is no results table to show."
             )
             return [para]
-        # The including document's directory is docs/ (reproducing.rst lives there).
+        # Paths are relative to docs/, where reproducing.rst (the including page) lives.
         self.state_machine.insert_input(lines, str(DOCS / "reproducing.rst"))
         return []
 

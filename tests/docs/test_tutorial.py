@@ -155,3 +155,13 @@ def test_method_page_parameter_counts():
     result = doctest.testfile(str(METHOD), module_relative=False, verbose=False, report=True)
     assert result.attempted >= 8, f"the method page lost its >>> session ({result.attempted} examples)"
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples of method.rst failed"
+
+
+def test_api_page_lists_every_module():
+    api = (ROOT / "docs" / "api.rst").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\.\. automodule:: (\S+)$", api, flags=re.M))
+    modules = set()
+    for path in (ROOT / "avalanche_sdr").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    assert not modules - documented, f"modules missing from docs/api.rst: {sorted(modules - documented)}"
