@@ -119,7 +119,9 @@ def normalize_rows(features: torch.Tensor) -> torch.Tensor:
         x[rows] = sub
         norms[rows] = torch.linalg.vector_norm(sub, dim=1, keepdim=True)
     norms = torch.where(norms > 0, norms, torch.ones_like(norms))
-    return x / norms
+    if x.data_ptr() == features.data_ptr():
+        return x / norms
+    return x.div_(norms)  # x is already a private copy (dtype conversion or clone)
 
 
 def relu_ntk_gram(features: torch.Tensor) -> torch.Tensor:

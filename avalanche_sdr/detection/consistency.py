@@ -64,11 +64,15 @@ def distribution_consistency(
         logits = ll  # a uniform prior adds the same constant to every candidate
     else:
         if not isinstance(log_prior, torch.Tensor):
-            raise TypeError(f"log_prior must be a torch.Tensor [C] or None, got {type(log_prior).__name__}")
+            raise TypeError(
+                f"log_prior must be a torch.Tensor [C] or None, got {type(log_prior).__name__}"
+            )
         if not log_prior.is_floating_point():
             raise TypeError(f"log_prior must be a floating tensor, got dtype {log_prior.dtype}")
         if log_prior.shape != (c,):
-            raise ValueError(f"log_prior must have shape [{c}] (one per candidate), got {tuple(log_prior.shape)}")
+            raise ValueError(
+                f"log_prior must have shape [{c}] (one per candidate), got {tuple(log_prior.shape)}"
+            )
         prior = log_prior.detach().to(device=ll.device, dtype=torch.float64)
         _reject_nan_and_posinf(prior, "log_prior")
         if bool(torch.isneginf(prior).all()):

@@ -122,6 +122,15 @@ def test_normalize_rows_handles_under_and_overflow_and_keeps_input():
     assert torch.equal(x, before)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_inputs_are_not_modified(dtype):
+    x = relu_features(12, 5, seed=15).to(dtype)
+    before = x.clone()
+    normalize_rows(x)
+    complexity_measure(x, torch.arange(12) % 3)
+    assert torch.equal(x, before)
+
+
 # ---------------------------------------------------------------------------- S
 
 
