@@ -23,8 +23,8 @@ IMAGENET_STD: Tuple[float, float, float] = (0.229, 0.224, 0.225)
 CIFAR_RESNET_WEIGHTS_HELP = (
     "The CIFAR-10 ResNet-20/32/44/56 checkpoints (resnet20-12fca82f.th, resnet32-d509ac18.th, "
     "resnet44-014dd654.th, resnet56-4bfd9763.th) are published by the "
-    "akamaster/pytorch_resnet_cifar10 project (GitHub release assets); on these machines "
-    "they live under shared/data/weights/resnet_cifar10/."
+    "akamaster/pytorch_resnet_cifar10 project (GitHub release assets); pass the path of "
+    "a downloaded copy."
 )
 
 
