@@ -1,0 +1,6 @@
+"""Top-level reproduction harnesses (not part of the installed package).
+
+- :mod:`benchmarks.table2`: the paper's Table 2 against Avalanche's strategies.
+- :mod:`benchmarks.methods`: the methods (rows) it compares.
+- ``benchmarks/detection_speed.py``: timing of the complexity measure (a script).
+"""

@@ -1,0 +1,368 @@
+"""Reproduce the layout of the paper's Table 2: SDR against Avalanche's strategies.
+
+Every method of :mod:`benchmarks.methods` runs on the SAME mixed stream (same seed,
+same train/test data) starting from the SAME pretrained E0: a
+``small_cnn_backbone(widths=(32, 64, 128))`` trained on the 3 warm-start tasks'
+training data (DESIGN.md option (b)), pretrained once per seed by this process and
+saved under ``OUT/backbones/``; every run loads it.
+
+One run = one (method, seed). Runs are independent jobs executed by a local
+``ProcessPoolExecutor`` (``--jobs N``, spawn context; each worker uses ``--threads``
+torch threads, default 1: see ``--help``). A run writes ``OUT/runs/<stream>_<preset>_<method>_seed<k>.json``
+atomically (temp file + ``os.replace``); rerunning with the same ``--out`` skips runs
+whose JSON exists. A line is printed per finished run, under a tqdm bar over runs.
+
+Measured the same way for every method:
+
+- accuracy: after the last training task, ``strategy.eval(test_stream)`` with
+  Avalanche ``accuracy_metrics(experience=True)``; the mean over tasks (task-aware);
+- memory: ``avalanche_sdr.evaluation.repository_memory_bytes(strategy)`` / 2**20 after
+  the last task;
+- wall time: seconds from building the strategy to the end of the final evaluation
+  (E0 pretraining excluded: it is shared).
+
+SDR rows also record Correct / Miss / Incorrect over the scored (non-warm-start)
+tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.
+
+Outputs in ``OUT``: ``table2.md`` (mean ± sample std over seeds), ``runs.csv`` (one row
+per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run.
+
+    python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
+    python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from benchmarks.methods import METHODS, PRESETS, STREAMS
+
+MB = 2**20
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One job: a method on a stream with a preset and a seed."""
+
+    stream: str
+    preset: str
+    method: str
+    seed: int
+    backbone_path: str
+    device: str = "cpu"
+    threads: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.stream, self.preset, self.method, self.seed)
+
+
+def run_id(stream: str, preset: str, method: str, seed: int) -> str:
+    """File stem of a run's JSON."""
+    return f"{stream}_{preset}_{method}_seed{seed}"
+
+
+def write_json_atomic(path: os.PathLike, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` via a temp file in the same folder + ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpec]:
+    """The specs whose run JSON does not exist yet in ``runs_dir``."""
+    runs_dir = Path(runs_dir)
+    return [s for s in specs if not (runs_dir / f"{s.run_id}.json").exists()]
+
+
+# --------------------------------------------------------------------- running
+
+
+def _seed_everything(seed: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _make_backbone(stream_name: str):
+    from avalanche_sdr.models import small_cnn_backbone
+
+    return small_cnn_backbone(in_channels=STREAMS[stream_name].in_channels, widths=(32, 64, 128))
+
+
+def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, device: str = "cpu") -> str:
+    """Pretrain E0 for (stream, preset, seed) once; save it with the torch RNG state after
+    pretraining (``{"state_dict", "torch_rng_state"}``); return the path."""
+    import torch
+
+    from avalanche_sdr.training import pretrain_backbone
+
+    path = Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
+    if path.exists():
+        return str(path)
+    _seed_everything(seed)
+    benchmark = STREAMS[stream].factory(seed)
+    warm = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
+    backbone = _make_backbone(stream)
+    pretrain_backbone(backbone, warm, epochs=PRESETS[preset].pretrain_epochs, lr=2e-3,
+                      batch_size=32, device=device, verbose=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    # The RNG state after pretraining travels with E0: every run continues from it, as
+    # examples/quickstart.py does after pretraining in the same process.
+    torch.save({"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def _load_backbone(spec: RunSpec):
+    import torch
+
+    saved = torch.load(spec.backbone_path, weights_only=True)
+    backbone = _make_backbone(spec.stream)
+    backbone.load_state_dict(saved["state_dict"])
+    torch.set_rng_state(saved["torch_rng_state"])
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    return backbone.eval()
+
+
+def execute_run(spec: RunSpec) -> Dict[str, Any]:
+    """Run one method on one seed; return its result dict (JSON-safe)."""
+    import avalanche.training  # noqa: F401  (imported before the clock starts, for every method)
+    import torch
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    import avalanche_sdr  # noqa: F401
+    from avalanche_sdr.evaluation import repository_memory_bytes
+    from avalanche_sdr.training.stream_runner import final_test_accuracies, run_sdr_stream
+
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
+    _seed_everything(spec.seed)
+    benchmark = stream.factory(spec.seed)
+    backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
+    start = time.perf_counter()
+    evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+    strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device)
+    detection = None
+    if method.is_sdr:
+        sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed, log=None)
+        accuracies = [t["test_accuracy"] for t in sdr["tasks"]]
+        memory_mb = sdr["memory_mb"]
+        detection = dict(sdr["detection"], unique_tasks=sdr["unique_tasks"],
+                         decisions=[t["decision"] for t in sdr["tasks"]],
+                         outcomes=[t["outcome"] for t in sdr["tasks"]])
+    else:
+        for experience in benchmark.train_stream:
+            strategy.train(experience, eval_streams=[])
+        accuracies = final_test_accuracies(strategy, benchmark.test_stream)
+        memory_mb = repository_memory_bytes(strategy) / MB
+    wall = time.perf_counter() - start
+    return {
+        "run_id": spec.run_id,
+        "method": spec.method,
+        "label": method.label,
+        "stream": spec.stream,
+        "stream_label": stream.label,
+        "preset": spec.preset,
+        "seed": spec.seed,
+        "average_accuracy": sum(accuracies) / len(accuracies),
+        "task_accuracies": accuracies,
+        "memory_mb": memory_mb,
+        "detection": detection,
+        "wall_seconds": wall,
+        "torch_threads": torch.get_num_threads(),
+        "backbone": "small_cnn(32,64,128) pretrained "
+        f"{preset.pretrain_epochs} epochs on the warm-start tasks' training data",
+    }
+
+
+def _job(spec: RunSpec, runs_dir: str) -> Dict[str, Any]:
+    import warnings
+
+    # Avalanche 0.6 re-enables its DeprecationWarnings (Replay's ``update``) on every
+    # call; a worker prints none of them, so the run lines stay readable.
+    warnings.showwarning = lambda *args, **kwargs: None
+    result = execute_run(spec)
+    write_json_atomic(Path(runs_dir) / f"{spec.run_id}.json", result)
+    return result
+
+
+def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=print) -> List[Dict[str, Any]]:
+    """Execute the pending specs in a process pool; return every run's dict (new and old)."""
+    import multiprocessing
+
+    from tqdm import tqdm
+
+    runs_dir = Path(out_dir) / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    todo = pending_runs(specs, runs_dir)
+    skipped = len(specs) - len(todo)
+    if skipped and log is not None:
+        log(f"skipping {skipped} finished run(s) found in {runs_dir}")
+    if todo:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool, \
+                tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr) as bar:
+            futures = {pool.submit(_job, spec, str(runs_dir)): spec for spec in todo}
+            for future in as_completed(futures):
+                spec = futures[future]
+                try:
+                    r = future.result()
+                    line = (f"{spec.run_id}: acc {100 * r['average_accuracy']:.2f}%  "
+                            f"mem {r['memory_mb']:.2f} MB  {r['wall_seconds']:.1f}s")
+                    if r["detection"]:
+                        d = r["detection"]
+                        line += (f"  correct/miss/incorrect {100 * d['correct']:.0f}/"
+                                 f"{100 * d['miss']:.0f}/{100 * d['incorrect']:.0f}%")
+                except Exception as error:  # keep the other runs going
+                    line = f"{spec.run_id}: FAILED {type(error).__name__}: {error}"
+                bar.write(line)
+                bar.update(1)
+    return load_runs(runs_dir, [s.run_id for s in specs])
+
+
+def load_runs(runs_dir: os.PathLike, run_ids: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """Read run JSONs (those of ``run_ids`` that exist, else all) in a stable order."""
+    runs_dir = Path(runs_dir)
+    paths = ([runs_dir / f"{r}.json" for r in run_ids] if run_ids is not None
+             else sorted(runs_dir.glob("*.json")))
+    return [json.loads(p.read_text()) for p in paths if p.exists()]
+
+
+# --------------------------------------------------------------------- reporting
+
+
+def mean_std(values: Sequence[float]) -> tuple:
+    """Mean and sample standard deviation (0.0 for a single value)."""
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean, std
+
+
+def _pm(values: Sequence[float], digits: int) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def format_table(runs: Sequence[Dict[str, Any]]) -> str:
+    """The Markdown table, one row per method in the paper's order (mean ± std over seeds).
+
+    Acc (%) and Mem (MB) for every row; Correct / Miss / Incorrect (%) for SDR rows
+    ("–" otherwise); wall time per run (s, mean ± std); the number of seeds.
+    """
+    header = ("| Method | Acc (%) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s) | Seeds |\n"
+              "|---|---|---|---|---|---|---|---|")
+    rows = [header]
+    order = {name: i for i, name in enumerate(METHODS)}
+    by_method: Dict[str, List[Dict[str, Any]]] = {}
+    for r in runs:
+        by_method.setdefault(r["method"], []).append(r)
+    for name in sorted(by_method, key=lambda m: order.get(m, len(order))):
+        rs = sorted(by_method[name], key=lambda r: r["seed"])
+        cells = [rs[0]["label"], _pm([100 * r["average_accuracy"] for r in rs], 2),
+                 _pm([r["memory_mb"] for r in rs], 2)]
+        if all(r.get("detection") for r in rs):
+            cells += [_pm([100 * r["detection"][k] for r in rs], 1) for k in ("correct", "miss", "incorrect")]
+        else:
+            cells += ["–"] * 3
+        cells += [_pm([r["wall_seconds"] for r in rs], 1), ",".join(str(r["seed"]) for r in rs)]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+CSV_FIELDS = ["run_id", "method", "label", "stream", "preset", "seed", "average_accuracy",
+              "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "wall_seconds"]
+
+
+def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "") -> str:
+    """Write ``table2.md``, ``runs.csv`` and ``runs.json`` to ``out_dir``; return the table."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = format_table(runs)
+    (out_dir / "table2.md").write_text(header + table)
+    with open(out_dir / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for r in runs:
+            d = r.get("detection") or {}
+            row = {k: r.get(k) for k in CSV_FIELDS}
+            row.update({k: d.get(k) for k in ("correct", "miss", "incorrect", "unique_tasks")})
+            writer.writerow(row)
+    write_json_atomic(out_dir / "runs.json", list(runs))
+    return table
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", choices=sorted(STREAMS), default="digits")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch threads per worker (0: cpu_count // jobs). Default 1: on the shared 2-core "
+        "machine an SDR run took 1.2 s with 1 thread and 7-16 s with 2 (thread contention)",
+    )
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default="results/table2", help="output folder")
+    return parser.parse_args(argv)
+
+
+def main(args) -> str:
+    start = time.perf_counter()
+    out = Path(args.out)
+    if args.jobs < 1:
+        raise SystemExit("--jobs must be >= 1")
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    specs = []
+    for seed in args.seeds:
+        ids = [run_id(args.stream, args.preset, m, seed) for m in args.methods]
+        if all((out / "runs" / f"{i}.json").exists() for i in ids):
+            backbone = ""
+        else:
+            backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device)
+        specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads) for m in args.methods]
+    runs = run_all(specs, out, jobs=args.jobs)
+    header = (f"# Table 2 layout: {STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
+              f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
+    table = write_outputs(runs, out, header)
+    print(table)
+    print(f"total wall time {time.perf_counter() - start:.1f}s; wrote {out / 'table2.md'}, "
+          f"{out / 'runs.csv'}, {out / 'runs.json'}")
+    failed = pending_runs(specs, out / "runs")
+    if failed:
+        raise SystemExit(f"{len(failed)} run(s) failed (no JSON): {', '.join(s.run_id for s in failed)}")
+    return table
+
+
+if __name__ == "__main__":
+    main(parse_args(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""Tests of the Table 2 harness (``benchmarks/table2.py``, ``benchmarks/methods.py``).
+
+Fast: table formatting from synthetic run dicts, atomic JSON and skip-finished logic,
+oracle decisions on a tiny stream. Slow (``-m slow``): one end-to-end smoke run of two
+cheap methods on digits, then a rerun that must skip both.
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) from the root
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import table2  # noqa: E402
+from benchmarks.methods import METHODS, OracleDetector, oracle_choice  # noqa: E402
+
+
+def _run(method, seed, acc, mem, wall, detection=None):
+    return {
+        "run_id": table2.run_id("digits", "smoke", method, seed),
+        "method": method, "label": METHODS[method].label, "stream": "digits",
+        "preset": "smoke", "seed": seed, "average_accuracy": acc, "memory_mb": mem,
+        "wall_seconds": wall, "detection": detection, "task_accuracies": [acc],
+    }
+
+
+def _det(correct, miss, incorrect):
+    return {"correct": correct, "miss": miss, "incorrect": incorrect, "n_scored": 7, "unique_tasks": 5}
+
+
+def test_format_table_mean_std_order_and_detection_columns():
+    runs = [
+        _run("sdr", 1, 0.90, 1.5, 12.0, _det(0.5, 0.25, 0.25)),
+        _run("finetune", 0, 0.50, 0.25, 3.0),
+        _run("sdr", 0, 0.80, 1.0, 10.0, _det(1.0, 0.0, 0.0)),
+    ]
+    lines = table2.format_table(runs).strip().splitlines()
+    assert lines[0].startswith("| Method | Acc (%) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s)")
+    # Paper order: Finetune before SDR, whatever the order of the runs.
+    assert lines[2].startswith("| Finetune |") and lines[3].startswith("| SDR (EFT for E) |")
+    assert lines[2] == "| Finetune | 50.00 ± 0.00 | 0.25 ± 0.00 | – | – | – | 3.0 ± 0.0 | 0 |"
+    # Sample std of (80, 90) is 7.07; of (100, 50) is 35.36.
+    assert lines[3] == ("| SDR (EFT for E) | 85.00 ± 7.07 | 1.25 ± 0.35 | 75.0 ± 35.4 | 12.5 ± 17.7 "
+                        "| 12.5 ± 17.7 | 11.0 ± 1.4 | 0,1 |")
+
+
+def test_write_outputs_writes_markdown_csv_and_json(tmp_path):
+    runs = [_run("sdr", 0, 0.8, 1.0, 10.0, _det(1.0, 0.0, 0.0)), _run("ewc", 0, 0.7, 2.0, 5.0)]
+    table = table2.write_outputs(runs, tmp_path, header="# T\n\n")
+    assert (tmp_path / "table2.md").read_text() == "# T\n\n" + table
+    csv_lines = (tmp_path / "runs.csv").read_text().splitlines()
+    assert csv_lines[0].split(",") == table2.CSV_FIELDS and len(csv_lines) == 3
+    assert json.loads((tmp_path / "runs.json").read_text()) == runs
+
+
+def test_write_json_atomic_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "runs" / "x.json"
+    table2.write_json_atomic(path, {"a": 1})
+    table2.write_json_atomic(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 2}
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_finished_runs_are_skipped(tmp_path):
+    specs = [table2.RunSpec("digits", "smoke", m, 0, "") for m in ("sdr", "ewc")]
+    done = _run("sdr", 0, 0.8, 1.0, 10.0, _det(1.0, 0.0, 0.0))
+    table2.write_json_atomic(tmp_path / "runs" / f"{specs[0].run_id}.json", done)
+    assert table2.pending_runs(specs, tmp_path / "runs") == [specs[1]]
+    # With everything finished no worker starts and the stored runs come back.
+    runs = table2.run_all(specs[:1], tmp_path, jobs=1, log=None)
+    assert runs == [done]
+
+
+def test_oracle_choice_reuses_first_task_of_same_group():
+    groups = [0, 1, 2, 0, 1, 3, 0, 3]
+    creator = {}  # entry -> creating task, grown as a repository would
+    choices = []
+    for task in range(len(groups)):
+        choice = oracle_choice(task, groups, creator) if task >= 3 else None
+        if choice is None:
+            creator[len(creator)] = task
+        choices.append(choice)
+    # Tasks 3, 4, 6 reuse the entries of tasks 0, 1, 0; task 7 reuses task 5's entry.
+    assert choices == [None, None, None, 0, 1, None, 0, 3]
+
+
+class _FakeRepository:
+    def __init__(self, entry_creator):
+        self.entry_creator = entry_creator
+
+    @property
+    def entries(self):
+        return sorted(self.entry_creator)
+
+
+def test_oracle_detector_record_on_digits_stream_scores_all_correct():
+    from avalanche_sdr.benchmarks import MixedDigits
+    from avalanche_sdr.evaluation import classify_detection, detection_summary
+
+    benchmark = MixedDigits(seed=0)
+    groups = benchmark.stream_groups
+    detector = OracleDetector(groups)
+    repo = _FakeRepository({e: e for e in range(benchmark.n_warm_start)})
+    outcomes = []
+    for task in range(benchmark.n_warm_start, benchmark.n_tasks):
+        record = detector.detect(repo, task, None, None, 2)
+        assert record.rule == "oracle" and record.candidate_entries == repo.entries
+        reused_group = None
+        if record.decision == "new":
+            repo.entry_creator[len(repo.entry_creator)] = task
+        else:
+            reused_group = groups[repo.entry_creator[record.reused_entry]]
+        outcomes.append(classify_detection(groups[task], groups[:task], reused_group))
+    summary = detection_summary(outcomes)
+    assert summary["correct"] == 1.0 and summary["n_scored"] == benchmark.n_tasks - benchmark.n_warm_start
+    assert len(repo.entry_creator) == len(set(groups))
+
+
+@pytest.mark.slow
+def test_smoke_end_to_end_two_methods_then_skip(tmp_path, capsys):
+    out = tmp_path / "table2"
+    argv = ["--stream", "digits", "--preset", "smoke", "--seeds", "0",
+            "--methods", "finetune", "optimal", "--out", str(out)]
+    table = table2.main(table2.parse_args(argv))
+    runs = json.loads((out / "runs.json").read_text())
+    assert {r["method"] for r in runs} == {"finetune", "optimal"}
+    optimal = next(r for r in runs if r["method"] == "optimal")
+    assert optimal["detection"]["correct"] == 1.0
+    assert all(0.0 <= r["average_accuracy"] <= 1.0 and r["memory_mb"] > 0 for r in runs)
+    assert "| Optimal (EFT for E) |" in table and "| Finetune |" in table
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    capsys.readouterr()
+    assert table2.main(table2.parse_args(argv)) == table
+    assert "skipping 2 finished run(s)" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
