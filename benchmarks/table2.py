@@ -19,7 +19,8 @@ Measured the same way for every method:
 - memory: ``avalanche_sdr.evaluation.repository_memory_bytes(strategy)`` / 2**20 after
   the last task;
 - wall time: seconds from building the strategy to the end of the final evaluation
-  (E0 pretraining excluded: it is shared).
+  (E0 pretraining excluded: it is shared; the base VAE of ``sdr_eft_g``, pretrained by
+  its builder, included).
 
 SDR rows also record Correct / Miss / Incorrect over the scored (non-warm-start)
 tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.

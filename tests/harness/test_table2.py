@@ -136,3 +136,28 @@ def test_smoke_end_to_end_two_methods_then_skip(tmp_path, capsys):
     assert table2.main(table2.parse_args(argv)) == table
     assert "skipping 2 finished run(s)" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
+
+
+def test_sdr_eft_g_builds_eft_generators_on_a_pretrained_base_vae():
+    import dataclasses
+
+    import torch
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.models import small_cnn_backbone
+    from benchmarks.methods import PRESETS, STREAMS
+
+    assert list(METHODS)[-2:] == ["sdr", "sdr_eft_g"] and METHODS["sdr_eft_g"].is_sdr
+    stream = STREAMS["digits"]
+    benchmark = stream.factory(0)
+    preset = dataclasses.replace(PRESETS["smoke"], base_vae_epochs=1)
+    torch.manual_seed(0)
+    strategy = METHODS["sdr_eft_g"].build(
+        small_cnn_backbone(in_channels=1, widths=(8, 8)), benchmark, stream, preset,
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), device="cpu",
+    )
+    bank = strategy.model.generators
+    assert type(bank).__name__ == "EFTVAEBank"
+    base_params = [p for name, p in bank.named_parameters() if name.startswith("base")]
+    assert base_params and not any(p.requires_grad for p in base_params)

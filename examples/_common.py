@@ -1,0 +1,211 @@
+"""What the paper-stream examples (emnist_100, cifar10_10, cifar100_40, fashion_mnist_50) share.
+
+Seeding, the common command-line options, the choice of E0, ``--max-tasks``
+truncation, one SDR run, the ``--compare`` baselines (Avalanche's online EWC and
+Replay, built by :mod:`benchmarks.methods`) and writing the results JSON. Not a public
+module: the examples import it from their own folder; ``--compare`` imports
+``benchmarks.methods`` from the repository root (added to ``sys.path`` here), so the
+examples are meant to be run from a checkout, as ``python examples/<name>.py`` from
+the repository root.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import random
+import sys
+import time
+import types
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+import torch
+
+MB = 2**20
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool) -> None:
+    """Options every example takes. ``cifar_resnet``: offer ``--cifar-resnet-weights``
+    (not for CIFAR streams: that backbone has seen their classes)."""
+    parser.add_argument("--download", action="store_true", help="download with torchvision when missing")
+    parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
+    parser.add_argument("--preset", default="cpu", choices=("cpu", "paper"),
+                        help="training settings (paper: supplementary A.1, meant for a GPU)")
+    parser.add_argument("--device", default="cpu")
+    backbone = parser.add_mutually_exclusive_group()
+    if cifar_resnet:
+        backbone.add_argument("--cifar-resnet-weights", default=None, metavar="FILE",
+                              help="E0 = this CIFAR-10 ResNet-20/32/44/56 checkpoint (resnet20-*.th ...)")
+    backbone.add_argument("--resnet18-weights", default=None, metavar="FILE",
+                          help="E0 = torchvision ResNet18 with this local state_dict (e.g. ImageNet weights)")
+    parser.add_argument("--pretrain-epochs", type=int, default=5,
+                        help="E0 pretraining epochs on the warm-start tasks (default E0, a small CNN)")
+    parser.add_argument("--new-task-epochs", type=int, default=None, help="override the preset's epochs of a new SDR entry and of each --compare baseline")
+    parser.add_argument("--vae-epochs", type=int, default=None, help="override the preset's VAE epochs")
+    parser.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                        help="keep only the first N tasks (smoke runs; NOT the paper's stream or results)")
+    parser.add_argument("--compare", action="store_true",
+                        help="also run Avalanche's online EWC and Replay on the same stream and E0")
+    parser.add_argument("--log-dir", default=None, help="text log and CSV logs of the SDR run here")
+    parser.add_argument("--output", default=None, help="write the results JSON here")
+
+
+def truncate(benchmark, max_tasks: Optional[int]):
+    """``benchmark`` itself, or a view of its first ``max_tasks`` tasks (train, valid, test)."""
+    if max_tasks is None or max_tasks >= len(benchmark.train_stream):
+        return benchmark
+    if max_tasks < 1:
+        raise SystemExit("--max-tasks must be >= 1")
+    return types.SimpleNamespace(
+        train_stream=benchmark.train_stream[:max_tasks],
+        valid_stream=benchmark.valid_stream[:max_tasks],
+        test_stream=benchmark.test_stream[:max_tasks],
+        n_warm_start=min(benchmark.n_warm_start, max_tasks),
+        stream_groups=list(benchmark.stream_groups)[:max_tasks],
+    )
+
+
+def make_backbone(args, warm_start, in_channels: int):
+    """E0 and a sentence saying which one it is (reported with the results).
+
+    ``--cifar-resnet-weights``: frozen CIFAR-10 ResNet (DESIGN.md option (a));
+    ``--resnet18-weights``: torchvision ResNet18 from a local state_dict; otherwise a
+    small CNN pretrained on the warm-start tasks' training data (option (b)).
+    """
+    from avalanche_sdr.models import cifar_resnet_backbone, resnet18_backbone, small_cnn_backbone
+    from avalanche_sdr.training import pretrain_backbone
+
+    cifar_weights = getattr(args, "cifar_resnet_weights", None)
+    if cifar_weights:
+        name = os.path.basename(cifar_weights)
+        depth = int(name.split("-")[0].replace("resnet", ""))
+        backbone = cifar_resnet_backbone(depth, weights_path=cifar_weights, in_channels=in_channels)
+        return backbone, f"CIFAR-10 ResNet-{depth} ({name}), frozen"
+    if args.resnet18_weights:
+        backbone = resnet18_backbone(weights=args.resnet18_weights, in_channels=in_channels)
+        return backbone, f"torchvision ResNet18 ({os.path.basename(args.resnet18_weights)}), frozen"
+    backbone = small_cnn_backbone(in_channels=in_channels, widths=(32, 64, 128))
+    pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=64,
+                      device=args.device)
+    return backbone, f"small_cnn(32,64,128) pretrained {args.pretrain_epochs} epochs on the warm-start tasks"
+
+
+def sdr_settings(args) -> Dict[str, Any]:
+    """The preset's ``SDRStrategy`` settings with the command line's overrides."""
+    from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS
+
+    settings = dict(CPU_SETTINGS if args.preset == "cpu" else PAPER_SETTINGS)
+    if args.new_task_epochs is not None:
+        settings["new_task_epochs"] = args.new_task_epochs
+    if args.vae_epochs is not None:
+        settings["vae_epochs"] = args.vae_epochs
+    return settings
+
+
+def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: int, image_size: int,
+            latent_dim: int, vae_width: int) -> Dict[str, Any]:
+    """Train SDR (EFT for E, agreement rule) on the whole stream; the results dict of
+    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``."""
+    import copy
+
+    from avalanche_sdr import SDRStrategy, build_sdr_model
+    from avalanche_sdr.evaluation import sdr_evaluation_plugin
+    from avalanche_sdr.training.stream_runner import run_sdr_stream
+
+    settings = sdr_settings(args)
+    model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size, a=8, b=16,
+                            generator="independent", latent_dim=latent_dim, vae_width=vae_width)
+    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)
+    strategy = SDRStrategy(model=model, **settings, decision="agreement", elbo_samples=8,
+                           evaluator=evaluator, device=args.device)
+    config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision="agreement", elbo_samples=8,
+                  preset=args.preset, settings=settings, max_tasks=args.max_tasks)
+    start = time.perf_counter()
+    try:
+        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed)
+    finally:
+        evaluator.close()
+    results["wall_seconds"] = time.perf_counter() - start
+    return results
+
+
+def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
+    """Avalanche's online EWC and Replay (``benchmarks.methods`` builders, the harness
+    preset of the same name) on the same stream and E0: accuracy (mean over tasks of the
+    final test accuracy, task-aware) and memory (MB) measured as for SDR."""
+    import warnings
+
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.evaluation import repository_memory_bytes
+    from avalanche_sdr.training.stream_runner import final_test_accuracies
+
+    # ``python examples/x.py`` puts examples/, not the repository root, on sys.path.
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if repo_root not in sys.path:
+        sys.path.insert(0, repo_root)
+    from benchmarks.methods import METHODS, PRESETS
+
+    preset = PRESETS[args.preset]
+    if args.new_task_epochs is not None:
+        preset = dataclasses.replace(preset, baseline_epochs=args.new_task_epochs)
+    out = {}
+    for name in ("ewc", "replay"):
+        seed_everything(args.seed)
+        start = time.perf_counter()
+        evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+        strategy = METHODS[name].build(backbone, benchmark, None, preset, evaluator=evaluator, device=args.device)
+        with warnings.catch_warnings():
+            # Avalanche re-enables Replay's ``update`` DeprecationWarning on every call.
+            warnings.showwarning = lambda *args, **kwargs: None
+            for experience in benchmark.train_stream:
+                strategy.train(experience, eval_streams=[])
+        accuracies = final_test_accuracies(strategy, benchmark.test_stream)
+        out[name] = {
+            "label": METHODS[name].label,
+            "average_accuracy": sum(accuracies) / len(accuracies),
+            "task_accuracies": accuracies,
+            "memory_mb": repository_memory_bytes(strategy) / MB,
+            "wall_seconds": time.perf_counter() - start,
+            "settings": {"epochs": preset.baseline_epochs, "lr": preset.baseline_lr,
+                         "train_mb_size": preset.train_mb_size, "ewc_lambda": preset.ewc_lambda,
+                         "ewc_decay": preset.ewc_decay, "replay_per_class": preset.replay_per_class},
+        }
+    return out
+
+
+def report(results: Dict[str, Any], baselines: Optional[Dict[str, Dict[str, Any]]]) -> None:
+    """Print SDR's accuracy and memory, and the baselines' beside them."""
+    rows = [("SDR (EFT for E)", results["average_accuracy"], results["memory_mb"], results["wall_seconds"])]
+    for b in (baselines or {}).values():
+        rows.append((b["label"], b["average_accuracy"], b["memory_mb"], b["wall_seconds"]))
+    print(f"{'method':<18} {'acc (%)':>8} {'mem (MB)':>9} {'wall (s)':>9}")
+    for label, acc, mem, wall in rows:
+        print(f"{label:<18} {100 * acc:>8.2f} {mem:>9.2f} {wall:>9.1f}")
+
+
+def write_json(path: Optional[str], data: Dict[str, Any]) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"wrote {path}")
+
+
+def run_example(main: Callable, parse_args: Callable) -> None:
+    """``main(parse_args(argv))``; missing data: its message on stderr and exit code 2."""
+    from avalanche_sdr.benchmarks.sources import DatasetNotFoundError
+
+    try:
+        main(parse_args(sys.argv[1:]))
+    except DatasetNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
