@@ -40,6 +40,20 @@ Rows (paper Table 2 names in brackets):
   experience-balanced buffer holds 10 exemplars per class after the last task
   (more per class earlier in the stream).
 
+- ``dgr`` [DGR]: Avalanche ``GenerativeReplay`` (task-free in Avalanche 0.6, so on the
+  one-head :class:`SingleHeadNet`), generator Avalanche's ``MlpVAE`` sized for the stream.
+- ``pnn`` [PNN]: Avalanche ``PNNStrategy`` on :func:`make_feature_pnn` (Avalanche's
+  MLP-column PNN on the features of a frozen E0).
+- ``sdr_calibrated`` / ``sdr_calibrated_ft`` (beyond the paper): SDR with
+  ``decision="calibrated"`` (default thresholds), the second also with
+  ``forward_transfer=True``.
+
+Not a row: Avalanche's ``ExpertGateStrategy``. Its experts and autoencoder features
+are torchvision AlexNets (ImageNet weights, which this project's machines cannot
+download; with random weights the gate's features mean nothing), on >= 63-pixel
+3-channel inputs, each expert a full 57M-parameter AlexNet classifier: not the same
+backbone family as the other rows, and beyond a CPU run.
+
 All baselines train with Adam (``preset.baseline_lr``) for ``preset.baseline_epochs``
 epochs per task, mini-batch ``preset.train_mb_size``; SDR rows use ``preset.sdr``.
 """
@@ -47,7 +61,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -66,36 +80,80 @@ class StreamSpec:
     :param image_size: image side in pixels.
     :param latent_dim: SDR VAE latent size.
     :param vae_width: SDR VAE base width.
+    :param capped_sizes: (train, valid, test) images per task used by the CPU
+        presets (``Preset.capped``); ``None``: the stream's default sizes always.
+    :param backbone: E0 family: ``"small_cnn"`` (pretrained by the harness on the
+        warm-start tasks, DESIGN.md option (b)) or ``"cifar_resnet20"`` (the frozen
+        CIFAR-10 ResNet-20 given by ``--backbone-weights``, option (a)).
+    :param needs_data_root: the stream reads ``--data-root`` (no default location).
     """
 
     name: str
     label: str
-    factory: Callable[[int], Any]
+    factory: Callable[..., Any]
     in_channels: int
     image_size: int
     latent_dim: int
     vae_width: int
+    capped_sizes: Optional[Tuple[int, int, int]] = None
+    backbone: str = "small_cnn"
+    needs_data_root: bool = False
+
+    def build(self, seed: int, capped: bool, data_root: Optional[str] = None):
+        """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps."""
+        sizes = self.capped_sizes if capped else None
+        if self.needs_data_root:
+            if not data_root:
+                raise ValueError(f"stream {self.name!r} needs --data-root (see its StreamSpec)")
+            return self.factory(seed, sizes, data_root)
+        if data_root:
+            return self.factory(seed, sizes, data_root)
+        return self.factory(seed, sizes)
 
 
-def _digits(seed: int):
+def _size_overrides(sizes: Optional[Tuple[int, int, int]]) -> Dict[str, Any]:
+    if sizes is None:
+        return {}
+    train, valid, test = sizes
+    return dict(train_per_task=train, valid_per_task=valid, test_per_task=test)
+
+
+def _digits(seed: int, sizes=None):
     from avalanche_sdr.benchmarks import MixedDigits
 
-    return MixedDigits(seed=seed)
+    return MixedDigits(seed=seed, **_size_overrides(sizes))
 
 
-def _fashion(n_splits: int) -> Callable[[int], Any]:
-    def factory(seed: int):
+def _fashion(n_splits: int) -> Callable[..., Any]:
+    def factory(seed: int, sizes=None, data_root: Optional[str] = None):
         from avalanche_sdr.benchmarks import MixedFashionMNIST
 
-        return MixedFashionMNIST(n_splits=n_splits, seed=seed)
+        root = {} if data_root is None else {"root": data_root}
+        return MixedFashionMNIST(n_splits=n_splits, seed=seed, **root, **_size_overrides(sizes))
 
     return factory
 
 
+def _emnist_bymerge(seed: int, sizes, data_root: str):
+    from avalanche_sdr.benchmarks import MixedEMNIST
+
+    # bymerge: per-task sizes scale to the rarest class (reported as task_sizes);
+    # capped sizes are upper bounds on top of that scaling.
+    return MixedEMNIST(data_root, split="bymerge", seed=seed, **_size_overrides(sizes))
+
+
 STREAMS: Dict[str, StreamSpec] = {
     "digits": StreamSpec("digits", "MixedDigits (10 tasks)", _digits, 1, 8, 8, 16),
-    "fashion10": StreamSpec("fashion10", "MixedFashionMNIST (10 tasks)", _fashion(2), 1, 28, 16, 32),
-    "fashion50": StreamSpec("fashion50", "MixedFashionMNIST (50 tasks)", _fashion(10), 1, 28, 16, 32),
+    # CPU caps: 600 train / 60 validation / 300 test images per task (defaults 5400 / 600 / 1000).
+    "fashion10": StreamSpec("fashion10", "MixedFashionMNIST (10 tasks)", _fashion(2), 1, 28, 16, 32,
+                            capped_sizes=(600, 60, 300)),
+    # CPU caps: 300 / 30 / 200 (defaults 1080 / 120 / 200).
+    "fashion50": StreamSpec("fashion50", "MixedFashionMNIST (50 tasks)", _fashion(10), 1, 28, 16, 32,
+                            capped_sizes=(300, 30, 200)),
+    # Real EMNIST (bymerge root from shared/data/make_emnist_root.py), E0 = CIFAR-10
+    # ResNet-20. CPU caps: 200 / 20 / 100 (defaults 2400 / 400 per class scaled to bymerge).
+    "emnist100": StreamSpec("emnist100", "MixedEMNIST bymerge (100 tasks)", _emnist_bymerge, 1, 28, 16, 32,
+                            capped_sizes=(200, 20, 100), backbone="cifar_resnet20", needs_data_root=True),
 }
 
 
@@ -115,6 +173,8 @@ class Preset:
     :param ewc_decay: online-EWC decay factor of older importances.
     :param replay_per_class: exemplars per (task, class) pair kept by ER.
     :param base_vae_epochs: epochs of the shared base VAE's pretraining (``sdr_eft_g``).
+    :param capped: use the streams' ``capped_sizes`` (CPU presets) instead of their
+        default per-task sizes.
     """
 
     name: str
@@ -129,6 +189,7 @@ class Preset:
     ewc_decay: float = 0.9
     replay_per_class: int = 10
     base_vae_epochs: int = 20
+    capped: bool = True
 
 
 def _presets() -> Dict[str, Preset]:
@@ -152,6 +213,7 @@ def _presets() -> Dict[str, Preset]:
         "paper": Preset(
             "paper", pretrain_epochs=20, sdr=dict(PAPER_SETTINGS),
             elbo_samples=8, baseline_epochs=100, baseline_lr=1e-3, train_mb_size=128, base_vae_epochs=100,
+            capped=False,
         ),
     }
 
@@ -316,7 +378,8 @@ class OracleDetector:
 # --------------------------------------------------------------------- builders
 
 
-def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, base_vae=None):
+def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, base_vae=None,
+                  decision: str = "agreement", forward_transfer: bool = False):
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
     model = build_sdr_model(
@@ -325,8 +388,8 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
     return SDRStrategy(
-        model=model, **preset.sdr, decision="agreement", elbo_samples=preset.elbo_samples,
-        evaluator=evaluator, device=device, verbose=False,
+        model=model, **preset.sdr, decision=decision, forward_transfer=forward_transfer,
+        elbo_samples=preset.elbo_samples, evaluator=evaluator, device=device, verbose=False,
     )
 
 
@@ -347,6 +410,17 @@ def build_sdr_eft_g(backbone, benchmark, stream, preset, *, evaluator, device):
         warm_start, epochs=preset.base_vae_epochs, lr=2e-3, batch_size=32, device=device, verbose=False,
     )
     return _sdr_strategy(backbone, stream, preset, evaluator, device, base_vae=base_vae)
+
+
+def build_sdr_calibrated(backbone, benchmark, stream, preset, *, evaluator, device):
+    """SDR (EFT for E), calibrated decision rule (default thresholds, set on Fashion-MNIST)."""
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="calibrated")
+
+
+def build_sdr_calibrated_ft(backbone, benchmark, stream, preset, *, evaluator, device):
+    """SDR (EFT for E), calibrated decision rule + forward transfer for new entries."""
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="calibrated",
+                         forward_transfer=True)
 
 
 def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device):
@@ -416,6 +490,75 @@ def build_replay(backbone, benchmark, stream, preset, *, evaluator, device):
     )
 
 
+def make_feature_pnn(backbone: nn.Module, hidden: int = 64, num_layers: int = 2):
+    """Avalanche ``PNN`` (MLP columns, lateral adapters) on the features of a frozen E0.
+
+    Avalanche's PNN flattens its input and has MLP columns only (and ``PNNStrategy``
+    accepts only a ``PNN``), so this is a ``PNN`` subclass that first maps the images
+    through a frozen copy of E0 (``[N, feature_dim]``): the same frozen backbone as SDR.
+    One column per task is added by the PNN's own adaptation, which freezes the older
+    ones. ``forward(x [N,C,H,W], task_labels [N]) -> logits``.
+    """
+    from avalanche.models import PNN
+
+    class FeaturePNN(PNN):
+        def __init__(self):
+            super().__init__(num_layers=num_layers, in_features=backbone.feature_dim,
+                             hidden_features_per_column=hidden)
+            self.backbone = copy.deepcopy(backbone).eval()
+            for p in self.backbone.parameters():
+                p.requires_grad_(False)
+
+        def train(self, mode: bool = True):
+            super().train(mode)
+            self.backbone.eval()
+            return self
+
+        def forward_single_task(self, x, task_label):
+            with torch.no_grad():
+                features = self.backbone(x)
+            return super().forward_single_task(features, task_label)
+
+    return FeaturePNN()
+
+
+def build_pnn(backbone, benchmark, stream, preset, *, evaluator, device):
+    """PNN: Avalanche ``PNNStrategy`` on :func:`make_feature_pnn` (frozen E0 + MLP columns)."""
+    from avalanche.training import PNNStrategy
+
+    return PNNStrategy(**_baseline_kwargs(make_feature_pnn(backbone), preset, evaluator, device))
+
+
+def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, device):
+    """DGR: Avalanche ``GenerativeReplay`` on :class:`SingleHeadNet`.
+
+    Avalanche's generative replay is task-free: replayed images are labelled by the
+    previous solver's argmax and given the current task label, and its solver is
+    called without task labels, so it runs on the one-head network (as Finetune).
+    The generator is Avalanche's ``MlpVAE`` (its default, ``nhid=2``) sized for the
+    stream's images and trained by Avalanche's ``VAETraining`` with the default's
+    settings (Adam lr 0.01, weight decay 1e-4) for ``preset.baseline_epochs`` epochs.
+    """
+    from avalanche.models import MlpVAE
+    from avalanche.models.generator import VAE_loss
+    from avalanche.training import GenerativeReplay, VAETraining
+    from avalanche.training.plugins import GenerativeReplayPlugin
+
+    shape = (stream.in_channels, stream.image_size, stream.image_size)
+    generator = MlpVAE(shape, nhid=2, device=device)
+    generator_strategy = VAETraining(
+        model=generator,
+        optimizer=torch.optim.Adam([p for p in generator.parameters() if p.requires_grad],
+                                   lr=0.01, weight_decay=1e-4),
+        criterion=VAE_loss, train_mb_size=preset.train_mb_size, train_epochs=preset.baseline_epochs,
+        eval_mb_size=preset.eval_mb_size, device=device, plugins=[GenerativeReplayPlugin()],
+        evaluator=None,
+    )
+    model = SingleHeadNet(backbone, _max_classes(benchmark))
+    return GenerativeReplay(**_baseline_kwargs(model, preset, evaluator, device),
+                            generator_strategy=generator_strategy)
+
+
 @dataclass(frozen=True)
 class Method:
     """One row of the table.
@@ -441,8 +584,13 @@ METHODS: Dict[str, Method] = {
         Method("new_head", "New-Head", build_new_head),
         Method("replay", "ER", build_replay),
         Method("ewc", "Online EWC", build_ewc),
+        Method("dgr", "DGR (Avalanche GenerativeReplay)", build_generative_replay),
+        Method("pnn", "PNN (Avalanche, on E0 features)", build_pnn),
         Method("sdr", "SDR (EFT for E)", build_sdr, True),
         Method("sdr_eft_g", "SDR (EFT for E and G)", build_sdr_eft_g, True),
+        Method("sdr_calibrated", "SDR (EFT for E), calibrated", build_sdr_calibrated, True),
+        Method("sdr_calibrated_ft", "SDR (EFT for E), calibrated + forward transfer",
+               build_sdr_calibrated_ft, True),
     )
 }
 """Rows in the paper's order."""

@@ -8,8 +8,11 @@ saved under ``OUT/backbones/``; every run loads it.
 
 One run = one (method, seed). Runs are independent jobs executed by a local
 ``ProcessPoolExecutor`` (``--jobs N``, spawn context; each worker uses ``--threads``
-torch threads, default 1: see ``--help``). A run writes ``OUT/runs/<stream>_<preset>_<method>_seed<k>.json``
-atomically (temp file + ``os.replace``); rerunning with the same ``--out`` skips runs
+torch threads, default 1: see ``--help``) or, with ``--executor ray``, as Ray tasks
+(``--ray-address`` of a cluster, default a local Ray instance; optional extra
+``ray``). Each finished run is written to
+``OUT/runs/<stream>_<preset>_<method>_seed<k>.json`` atomically (temp file +
+``os.replace``) by the harness process; rerunning with the same ``--out`` skips runs
 whose JSON exists. A line is printed per finished run, under a tqdm bar over runs.
 
 Measured the same way for every method:
@@ -26,7 +29,9 @@ SDR rows also record Correct / Miss / Incorrect over the scored (non-warm-start)
 tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.
 
 Outputs in ``OUT``: ``table2.md`` (mean ± sample std over seeds), ``runs.csv`` (one row
-per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run.
+per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run; ``plots/``
+(:func:`write_plots`: accuracy against memory per method, and every SDR run's figures).
+``--report-only`` rewrites these from the runs already in ``OUT`` without running.
 
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
@@ -62,6 +67,7 @@ class RunSpec:
     backbone_path: str
     device: str = "cpu"
     threads: int = 0
+    data_root: Optional[str] = None
 
     @property
     def run_id(self) -> str:
@@ -108,15 +114,30 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _make_backbone(stream_name: str):
-    from avalanche_sdr.models import small_cnn_backbone
+def _make_backbone(stream_name: str, weights: Optional[str] = None):
+    """E0's architecture for a stream (random weights unless ``weights`` is a CIFAR
+    ResNet checkpoint for a ``cifar_resnet20`` stream)."""
+    from avalanche_sdr.models import cifar_resnet_backbone, small_cnn_backbone
 
-    return small_cnn_backbone(in_channels=STREAMS[stream_name].in_channels, widths=(32, 64, 128))
+    stream = STREAMS[stream_name]
+    if stream.backbone == "cifar_resnet20":
+        return cifar_resnet_backbone(20, weights_path=weights, in_channels=stream.in_channels)
+    return small_cnn_backbone(in_channels=stream.in_channels, widths=(32, 64, 128))
 
 
-def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, device: str = "cpu") -> str:
-    """Pretrain E0 for (stream, preset, seed) once; save it with the torch RNG state after
-    pretraining (``{"state_dict", "torch_rng_state"}``); return the path."""
+def backbone_note(stream_name: str, preset: str) -> str:
+    """One sentence naming E0, stored with every run."""
+    if STREAMS[stream_name].backbone == "cifar_resnet20":
+        return "CIFAR-10 ResNet-20 (--backbone-weights), frozen, not trained on the stream"
+    return (f"small_cnn(32,64,128) pretrained {PRESETS[preset].pretrain_epochs} epochs on the "
+            "warm-start tasks' training data")
+
+
+def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, device: str = "cpu",
+                     data_root: Optional[str] = None, weights: Optional[str] = None) -> str:
+    """Make E0 for (stream, preset, seed) once: pretrain the small CNN on the warm-start
+    tasks, or load the CIFAR ResNet-20 checkpoint ``weights``; save it with the torch RNG
+    state (``{"state_dict", "torch_rng_state"}``); return the path."""
     import torch
 
     from avalanche_sdr.training import pretrain_backbone
@@ -125,11 +146,16 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
     if path.exists():
         return str(path)
     _seed_everything(seed)
-    benchmark = STREAMS[stream].factory(seed)
-    warm = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    backbone = _make_backbone(stream)
-    pretrain_backbone(backbone, warm, epochs=PRESETS[preset].pretrain_epochs, lr=2e-3,
-                      batch_size=32, device=device, verbose=False)
+    if STREAMS[stream].backbone == "cifar_resnet20":
+        if not weights:
+            raise SystemExit(f"--stream {stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
+        backbone = _make_backbone(stream, weights)
+    else:
+        benchmark = STREAMS[stream].build(seed, PRESETS[preset].capped, data_root)
+        warm = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
+        backbone = _make_backbone(stream)
+        pretrain_backbone(backbone, warm, epochs=PRESETS[preset].pretrain_epochs, lr=2e-3,
+                          batch_size=32, device=device, verbose=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -167,7 +193,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         torch.set_num_threads(spec.threads)
     method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
     _seed_everything(spec.seed)
-    benchmark = stream.factory(spec.seed)
+    benchmark = stream.build(spec.seed, preset.capped, spec.data_root)
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
@@ -179,13 +205,17 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         memory_mb = sdr["memory_mb"]
         detection = dict(sdr["detection"], unique_tasks=sdr["unique_tasks"],
                          decisions=[t["decision"] for t in sdr["tasks"]],
-                         outcomes=[t["outcome"] for t in sdr["tasks"]])
+                         outcomes=[t["outcome"] for t in sdr["tasks"]],
+                         groups=[t["group"] for t in sdr["tasks"]],
+                         records=[t["detection"] for t in sdr["tasks"]],
+                         train_accuracy_per_epoch=[t["train_accuracy_per_epoch"] for t in sdr["tasks"]])
     else:
         for experience in benchmark.train_stream:
             strategy.train(experience, eval_streams=[])
         accuracies = final_test_accuracies(strategy, benchmark.test_stream)
         memory_mb = repository_memory_bytes(strategy) / MB
     wall = time.perf_counter() - start
+    extra = {"sdr_results": sdr} if method.is_sdr else {}
     return {
         "run_id": spec.run_id,
         "method": spec.method,
@@ -200,26 +230,89 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         "detection": detection,
         "wall_seconds": wall,
         "torch_threads": torch.get_num_threads(),
-        "backbone": "small_cnn(32,64,128) pretrained "
-        f"{preset.pretrain_epochs} epochs on the warm-start tasks' training data",
+        "backbone": backbone_note(spec.stream, spec.preset),
+        "task_sizes": getattr(benchmark, "task_sizes", None),
+        **extra,
     }
 
 
-def _job(spec: RunSpec, runs_dir: str) -> Dict[str, Any]:
+def _job(spec: RunSpec) -> Dict[str, Any]:
     import warnings
 
     # Avalanche 0.6 re-enables its DeprecationWarnings (Replay's ``update``) on every
     # call; a worker prints none of them, so the run lines stay readable.
     warnings.showwarning = lambda *args, **kwargs: None
-    result = execute_run(spec)
-    write_json_atomic(Path(runs_dir) / f"{spec.run_id}.json", result)
-    return result
+    return execute_run(spec)
 
 
-def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=print) -> List[Dict[str, Any]]:
-    """Execute the pending specs in a process pool; return every run's dict (new and old)."""
+def _run_line(spec: RunSpec, r: Dict[str, Any]) -> str:
+    line = (f"{spec.run_id}: acc {100 * r['average_accuracy']:.2f}%  "
+            f"mem {r['memory_mb']:.2f} MB  {r['wall_seconds']:.1f}s")
+    if r["detection"]:
+        d = r["detection"]
+        line += (f"  correct/miss/incorrect {100 * d['correct']:.0f}/"
+                 f"{100 * d['miss']:.0f}/{100 * d['incorrect']:.0f}%")
+    return line
+
+
+def _local_results(todo: Sequence[RunSpec], jobs: int):
+    """Yield ``(spec, result or exception)`` as the runs of a local process pool finish."""
     import multiprocessing
 
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_job, spec): spec for spec in todo}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception as error:  # keep the other runs going
+                yield futures[future], error
+
+
+def _ray_results(todo: Sequence[RunSpec], address: Optional[str], threads: int):
+    """Yield ``(spec, result or exception)`` as the runs finish on a Ray cluster.
+
+    ``address=None`` starts a local Ray instance; otherwise ``ray.init(address=...)``
+    connects to a running cluster (e.g. ``"auto"`` or ``"ray://head:10001"``). Every
+    run is a Ray task asking for ``threads`` CPUs; results come back to this process,
+    which writes the run JSONs, so the workers need no shared file system (they need
+    this repository on their ``PYTHONPATH`` and the datasets at the same paths).
+    """
+    try:
+        import ray
+    except ImportError as err:
+        raise SystemExit("--executor ray needs Ray: pip install 'avalanche-sdr[ray]'") from err
+    started_here = not ray.is_initialized()
+    if started_here:
+        # Workers import `benchmarks` from this checkout (a cluster's nodes need it at
+        # the same path, or installed).
+        repo_root = str(Path(__file__).resolve().parents[1])
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": repo_root}})
+    try:
+        remote_job = ray.remote(num_cpus=max(1, threads))(_job)
+        pending = {remote_job.remote(spec): spec for spec in todo}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            spec = pending.pop(done[0])
+            try:
+                yield spec, ray.get(done[0])
+            except Exception as error:  # ray.exceptions.RayTaskError wraps the run's error
+                yield spec, error
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=print,
+            executor: str = "local", ray_address: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Execute the pending specs; return every run's dict (new and old).
+
+    :param executor: ``"local"`` (a process pool of ``jobs`` workers) or ``"ray"``
+        (Ray tasks, see :func:`_ray_results`).
+    :param ray_address: Ray cluster address (``None``: start a local instance).
+    Each finished run's JSON is written atomically by this process as it arrives, so a
+    killed harness loses only the runs in flight.
+    """
     from tqdm import tqdm
 
     runs_dir = Path(out_dir) / "runs"
@@ -228,22 +321,19 @@ def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=p
     skipped = len(specs) - len(todo)
     if skipped and log is not None:
         log(f"skipping {skipped} finished run(s) found in {runs_dir}")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
     if todo:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool, \
-                tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr) as bar:
-            futures = {pool.submit(_job, spec, str(runs_dir)): spec for spec in todo}
-            for future in as_completed(futures):
-                spec = futures[future]
-                try:
-                    r = future.result()
-                    line = (f"{spec.run_id}: acc {100 * r['average_accuracy']:.2f}%  "
-                            f"mem {r['memory_mb']:.2f} MB  {r['wall_seconds']:.1f}s")
-                    if r["detection"]:
-                        d = r["detection"]
-                        line += (f"  correct/miss/incorrect {100 * d['correct']:.0f}/"
-                                 f"{100 * d['miss']:.0f}/{100 * d['incorrect']:.0f}%")
-                except Exception as error:  # keep the other runs going
-                    line = f"{spec.run_id}: FAILED {type(error).__name__}: {error}"
+        threads = max(s.threads for s in todo)
+        results = (_local_results(todo, jobs) if executor == "local"
+                   else _ray_results(todo, ray_address, threads))
+        with tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr) as bar:
+            for spec, outcome in results:
+                if isinstance(outcome, Exception):
+                    line = f"{spec.run_id}: FAILED {type(outcome).__name__}: {outcome}"
+                else:
+                    write_json_atomic(runs_dir / f"{spec.run_id}.json", outcome)
+                    line = _run_line(spec, outcome)
                 bar.write(line)
                 bar.update(1)
     return load_runs(runs_dir, [s.run_id for s in specs])
@@ -321,20 +411,81 @@ def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: 
     return table
 
 
+def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print) -> List[Path]:
+    """Figures of a harness folder, in ``OUT/plots/``.
+
+    ``accuracy_memory.png``: every method's accuracy against its memory (mean ± sample
+    std over seeds, the table's two main columns). For every SDR run that stored its
+    full results (``sdr_results``), the figures of :func:`avalanche_sdr.plots.make_all_plots`
+    (S and p heatmaps, a detection panel, memory growth, per-task accuracy) in
+    ``OUT/plots/<run_id>/``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from avalanche_sdr.plots import make_all_plots
+
+    plots = Path(out_dir) / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    written = []
+    order = {name: i for i, name in enumerate(METHODS)}
+    by_method: Dict[str, List[Dict[str, Any]]] = {}
+    for r in runs:
+        by_method.setdefault(r["method"], []).append(r)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in sorted(by_method, key=lambda m: order.get(m, len(order))):
+        rs = by_method[name]
+        acc = mean_std([100 * r["average_accuracy"] for r in rs])
+        mem = mean_std([r["memory_mb"] for r in rs])
+        ax.errorbar(mem[0], acc[0], xerr=mem[1], yerr=acc[1], fmt="o", capsize=3, label=rs[0]["label"])
+    ax.set_xlabel("memory after the last task (MB)")
+    ax.set_ylabel("average accuracy (%)")
+    ax.set_title(f"{runs[0]['stream_label']}, preset {runs[0]['preset']} (mean ± std over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path = plots / "accuracy_memory.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    written.append(path)
+    for r in runs:
+        if r.get("sdr_results"):
+            written += make_all_plots(r["sdr_results"], plots / r["run_id"])
+            plt.close("all")
+    if log is not None:
+        log(f"wrote {len(written)} figure(s) under {plots}")
+    return written
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", choices=sorted(STREAMS), default="digits")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (local executor)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: a process pool; ray: Ray tasks (pip install 'avalanche-sdr[ray]')")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster to connect to (default: start a local Ray instance)")
     parser.add_argument(
         "--threads", type=int, default=1,
         help="torch threads per worker (0: cpu_count // jobs). Default 1: on the shared 2-core "
         "machine an SDR run took 1.2 s with 1 thread and 7-16 s with 2 (thread contention)",
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--data-root", default=None,
+                        help="dataset root (emnist100: a bymerge root made by shared/data/make_emnist_root.py; "
+                        "fashion streams: default /usr/share/datasets/fashion-mnist)")
+    parser.add_argument("--backbone-weights", default=None, metavar="FILE",
+                        help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100)")
     parser.add_argument("--out", default="results/table2", help="output folder")
+    parser.add_argument("--no-plots", action="store_true", help="skip the figures in OUT/plots")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the table of the runs already in --out (those of "
+                        "--methods and --seeds)")
     return parser.parse_args(argv)
 
 
@@ -344,18 +495,32 @@ def main(args) -> str:
     if args.jobs < 1:
         raise SystemExit("--jobs must be >= 1")
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    header = (f"# Table 2 layout: {STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
+              f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
+    if args.report_only:
+        ids = [run_id(args.stream, args.preset, m, s) for s in args.seeds for m in args.methods]
+        runs = load_runs(out / "runs", ids)
+        if not runs:
+            raise SystemExit(f"no finished runs of these methods and seeds in {out / 'runs'}")
+        table = write_outputs(runs, out, header)
+        if not args.no_plots:
+            write_plots(runs, out)
+        print(table)
+        return table
     specs = []
     for seed in args.seeds:
         ids = [run_id(args.stream, args.preset, m, seed) for m in args.methods]
         if all((out / "runs" / f"{i}.json").exists() for i in ids):
             backbone = ""
         else:
-            backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device)
-        specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads) for m in args.methods]
-    runs = run_all(specs, out, jobs=args.jobs)
-    header = (f"# Table 2 layout: {STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
-              f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
+            backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
+                                        data_root=args.data_root, weights=args.backbone_weights)
+        specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads, args.data_root)
+                  for m in args.methods]
+    runs = run_all(specs, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
     table = write_outputs(runs, out, header)
+    if runs and not args.no_plots:
+        write_plots(runs, out)
     print(table)
     print(f"total wall time {time.perf_counter() - start:.1f}s; wrote {out / 'table2.md'}, "
           f"{out / 'runs.csv'}, {out / 'runs.json'}")

@@ -35,7 +35,13 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
     parser.add_argument("--output", default=None, help="write the results JSON here")
     parser.add_argument(
-        "--decision", default="agreement", help="detection rule (agreement: the paper's rule)"
+        "--decision", default="agreement", choices=("agreement", "calibrated"),
+        help="detection rule: agreement (the paper's: argmax p == argmin S) or calibrated "
+        "(likelihood gap, consistency lift and S against permuted labels; docs: Beyond the paper)",
+    )
+    parser.add_argument(
+        "--forward-transfer", action="store_true",
+        help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
     )
     parser.add_argument("--pretrain-epochs", type=int, default=20, help="epochs of E0 pretraining on warm-start data")
     parser.add_argument("--quiet", action="store_true", help="only print the per-task lines and the summary")
@@ -84,6 +90,7 @@ def main(args) -> dict:
         model=model,
         **settings,
         decision=args.decision,
+        forward_transfer=args.forward_transfer,
         elbo_samples=8,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
         verbose=not args.quiet,
@@ -95,6 +102,7 @@ def main(args) -> dict:
         "generator": "independent ConvVAE per entry (latent 8, width 16)",
         "eft": {"a": 8, "b": 16, "gamma": 1.0},
         "decision": args.decision,
+        "forward_transfer": args.forward_transfer,
         "elbo_samples": 8,
         "pretrain_epochs": args.pretrain_epochs,
         "settings": settings,

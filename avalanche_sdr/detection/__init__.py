@@ -8,13 +8,30 @@
 * :func:`agreement_decision` -- the task is similar to candidate ``j`` when
   ``argmax p == argmin S == j``, otherwise new; :class:`DetectionRecord` stores the
   outcome in a JSON-serialisable form.
+* :func:`calibrated_decision` -- the "calibrated" rule (beyond the paper): reuse
+  ``argmax p`` only if its likelihood gap, consistency lift and label ratio
+  (S against permuted labels, :func:`permuted_label_complexity`) pass thresholds.
 * :class:`SimilarTaskDetector` -- scores a new task against every repository entry
   with the functions above and applies a decision rule.
 
 Pure functions on tensors; nothing here imports Avalanche.
 """
 
-from .complexity import ComplexityResult, complexity_measure, normalize_rows, relu_ntk_gram
+from .calibrated import (
+    DEFAULT_THRESHOLDS,
+    CalibrationThresholds,
+    calibrated_decision,
+    complexity_margin,
+    label_ratio,
+    likelihood_gap,
+)
+from .complexity import (
+    ComplexityResult,
+    complexity_measure,
+    normalize_rows,
+    permuted_label_complexity,
+    relu_ntk_gram,
+)
 from .consistency import distribution_consistency
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
 from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
@@ -22,6 +39,13 @@ from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
 __all__ = [
     "ComplexityResult",
     "complexity_measure",
+    "permuted_label_complexity",
+    "CalibrationThresholds",
+    "DEFAULT_THRESHOLDS",
+    "calibrated_decision",
+    "complexity_margin",
+    "label_ratio",
+    "likelihood_gap",
     "normalize_rows",
     "relu_ntk_gram",
     "distribution_consistency",

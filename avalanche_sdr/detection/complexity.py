@@ -190,24 +190,89 @@ def complexity_measure(
     n = unit.shape[0]
     y = _check_labels(labels, n, num_classes)
     c = int(num_classes) if num_classes is not None else int(y.max()) + 1  # checked above
-    one_hot = torch.zeros((n, c), dtype=torch.float64, device=unit.device)
-    one_hot[torch.arange(n, device=unit.device), y.to(unit.device)] = 1.0
+    factor, rel_jitter, shift, attempts, kernel_scale = _kernel_factor(unit, jitter, max_tries)
+    value = _measure_from_factor(factor, kernel_scale, _one_hot(y, c, unit.device))
+    if return_details:
+        return ComplexityResult(value, rel_jitter, shift / kernel_scale, attempts, n, c)
+    return value
 
+
+def permuted_label_complexity(
+    features: torch.Tensor,
+    labels: LabelsLike,
+    num_classes: int | None = None,
+    n_permutations: int = 8,
+    *,
+    generator: torch.Generator | None = None,
+    jitter: float = 1e-6,
+    max_tries: int = 8,
+) -> tuple[float, list[float]]:
+    """S for the true labels and for ``n_permutations`` random permutations of them.
+
+    The permutations keep the class counts and destroy any association between
+    labels and features, so they give the scale of S for *unlearnable* labels on
+    these features (the random-label control of Arora et al., 2019, estimated by
+    sampling). ``S_true / mean(S_perm)`` well below 1 means the labels are much
+    easier than chance on this encoder. One Cholesky factorisation serves all of
+    them (one triangular solve with ``c (k + 1)`` right-hand sides).
+
+    :param features: ``[n, d]`` features (as :func:`complexity_measure`).
+    :param labels: ``[n]`` labels in ``0 .. c-1``.
+    :param num_classes: ``c`` (default ``labels.max() + 1``).
+    :param n_permutations: k >= 1 permutations.
+    :param generator: RNG of the permutations (``None``: a generator seeded with 0,
+        so the result does not depend on, or change, the global RNG).
+    :param jitter: first relative diagonal jitter (as :func:`complexity_measure`).
+    :param max_tries: most factorisations tried.
+    :return: ``(S_true, [S_perm_1, ..., S_perm_k])``, python floats.
+    :raises ValueError: as :func:`complexity_measure`, or ``n_permutations < 1``.
+    """
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be an int >= 1, got {n_permutations!r}")
+    if not (isinstance(jitter, (int, float)) and math.isfinite(jitter) and jitter > 0):
+        raise ValueError(f"jitter must be a finite number > 0, got {jitter!r}")
+    unit = normalize_rows(features)
+    n = unit.shape[0]
+    y = _check_labels(labels, n, num_classes)
+    c = int(num_classes) if num_classes is not None else int(y.max()) + 1
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    factor, _, _, _, kernel_scale = _kernel_factor(unit, jitter, max_tries)
+    one_hot = _one_hot(y, c, unit.device)
+    perms = [torch.randperm(n, generator=generator).to(unit.device) for _ in range(n_permutations)]
+    stacked = torch.cat([one_hot] + [one_hot[p] for p in perms], dim=1)  # [n, c (k + 1)]
+    z = torch.linalg.solve_triangular(factor, stacked, upper=False)
+    values = [_measure_from_z(z[:, i * c : (i + 1) * c], kernel_scale, n) for i in range(n_permutations + 1)]
+    return values[0], values[1:]
+
+
+def _one_hot(y: torch.Tensor, c: int, device) -> torch.Tensor:
+    one_hot = torch.zeros((y.shape[0], c), dtype=torch.float64, device=device)
+    one_hot[torch.arange(y.shape[0], device=device), y.to(device)] = 1.0
+    return one_hot
+
+
+def _kernel_factor(unit: torch.Tensor, jitter: float, max_tries: int):
+    """Cholesky factor of ``K + lambda I`` (``K = s H``), see :func:`_factorize_with_jitter`."""
+    n = unit.shape[0]
     # `buffer` holds K = s H (s = 2, see _fill_scaled_kernel_upper; the scale saves
     # an elementwise pass) in its upper triangle, row-major: its transpose is a
     # column-major matrix whose lower triangle is K, the layout LAPACK factorises in
     # place.
     buffer = torch.empty((n, n), dtype=torch.float64, device=unit.device)
-    factor, rel_jitter, shift, attempts, kernel_scale = _factorize_with_jitter(
-        lambda: _fill_scaled_kernel_upper(unit, buffer), buffer, jitter, max_tries
-    )
-    z = torch.linalg.solve_triangular(factor, one_hot, upper=False)
+    return _factorize_with_jitter(lambda: _fill_scaled_kernel_upper(unit, buffer), buffer, jitter, max_tries)
+
+
+def _measure_from_z(z: torch.Tensor, kernel_scale: float, n: int) -> float:
+    """S from ``Z = L^{-1} Y``: ``A = s Z^T Z``, ``S = sqrt(2 ||A^T A||_F^2 / n)``."""
     a = (z.mT @ z).mul_(kernel_scale)  # Y^T H^{-1} Y = s Y^T K^{-1} Y
     frob_sq = torch.linalg.matrix_norm(a.mT @ a).square()
-    value = float(torch.sqrt(2.0 * frob_sq / n))
-    if return_details:
-        return ComplexityResult(value, rel_jitter, shift / kernel_scale, attempts, n, c)
-    return value
+    return float(torch.sqrt(2.0 * frob_sq / n))
+
+
+def _measure_from_factor(factor: torch.Tensor, kernel_scale: float, one_hot: torch.Tensor) -> float:
+    z = torch.linalg.solve_triangular(factor, one_hot, upper=False)
+    return _measure_from_z(z, kernel_scale, one_hot.shape[0])
 
 
 def _check_features(features: torch.Tensor) -> torch.Tensor:
@@ -349,6 +414,7 @@ def _factorize_with_jitter(
 
 __all__ = [
     "ComplexityResult",
+    "permuted_label_complexity",
     "normalize_rows",
     "relu_ntk_gram",
     "complexity_measure",

@@ -17,6 +17,10 @@ import torch
 DECISIONS = ("warm_start", "new", "reuse")
 """Allowed values of :attr:`DetectionRecord.decision`."""
 
+EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity")
+"""Optional per-candidate evidence lists of :class:`DetectionRecord` (used by the
+calibrated rule, recorded by every rule)."""
+
 AGREEMENT_RULE = "agreement"
 """Name of :func:`agreement_decision` as stored in :attr:`DetectionRecord.rule`."""
 
@@ -71,6 +75,14 @@ class DetectionRecord:
         candidates).
     :param rule: name of the decision rule used (default ``"agreement"``).
     :param detection_seconds: wall-clock seconds spent on detection.
+    :param mean_elbo: per candidate, the mean ELBO of the task's inputs under the
+        candidate's generator (nats per image).
+    :param reference_elbo: per candidate, the mean ELBO of the candidate's generator on
+        held-out inputs of its own task (nats per image; NaN if unknown).
+    :param reference_elbo_std: per candidate, the standard deviation of that held-out
+        per-image ELBO (nats).
+    :param permuted_complexity: per candidate, the mean S of the task's features with
+        randomly permuted labels (the random-label scale of S).
     """
 
     task: int
@@ -85,6 +97,10 @@ class DetectionRecord:
     vote_complexity: int | None = None
     rule: str = AGREEMENT_RULE
     detection_seconds: float = 0.0
+    mean_elbo: list[float] = field(default_factory=list)
+    reference_elbo: list[float] = field(default_factory=list)
+    reference_elbo_std: list[float] = field(default_factory=list)
+    permuted_complexity: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -105,8 +121,10 @@ class DetectionRecord:
         self.candidate_tasks = [_as_int(v, "candidate_tasks") for v in self.candidate_tasks]
         self.consistency = _as_float_list(self.consistency, "consistency", allow_nan=True)
         self.complexity = _as_float_list(self.complexity, "complexity", allow_nan=True)
+        for name in EVIDENCE_FIELDS:
+            setattr(self, name, _as_float_list(getattr(self, name), name, allow_nan=True))
         n_candidates = len(self.candidate_entries)
-        for name in ("candidate_tasks", "consistency", "complexity"):
+        for name in ("candidate_tasks", "consistency", "complexity") + EVIDENCE_FIELDS:
             values = getattr(self, name)
             if values and len(values) != n_candidates:
                 raise ValueError(
@@ -145,6 +163,7 @@ class DetectionRecord:
             "vote_complexity": self.vote_complexity,
             "rule": self.rule,
             "detection_seconds": _json_float(self.detection_seconds),
+            **{name: [_json_float(v) for v in getattr(self, name)] for name in EVIDENCE_FIELDS},
         }
 
     @classmethod
@@ -161,7 +180,7 @@ class DetectionRecord:
         if missing:
             raise ValueError(f"DetectionRecord dict lacks required keys {sorted(missing)}")
         values = dict(data)
-        for name in ("consistency", "complexity"):
+        for name in ("consistency", "complexity") + EVIDENCE_FIELDS:
             if name in values:
                 values[name] = [float(v) for v in values[name]]
         if "detection_seconds" in values:
@@ -202,4 +221,4 @@ def _as_float_list(values: Any, name: str, allow_nan: bool = False) -> list[floa
     return out
 
 
-__all__ = ["DECISIONS", "AGREEMENT_RULE", "DetectionRecord", "agreement_decision"]
+__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "agreement_decision"]

@@ -14,19 +14,39 @@ comparison: a task that reused an entry adds no candidate of its own.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from avalanche_sdr.detection.complexity import complexity_measure
+from avalanche_sdr.detection.calibrated import (
+    DEFAULT_THRESHOLDS,
+    CalibrationThresholds,
+    calibrated_decision,
+)
+from avalanche_sdr.detection.complexity import permuted_label_complexity
 from avalanche_sdr.detection.consistency import distribution_consistency
 from avalanche_sdr.detection.decision import DetectionRecord, agreement_decision
 
-DecisionRule = Callable[[Tensor, Tensor], Optional[int]]
+Evidence = Mapping[str, List[float]]
+"""Per-candidate evidence lists: ``consistency``, ``complexity``, ``mean_elbo``,
+``reference_elbo``, ``reference_elbo_std``, ``permuted_complexity``."""
 
-DECISION_RULES: Dict[str, DecisionRule] = {"agreement": agreement_decision}
-"""Decision rules by name: ``(consistency [C], complexity [C]) -> candidate index or None``."""
+DecisionRule = Callable[[Evidence, CalibrationThresholds], Optional[int]]
+
+
+def _agreement_rule(evidence: Evidence, thresholds: CalibrationThresholds) -> Optional[int]:
+    return agreement_decision(evidence["consistency"], evidence["complexity"])
+
+
+def _calibrated_rule(evidence: Evidence, thresholds: CalibrationThresholds) -> Optional[int]:
+    return calibrated_decision(**evidence, thresholds=thresholds)
+
+
+DECISION_RULES: Dict[str, DecisionRule] = {"agreement": _agreement_rule, "calibrated": _calibrated_rule}
+"""Decision rules by name: ``(evidence, thresholds) -> candidate index or None``.
+``"agreement"``: the paper's rule (argmax p == argmin S); ``"calibrated"``:
+:func:`~avalanche_sdr.detection.calibrated.calibrated_decision` (thresholds used only by it)."""
 
 
 class SimilarTaskDetector:
@@ -41,6 +61,11 @@ class SimilarTaskDetector:
         (the first ones of the experience; ``None``: all, as in the paper).
     :param batch_size: batch size for feature and ELBO evaluation.
     :param jitter: initial relative diagonal jitter of the Cholesky solve in S.
+    :param thresholds: thresholds of the ``"calibrated"`` rule (default
+        :data:`~avalanche_sdr.detection.calibrated.DEFAULT_THRESHOLDS`).
+    :param n_permutations: label permutations per candidate for the random-label
+        scale of S (recorded for every rule; used by ``"calibrated"``). They use a
+        private RNG seeded with the task id, so the global RNG is not advanced.
     """
 
     def __init__(
@@ -52,6 +77,8 @@ class SimilarTaskDetector:
         max_samples: Optional[int] = None,
         batch_size: int = 256,
         jitter: float = 1e-6,
+        thresholds: CalibrationThresholds = DEFAULT_THRESHOLDS,
+        n_permutations: int = 8,
     ):
         if rule not in DECISION_RULES:
             raise ValueError(f"unknown decision rule {rule!r}; available: {sorted(DECISION_RULES)}")
@@ -63,6 +90,12 @@ class SimilarTaskDetector:
         self.max_samples = max_samples
         self.batch_size = int(batch_size)
         self.jitter = float(jitter)
+        if not isinstance(thresholds, CalibrationThresholds):
+            raise TypeError(f"thresholds must be a CalibrationThresholds, got {type(thresholds).__name__}")
+        self.thresholds = thresholds
+        if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
+            raise ValueError(f"n_permutations must be an int >= 1, got {n_permutations!r}")
+        self.n_permutations = n_permutations
 
     def _log_prior(self, model) -> Optional[Tensor]:
         if self.prior == "uniform":
@@ -72,7 +105,6 @@ class SimilarTaskDetector:
             counts[entry] += 1
         return torch.log(counts / counts.sum())
 
-    @torch.no_grad()
     def score(self, model, x: Tensor, y: Tensor, num_classes: int) -> Tuple[Tensor, Tensor]:
         """Consistency p [C] and complexity S [C] of a task's data against every entry.
 
@@ -82,13 +114,28 @@ class SimilarTaskDetector:
         :param num_classes: c, the number of classes of the new task.
         :return: (p [C] float64 summing to 1, S [C] float64), in entry order.
         """
+        evidence = self.evidence(model, x, y, num_classes)
+        return (torch.tensor(evidence["consistency"], dtype=torch.float64),
+                torch.tensor(evidence["complexity"], dtype=torch.float64))
+
+    @torch.no_grad()
+    def evidence(self, model, x: Tensor, y: Tensor, num_classes: int, task: int = 0) -> Dict[str, List[float]]:
+        """Every per-entry score the decision rules use (lists in entry order).
+
+        ``consistency`` p (eq. 5), ``complexity`` S (eqs. 7-8), ``mean_elbo`` (mean
+        per-image ELBO of the task under each entry's generator, nats),
+        ``reference_elbo`` / ``reference_elbo_std`` (each generator's held-out ELBO
+        on its own task, nats; NaN if unknown) and ``permuted_complexity`` (mean S
+        over ``n_permutations`` label permutations, RNG seeded with ``task``).
+        Arguments as :meth:`score`.
+        """
         if self.max_samples is not None:
             x, y = x[: self.max_samples], y[: self.max_samples]
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
         log_lik = torch.empty(x.shape[0], model.num_entries, dtype=torch.float64)
-        complexity = torch.empty(model.num_entries, dtype=torch.float64)
+        complexity, permuted, references = [], [], []
         try:
             for j, entry in enumerate(model.entries):
                 feats, ll = [], []
@@ -98,14 +145,26 @@ class SimilarTaskDetector:
                     elbos = model.generators.elbo(xb, entry, n_samples=self.elbo_samples)
                     ll.append(elbos.double().cpu())
                 log_lik[:, j] = torch.cat(ll)
-                complexity[j] = complexity_measure(
-                    torch.cat(feats), y, num_classes=num_classes, jitter=self.jitter
+                rng = torch.Generator().manual_seed(int(task))
+                value, perm_values = permuted_label_complexity(
+                    torch.cat(feats), y, num_classes=num_classes, n_permutations=self.n_permutations,
+                    generator=rng, jitter=self.jitter,
                 )
+                complexity.append(value)
+                permuted.append(sum(perm_values) / len(perm_values))
+                references.append(model.generators.reference_elbo(entry))
         finally:
             model.encoder.set_active(None)
             model.train(was_training)
         consistency = distribution_consistency(log_lik, self._log_prior(model))
-        return consistency, complexity
+        return {
+            "consistency": [float(v) for v in consistency],
+            "complexity": complexity,
+            "mean_elbo": [float(v) for v in log_lik.mean(dim=0)],
+            "reference_elbo": [r[0] for r in references],
+            "reference_elbo_std": [r[1] for r in references],
+            "permuted_complexity": permuted,
+        }
 
     def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
         """Score task ``task`` against the repository and decide (no model change).
@@ -115,8 +174,9 @@ class SimilarTaskDetector:
             creates the entry.
         """
         start = time.perf_counter()
-        consistency, complexity = self.score(model, x, y, num_classes)
-        choice = DECISION_RULES[self.rule](consistency, complexity)
+        evidence = self.evidence(model, x, y, num_classes, task=task)
+        choice = DECISION_RULES[self.rule](evidence, self.thresholds)
+        consistency, complexity = evidence["consistency"], evidence["complexity"]
         entries = model.entries
         reused = None if choice is None else entries[choice]
         return DetectionRecord(
@@ -126,13 +186,17 @@ class SimilarTaskDetector:
             reused_entry=reused,
             candidate_entries=list(entries),
             candidate_tasks=[model.entry_creator[e] for e in entries],
-            consistency=[float(v) for v in consistency],
-            complexity=[float(v) for v in complexity],
-            vote_consistency=entries[int(torch.argmax(consistency))],
-            vote_complexity=entries[int(torch.argmin(complexity))],
+            consistency=consistency,
+            complexity=complexity,
+            vote_consistency=entries[max(range(len(consistency)), key=lambda j: (consistency[j], -j))],
+            vote_complexity=entries[min(range(len(complexity)), key=lambda j: (complexity[j], j))],
             rule=self.rule,
             detection_seconds=time.perf_counter() - start,
+            mean_elbo=evidence["mean_elbo"],
+            reference_elbo=evidence["reference_elbo"],
+            reference_elbo_std=evidence["reference_elbo_std"],
+            permuted_complexity=evidence["permuted_complexity"],
         )
 
 
-__all__ = ["SimilarTaskDetector", "DECISION_RULES", "DecisionRule"]
+__all__ = ["SimilarTaskDetector", "DECISION_RULES", "DecisionRule", "Evidence"]

@@ -254,6 +254,29 @@ class _BankBase(nn.Module):
             raise KeyError(f"generator entry {key} does not exist; entries: {self._entries}")
         return key
 
+    # -- reference likelihood of each entry on its own held-out data --------------
+    def _add_reference(self, key: int) -> None:
+        """Register entry ``key``'s reference ELBO buffer (NaN until set)."""
+        self.register_buffer(f"reference_elbo_{key}", torch.full((2,), math.nan, dtype=torch.float64))
+
+    def _remove_reference(self, key: int) -> None:
+        delattr(self, f"reference_elbo_{key}")
+
+    def set_reference_elbo(self, key: int, mean: float, std: float) -> None:
+        """Store entry ``key``'s ELBO on inputs of its own task that it was not fitted on.
+
+        :param mean: mean per-image ELBO on those inputs, nats per image.
+        :param std: standard deviation of the per-image ELBO over them, nats.
+        """
+        buffer = getattr(self, f"reference_elbo_{self._known(key)}")
+        buffer.copy_(torch.tensor([float(mean), float(std)], dtype=torch.float64))
+
+    def reference_elbo(self, key: int) -> Tuple[float, float]:
+        """``(mean, std)`` of entry ``key``'s held-out per-image ELBO, nats; NaN if never
+        set (a generator fitted without a hold-out, or not fitted yet)."""
+        mean, std = getattr(self, f"reference_elbo_{self._known(key)}").tolist()
+        return mean, std
+
     def entry_parameters(self, key: int) -> List[nn.Parameter]:
         """Parameters that belong to entry ``key`` only (what training it updates)."""
         return [p for m in self.entry_modules(key) for p in m.parameters()]
@@ -308,6 +331,7 @@ class IndependentVAEBank(_BankBase):
         vae.train(self.training)
         self.vaes[str(key)] = vae
         self._entries.append(key)
+        self._add_reference(key)
         return vae
 
     def remove_entry(self, key: int) -> None:
@@ -315,6 +339,7 @@ class IndependentVAEBank(_BankBase):
         key = self._known(key)
         del self.vaes[str(key)]
         self._entries.remove(key)
+        self._remove_reference(key)
         if self._active == key:
             self._active = None
 
@@ -428,6 +453,7 @@ class EFTVAEBank(_BankBase):
         for mod in self.copied:
             mod.add_copy(key, init_from)
         self._entries.append(key)
+        self._add_reference(key)
         self.train(self.training)
 
     def remove_entry(self, key: int) -> None:
@@ -438,6 +464,7 @@ class EFTVAEBank(_BankBase):
         for mod in self.copied:
             mod.remove_copy(key)
         self._entries.remove(key)
+        self._remove_reference(key)
         if self._active == key:
             self.set_active(None)
 

@@ -218,6 +218,7 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
             vae_patience=sdr.vae_patience,
             forward_transfer=sdr.forward_transfer,
             decision=detector.rule,
+            thresholds=detector.thresholds.to_dict() if hasattr(detector, "thresholds") else None,
             prior=detector.prior,
             elbo_samples=detector.elbo_samples,
             max_detection_samples=detector.max_samples,
@@ -376,7 +377,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
     def __init__(self, directory: PathLike):
         super().__init__()
         self.directory = Path(directory)
-        self.progress: List[Dict[str, int]] = []
+        self.progress: List[Dict[str, Any]] = []
         self.run_info: Optional[Dict[str, Any]] = None
         self._attached = False
 
@@ -402,6 +403,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
                 "experience": int(experience.current_experience),
                 "task": int(experience.task_labels[0]),
                 "memory_bytes": int(repository_memory_bytes(strategy)),
+                "train_accuracy_per_epoch": [float(v) for v in strategy.sdr.epoch_accuracies[-1]],
             }
         )
         self.save(strategy)
@@ -480,6 +482,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
         tensors = _restore_model(self.directory, manifest, strategy.model)
         strategy.sdr.records = [DetectionRecord.from_dict(r) for r in manifest["records"]]
         self.progress = [dict(p) for p in manifest["progress"]]
+        strategy.sdr.epoch_accuracies = [list(p.get("train_accuracy_per_epoch", [])) for p in self.progress]
         for field, value in manifest["clock"].items():
             setattr(strategy.clock, field, int(value))
         # Last: nothing may draw random numbers between here and the next experience.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -25,6 +25,10 @@ class GeneratorFitReport:
     :ivar best_epoch: 1-based epoch whose state was kept.
     :ivar best_holdout_elbo: mean held-out ELBO of the kept state, nats per image.
     :ivar holdout_elbo: mean held-out ELBO after each epoch, nats per image.
+    :ivar reference_elbo: (mean, std) per-image ELBO of the kept state on the hold-out,
+        nats, with ``reference_samples`` Monte-Carlo samples; stored in the bank by
+        ``bank.set_reference_elbo`` (NaN without a hold-out). The calibrated decision rule
+        compares a new task's ELBO under this entry with it.
     :ivar seconds: wall time of the fit.
     """
 
@@ -32,6 +36,7 @@ class GeneratorFitReport:
     best_epoch: int = 0
     best_holdout_elbo: float = float("nan")
     holdout_elbo: List[float] = field(default_factory=list)
+    reference_elbo: Tuple[float, float] = (float("nan"), float("nan"))
     seconds: float = 0.0
 
 
@@ -50,6 +55,7 @@ def fit_generator(
     patience: int,
     holdout_fraction: float = 0.1,
     generator: Optional[torch.Generator] = None,
+    reference_samples: int = 8,
 ) -> GeneratorFitReport:
     """Train the generator entry ``key`` of ``bank`` on inputs ``x``.
 
@@ -65,6 +71,9 @@ def fit_generator(
     :param patience: epochs without held-out improvement before stopping.
     :param holdout_fraction: fraction of ``x`` held out for early stopping.
     :param generator: RNG for the split and the batch order (``None``: global RNG).
+    :param reference_samples: Monte-Carlo samples per ELBO of the final hold-out
+        reference (:attr:`GeneratorFitReport.reference_elbo`); its sampling uses a
+        private RNG seeded with 0, so the global RNG is not advanced by it.
     :return: a :class:`GeneratorFitReport`.
     """
     start = time.perf_counter()
@@ -108,6 +117,16 @@ def fit_generator(
                 p.copy_(v)
     else:
         report.best_epoch = report.epochs_run
+    if n_hold >= 2 and hasattr(bank, "set_reference_elbo"):
+        bank.eval()
+        reference_rng = torch.Generator(device=hold.device).manual_seed(0)
+        with torch.no_grad():
+            per_image = torch.cat([
+                bank.elbo(hold[i : i + 512], key, n_samples=reference_samples, generator=reference_rng)
+                for i in range(0, n_hold, 512)
+            ]).double()
+        report.reference_elbo = (float(per_image.mean()), float(per_image.std()))
+        bank.set_reference_elbo(key, *report.reference_elbo)
     for p in params:
         p.requires_grad_(False)
         p.grad = None

@@ -91,6 +91,11 @@ class SDRPlugin(SupervisedPlugin):
         self.forward_transfer = bool(forward_transfer)
         self.verbose = verbose
         self.records: List[DetectionRecord] = []
+        self.epoch_accuracies: List[List[float]] = []
+        """Per experience, the training accuracy of each epoch (fraction of the epoch's
+        training mini-batch predictions that were right, measured during the epoch):
+        the epochs-to-accuracy curve used to compare forward transfer with the default."""
+        self._epoch_counts = [0, 0]
         self._task_inputs: Optional[torch.Tensor] = None
         self._train_start = 0.0
 
@@ -149,6 +154,7 @@ class SDRPlugin(SupervisedPlugin):
                 model.assign_task(task, record.reused_entry)
         model.to(strategy.device)
         self.records.append(record)
+        self.epoch_accuracies.append([])
         self._task_inputs = x
         strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
 
@@ -156,6 +162,17 @@ class SDRPlugin(SupervisedPlugin):
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
         for group in strategy.optimizer.param_groups:
             group["lr"] = lr
+        self._epoch_counts = [0, 0]
+
+    def after_training_iteration(self, strategy, **kwargs):
+        with torch.no_grad():
+            correct = (strategy.mb_output.argmax(dim=1) == strategy.mb_y).sum()
+        self._epoch_counts[0] += int(correct)
+        self._epoch_counts[1] += int(strategy.mb_y.shape[0])
+
+    def after_training_epoch(self, strategy, **kwargs):
+        right, seen = self._epoch_counts
+        self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
 
     def after_training_exp(self, strategy, **kwargs):
         record = self.current

@@ -8,6 +8,7 @@ import torch
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
+from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.models.repository import SDRModel
@@ -54,7 +55,10 @@ class SDRStrategy(SupervisedTemplate):
     :param vae_patience: generator early-stopping patience in epochs.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
-    :param decision: decision rule name (``"agreement"``, the paper's rule).
+    :param decision: decision rule name: ``"agreement"`` (the paper's rule, default) or
+        ``"calibrated"`` (:func:`~avalanche_sdr.detection.calibrated_decision`).
+    :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
+        ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
     :param prior: mixing weights π_j of eq. 5, ``"uniform"`` or ``"tasks"``.
     :param elbo_samples: Monte-Carlo samples per ELBO in detection.
     :param max_detection_samples: cap on the training samples used for detection
@@ -90,6 +94,7 @@ class SDRStrategy(SupervisedTemplate):
         vae_patience: int = 20,
         n_warm_start: int = 3,
         decision: str = "agreement",
+        thresholds: Optional[CalibrationThresholds] = None,
         prior: str = "uniform",
         elbo_samples: int = 1,
         max_detection_samples: Optional[int] = None,
@@ -104,7 +109,8 @@ class SDRStrategy(SupervisedTemplate):
         if not isinstance(model, SDRModel):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
         detector = SimilarTaskDetector(
-            rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples
+            rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples,
+            thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
         )
         self.sdr = SDRPlugin(
             detector=detector,

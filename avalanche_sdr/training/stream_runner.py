@@ -10,7 +10,8 @@ The results dictionary is the one the examples write with ``--output`` and
      "memory_mb_all_new": the same repository had every task been trained as new,
      "unique_tasks": C,
      "tasks": [{"task", "group", "split", "decision", "entry", "chosen_task",
-                "outcome", "test_accuracy", "memory_mb", "detection": {...}}, ...]}
+                "outcome", "test_accuracy", "train_accuracy_per_epoch" (training accuracy of
+                each epoch, 0-1), "memory_mb", "detection": {...}}, ...]}
 
 The dictionary holds no wall-clock values, so identical runs give identical results
 (timings are printed instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
@@ -129,7 +130,9 @@ def run_sdr_stream(
     group_of_task = {int(e.task_labels[0]): int(e.group) for e in train_stream}
     groups_seen: List[int] = []
     tasks, outcomes = [], []
-    for experience, record, accuracy, memory in zip(train_stream, records, accuracies, memory_after):
+    curves = list(strategy.sdr.epoch_accuracies)
+    curves += [[] for _ in range(len(records) - len(curves))]  # none recorded (older checkpoint)
+    for experience, record, accuracy, memory, curve in zip(train_stream, records, accuracies, memory_after, curves):
         group, split = int(experience.group), int(experience.split)
         outcome = None
         chosen_task = None
@@ -151,6 +154,7 @@ def run_sdr_stream(
                 "chosen_task": chosen_task,
                 "outcome": outcome,
                 "test_accuracy": accuracy,
+                "train_accuracy_per_epoch": list(curve),
                 "memory_mb": memory,
                 "detection": _without_timing(record.to_dict()),
             }

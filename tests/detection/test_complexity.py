@@ -358,3 +358,47 @@ def test_property_s_scale_invariant(features, seed, global_scale, num_classes):
     assert math.isfinite(base) and base >= 0
     scaled = complexity_measure(features * row_scale * global_scale, labels, num_classes=num_classes)
     assert scaled == pytest.approx(base, rel=1e-6)
+
+
+# ------------------------------------------------------------ permuted labels
+
+
+def test_permuted_label_complexity_true_value_equals_complexity_measure():
+    from avalanche_sdr.detection import permuted_label_complexity
+
+    torch.manual_seed(0)
+    feats, labels = torch.randn(60, 12), torch.arange(60) % 3
+    value, perms = permuted_label_complexity(feats, labels, 3, n_permutations=5)
+    assert value == pytest.approx(complexity_measure(feats, labels, 3), rel=1e-12)
+    assert len(perms) == 5 and all(v > 0 for v in perms)
+
+
+def test_permuted_label_complexity_separates_learnable_from_random_labels():
+    from avalanche_sdr.detection import permuted_label_complexity
+
+    torch.manual_seed(0)
+    labels = torch.arange(90) % 3
+    # Features that encode the class (cluster centres far apart) + small noise.
+    feats = torch.nn.functional.one_hot(labels, 3).double() * 5 + 0.3 * torch.randn(90, 3).double()
+    feats = torch.cat([feats, torch.randn(90, 5).double() * 0.3], dim=1)
+    value, perms = permuted_label_complexity(feats, labels, 3, n_permutations=8)
+    assert value < 0.5 * min(perms)
+    # Unrelated features: the true labels are no easier than permuted ones.
+    noise = torch.randn(90, 8)
+    value, perms = permuted_label_complexity(noise, labels, 3, n_permutations=8)
+    assert 0.7 * (sum(perms) / 8) < value < 1.3 * (sum(perms) / 8)
+
+
+def test_permuted_label_complexity_is_reproducible_and_leaves_global_rng_alone():
+    from avalanche_sdr.detection import permuted_label_complexity
+
+    feats, labels = torch.randn(40, 6), torch.arange(40) % 2
+    torch.manual_seed(7)
+    a = permuted_label_complexity(feats, labels, 2, 4, generator=torch.Generator().manual_seed(1))
+    after_a = torch.rand(1)
+    torch.manual_seed(7)
+    b = permuted_label_complexity(feats, labels, 2, 4, generator=torch.Generator().manual_seed(1))
+    assert a == b and torch.equal(torch.rand(1), after_a)
+    assert permuted_label_complexity(feats, labels, 2, 4) == permuted_label_complexity(feats, labels, 2, 4)
+    with pytest.raises(ValueError, match="n_permutations"):
+        permuted_label_complexity(feats, labels, 2, 0)

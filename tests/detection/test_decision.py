@@ -131,6 +131,7 @@ def test_record_dict_keys_follow_spec():
         "task", "decision", "entry", "reused_entry", "candidate_entries",
         "candidate_tasks", "consistency", "complexity", "vote_consistency",
         "vote_complexity", "rule", "detection_seconds",
+        "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity",
     ]
     assert DECISIONS == ("warm_start", "new", "reuse")
 

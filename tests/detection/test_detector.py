@@ -51,20 +51,19 @@ def test_scores_match_the_pure_functions(repository):
 def test_detect_records_votes_and_decision(repository, monkeypatch):
     x, y = torch.rand(20, 1, 8, 8), torch.arange(20) % 2
     detector = SimilarTaskDetector()
-    monkeypatch.setattr(
-        detector, "score",
-        lambda *a: (torch.tensor([0.1, 0.7, 0.2], dtype=torch.float64), torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64)),
-    )
+    def fake_evidence(p, s):
+        nan = [float("nan")] * 3
+        return lambda *a, **k: dict(consistency=p, complexity=s, mean_elbo=nan, reference_elbo=nan,
+                                    reference_elbo_std=nan, permuted_complexity=nan)
+
+    monkeypatch.setattr(detector, "evidence", fake_evidence([0.1, 0.7, 0.2], [3.0, 1.0, 2.0]))
     record = detector.detect(repository, 4, x, y, 2)
     assert (record.decision, record.reused_entry, record.entry) == ("reuse", 1, 1)
     assert record.candidate_entries == [0, 1, 2]
     assert record.candidate_tasks == [0, 1, 2]
     assert (record.vote_consistency, record.vote_complexity) == (1, 1)
 
-    monkeypatch.setattr(
-        detector, "score",
-        lambda *a: (torch.tensor([0.1, 0.7, 0.2], dtype=torch.float64), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)),
-    )
+    monkeypatch.setattr(detector, "evidence", fake_evidence([0.1, 0.7, 0.2], [0.5, 1.0, 2.0]))
     record = detector.detect(repository, 4, x, y, 2)
     assert (record.decision, record.reused_entry, record.entry) == ("new", None, -1)
     assert (record.vote_consistency, record.vote_complexity) == (1, 0)

@@ -55,3 +55,38 @@ def test_tiny_tasks_train_without_holdout():
     assert report.epochs_run == 3
     assert report.holdout_elbo == []
     assert report.best_epoch == 3
+
+
+def test_fit_stores_the_holdout_reference_elbo_without_touching_the_global_rng():
+    bank = _bank()
+    x = (torch.rand(80, 1, 8, 8) > 0.7).float()
+    assert all(v != v for v in bank.reference_elbo(0))  # NaN before any fit
+    report = fit_generator(bank, 0, x, epochs=3, lr=5e-3, batch_size=16, patience=100,
+                           generator=torch.Generator().manual_seed(3))
+    mean, std = bank.reference_elbo(0)
+    assert (mean, std) == report.reference_elbo
+    assert std > 0 and abs(mean - report.best_holdout_elbo) < 3 * std
+    assert all(v != v for v in bank.reference_elbo(1))  # the other entry is untouched
+    # The reference survives a state_dict round trip into a bank with the same entries.
+    clone = _bank()
+    clone.load_state_dict(bank.state_dict())
+    assert clone.reference_elbo(0) == (mean, std)
+    # The reference's Monte-Carlo draws use a private RNG: the global stream is untouched.
+    other = _bank()
+    torch.manual_seed(5)
+    fit_generator(bank, 1, x, epochs=1, lr=5e-3, batch_size=16, patience=100,
+                  generator=torch.Generator().manual_seed(3), reference_samples=1)
+    after_with = torch.rand(1)
+    torch.manual_seed(5)
+    fit_generator(other, 1, x, epochs=1, lr=5e-3, batch_size=16, patience=100,
+                  generator=torch.Generator().manual_seed(3), reference_samples=64)
+    assert torch.equal(torch.rand(1), after_with)
+
+
+def test_removing_an_entry_removes_its_reference():
+    bank = _bank()
+    bank.remove_entry(1)
+    assert not any(name.startswith("reference_elbo_1") for name, _ in bank.named_buffers())
+    import pytest
+    with pytest.raises(KeyError):
+        bank.reference_elbo(1)

@@ -126,3 +126,34 @@ def test_nothing_stays_trainable_after_an_experience(finished_run):
 def test_strategy_rejects_a_plain_model():
     with pytest.raises(TypeError, match="needs an SDRModel"):
         SDRStrategy(model=torch.nn.Linear(2, 2))
+
+
+def test_training_accuracy_is_recorded_for_every_epoch(finished_run):
+    strategy, results = finished_run
+    for task in results["tasks"]:
+        curve = task["train_accuracy_per_epoch"]
+        assert len(curve) == 4  # FAST: 4 epochs for new and reused entries
+        assert all(0.0 <= v <= 1.0 for v in curve)
+    # The prototype tasks are easy: every task ends its training above chance.
+    assert all(task["train_accuracy_per_epoch"][-1] > 0.5 for task in results["tasks"])
+
+
+@pytest.mark.parametrize("forward_transfer", [False, True])
+def test_calibrated_rule_detects_the_prototype_stream(prototype_stream, forward_transfer):
+    torch.manual_seed(0)
+    model = build_sdr_model(
+        small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
+        latent_dim=4, vae_width=8,
+    )
+    strategy = SDRStrategy(
+        model=model, **FAST, decision="calibrated", forward_transfer=forward_transfer,
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
+        verbose=False,
+    )
+    results = run_sdr_stream(strategy, prototype_stream, seed=0, log=None)
+    scored = [t for t in results["tasks"] if t["decision"] != "warm_start"]
+    assert scored and all(t["outcome"] == "correct" for t in scored)
+    assert all(t["detection"]["rule"] == "calibrated" for t in scored)
+    # Every entry's generator has a reference likelihood from its hold-out.
+    bank = strategy.model.generators
+    assert all(bank.reference_elbo(e)[1] > 0 for e in strategy.model.entries)
