@@ -87,6 +87,9 @@ def write_json_atomic(path: os.PathLike, data: Any) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

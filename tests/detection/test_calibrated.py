@@ -63,11 +63,11 @@ def test_each_failed_test_means_new(override, failing):
     assert calibrated_decision(**_evidence(**override), thresholds=LOOSE) is None, failing
 
 
-def test_votes_that_agree_up_to_equivalence_reuse_the_complexity_vote():
+def test_votes_that_agree_up_to_equivalence_reuse_the_consistency_vote():
     # p votes for 1, S for 2; the task is in-distribution for both generators (gap 0.1
-    # and 0.3): two entries of one group, e.g. after an earlier miss -> reuse S's vote.
+    # and 0.3): e.g. two entries of one group after an earlier miss -> reuse p's vote.
     ev = _evidence(complexity=[50.0, 2.0, 1.0], mean_elbo=[-300.0, -101.0, -103.0])
-    assert calibrated_decision(**ev, thresholds=LOOSE) == 2
+    assert calibrated_decision(**ev, thresholds=LOOSE) == 1
     # The same disagreement with S's entry out of distribution (gap 3): new.
     ev = _evidence(complexity=[50.0, 2.0, 1.0], mean_elbo=[-300.0, -101.0, -130.0])
     assert calibrated_decision(**ev, thresholds=LOOSE) is None
