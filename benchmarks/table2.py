@@ -421,7 +421,8 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     std over seeds, the table's two main columns). For every SDR run that stored its
     full results (``sdr_results``), the figures of :func:`avalanche_sdr.plots.make_all_plots`
     (S and p heatmaps, a detection panel, memory growth, per-task accuracy) in
-    ``OUT/plots/<run_id>/``.
+    ``OUT/plots/<run_id>/``; a run whose records hold no scores (Optimal's oracle
+    decisions) gets a log line instead.
     """
     import matplotlib
 
@@ -429,6 +430,7 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     import matplotlib.pyplot as plt
 
     from avalanche_sdr.plots import make_all_plots
+    from avalanche_sdr.plots.results import ResultsFormatError
 
     plots = Path(out_dir) / "plots"
     plots.mkdir(parents=True, exist_ok=True)
@@ -454,9 +456,14 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     plt.close(fig)
     written.append(path)
     for r in runs:
-        if r.get("sdr_results"):
+        if not r.get("sdr_results"):
+            continue
+        try:
             written += make_all_plots(r["sdr_results"], plots / r["run_id"])
-            plt.close("all")
+        except ResultsFormatError as error:  # e.g. Optimal: oracle decisions carry no scores
+            if log is not None:
+                log(f"no figures for {r['run_id']}: {error}")
+        plt.close("all")
     if log is not None:
         log(f"wrote {len(written)} figure(s) under {plots}")
     return written

@@ -7,15 +7,16 @@ of docs/results). The calibrated rule takes the consistency vote ``j = argmax p`
 the complexity vote ``k = argmin S`` and asks questions whose scale does not depend
 on the other candidates:
 
-1. **Likelihood gap** (is the task's data as likely under ``G_j`` as ``G_j``'s own
-   held-out data?). With ``m_j`` the mean per-image ELBO of the new task under
-   ``G_j`` and ``(r_j, s_j)`` the mean and standard deviation of ``G_j``'s per-image
-   ELBO on held-out inputs of the task that created ``j``,
+1. **Likelihood gap**, for both voted entries ``i in {j, k}``: is the task's data as
+   likely under ``G_i`` as ``G_i``'s own held-out data? With ``m_i`` the mean
+   per-image ELBO of the new task under ``G_i`` and ``(r_i, s_i)`` the mean and
+   standard deviation of ``G_i``'s per-image ELBO on held-out inputs of the task that
+   created entry ``i``,
 
-   .. math::  g_j = (r_j - m_j) / s_j
+   .. math::  g_i = (r_i - m_i) / s_i
 
    is the shortfall in units of the per-image spread. Data of the same distribution
-   gives ``g_j ~ 0``; data of another distribution gives large ``g_j``.
+   gives ``g_i ~ 0``; data of another distribution gives large ``g_i``.
 2. **Consistency lift** ``C p_j``: ``p_j`` relative to the uniform ``1/C`` that
    ``C`` candidates equally (un)likely would give.
 3. **Complexity margin** ``min_{i != k} S_i / S_k``: how far the complexity vote
@@ -33,13 +34,13 @@ inputs are as likely under both entries' generators as those generators' own hel
 data, so both entries model the task's distribution (typically two entries of one
 group, left by an earlier miss, or two visually close groups), and the consistency
 vote -- the entry whose generator explains the inputs best -- is reused instead of
-growing another copy. An entry without a reference ELBO (its
-generator had no hold-out: fewer than 10 training inputs) cannot pass test 1 on
-evidence, so the rule then falls back to the agreement rule.
+growing another copy. When either voted entry has no reference ELBO (its generator
+had no hold-out: fewer than 10 training inputs), test 1 has no evidence and the rule
+falls back to the agreement rule.
 
 The default thresholds (:data:`DEFAULT_THRESHOLDS`) were set on the Fashion-MNIST
-10-task stream's detections (docs/results/detection.md says how) and are used unchanged
-on every other stream.
+10-task stream's detections (docs/results/calibrated.md says how) and are used
+unchanged on every other stream.
 """
 from __future__ import annotations
 
@@ -54,12 +55,12 @@ from avalanche_sdr.detection.decision import agreement_decision
 class CalibrationThresholds:
     """Thresholds of :func:`calibrated_decision`.
 
-    :param max_elbo_gap: largest allowed likelihood gap ``g_j`` (per-image standard
-        deviations of the entry's held-out ELBO).
+    :param max_elbo_gap: largest allowed likelihood gap of both voted entries (per-image
+        standard deviations of the entry's held-out ELBO).
     :param min_consistency_lift: smallest allowed ``C p_j`` (1 = the uniform value).
-    :param min_complexity_margin: smallest allowed ``min_{i != j} S_i / S_j`` (1: the
-        paper's agreement only).
-    :param max_label_ratio: largest allowed ``S_j / mean(S_j^perm)`` (1: labels no
+    :param min_complexity_margin: smallest allowed ``min_{i != k} S_i / S_k`` (1: no
+        test, the S vote always has a margin >= 1).
+    :param max_label_ratio: largest allowed ``S_k / mean(S_k^perm)`` (1: labels no
         easier than random are rejected).
     """
 
@@ -75,6 +76,7 @@ class CalibrationThresholds:
                 raise ValueError(f"{name} must be a number, got {value!r}")
 
     def to_dict(self) -> dict:
+        """The thresholds as a plain dict (for checkpoints and results JSON)."""
         return asdict(self)
 
 

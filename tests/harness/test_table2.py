@@ -1,8 +1,9 @@
 """Tests of the Table 2 harness (``benchmarks/table2.py``, ``benchmarks/methods.py``).
 
 Fast: table formatting from synthetic run dicts, atomic JSON and skip-finished logic,
-oracle decisions on a tiny stream. Slow (``-m slow``): one end-to-end smoke run of two
-cheap methods on digits, then a rerun that must skip both.
+oracle decisions on a tiny stream. Slow (``-m slow``): the smoke preset with every
+method on digits, then a rerun that must skip them all; the added rows with their
+figures; the Ray executor against the process pool.
 """
 import json
 import sys
@@ -120,21 +121,21 @@ def test_oracle_detector_record_on_digits_stream_scores_all_correct():
 
 
 @pytest.mark.slow
-def test_smoke_end_to_end_two_methods_then_skip(tmp_path, capsys):
+def test_smoke_preset_runs_every_method_then_skips_them(tmp_path, capsys):
     out = tmp_path / "table2"
-    argv = ["--stream", "digits", "--preset", "smoke", "--seeds", "0",
-            "--methods", "finetune", "optimal", "--out", str(out)]
+    argv = ["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--jobs", "2", "--out", str(out)]
     table = table2.main(table2.parse_args(argv))
     runs = json.loads((out / "runs.json").read_text())
-    assert {r["method"] for r in runs} == {"finetune", "optimal"}
+    assert {r["method"] for r in runs} == set(METHODS)
     optimal = next(r for r in runs if r["method"] == "optimal")
     assert optimal["detection"]["correct"] == 1.0
     assert all(0.0 <= r["average_accuracy"] <= 1.0 and r["memory_mb"] > 0 for r in runs)
-    assert "| Optimal (EFT for E) |" in table and "| Finetune |" in table
+    for method in METHODS.values():
+        assert f"| {method.label} |" in table
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     capsys.readouterr()
     assert table2.main(table2.parse_args(argv)) == table
-    assert "skipping 2 finished run(s)" in capsys.readouterr().out
+    assert f"skipping {len(METHODS)} finished run(s)" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
 
 
