@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr.detection.calibrated import CalibrationThresholds, calibrated_decision
+from benchmarks.detection_errors import has_records, tasks_of
 
 GRID = dict(
     max_elbo_gap=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0],
@@ -44,11 +45,7 @@ def scored_cases(run: Dict[str, Any]) -> List[Dict[str, Any]]:
     ``true`` is the candidate index of the true entry, or ``None`` (the task is new).
     Accepts ``run_sdr_stream`` results and harness run JSONs.
     """
-    if "tasks" in run:
-        tasks = [(t["group"], t["detection"]) for t in run["tasks"]]
-    else:
-        det = run["detection"]
-        tasks = list(zip(det["groups"], det["records"]))
+    tasks = [(t["group"], t["detection"]) for t in tasks_of(run)]
     group_of_task = {d["task"]: g for g, d in tasks}
     cases = []
     for group, d in tasks:
@@ -86,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> List[tuple]:
     cases = []
     for path in args.paths:
         run = json.loads(Path(path).read_text())
-        if "tasks" in run or (run.get("detection") or {}).get("records"):
+        if has_records(run):
             cases += scored_cases(run)
     if not cases:
         raise SystemExit("no scored detections with recorded evidence in the given files")

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from benchmarks.table2 import mean_std
+
 ROWS = ("optimal", "sdr", "sdr_calibrated", "sdr_calibrated_ft")
 TARGET_ACCURACY = 0.9
 
@@ -40,11 +42,11 @@ def epochs_to(curve: Sequence[float], target: float = TARGET_ACCURACY) -> int:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
+    """``mean ± std`` of the non-NaN values (:func:`benchmarks.table2.mean_std`), "–" if none."""
     values = [v for v in values if not math.isnan(v)]
     if not values:
         return "–"
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    mean, std = mean_std(values)
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 

@@ -28,8 +28,14 @@ from typing import Any, Dict, Iterable, List, Optional
 from avalanche_sdr.detection.calibrated import label_ratio, likelihood_gap
 
 
-def _tasks_of(run: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Per-task dicts with ``group``, ``outcome``, ``detection`` from either JSON kind."""
+def has_records(run: Dict[str, Any]) -> bool:
+    """Whether ``run`` holds per-task detection records (an SDR run of either JSON kind)."""
+    return "tasks" in run or bool((run.get("detection") or {}).get("records"))
+
+
+def tasks_of(run: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per-task dicts with ``group``, ``outcome``, ``detection`` (the record dict), in
+    stream order, from a ``run_sdr_stream`` results JSON or a harness run JSON."""
     if "tasks" in run:  # run_sdr_stream results
         return [dict(group=t["group"], outcome=t["outcome"], detection=t["detection"]) for t in run["tasks"]]
     det = run.get("detection") or {}
@@ -40,7 +46,7 @@ def _tasks_of(run: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def analyse_run(run: Dict[str, Any], name: str) -> List[Dict[str, Any]]:
     """One row per scored task of one run (see the module doc)."""
-    tasks = _tasks_of(run)
+    tasks = tasks_of(run)
     group_of_task = {t["detection"]["task"]: t["group"] for t in tasks}
     rows = []
     seen_groups = set()
@@ -59,16 +65,13 @@ def analyse_run(run: Dict[str, Any], name: str) -> List[Dict[str, Any]]:
         vs = min(range(len(s)), key=lambda i: (s[i], i))
         p_sorted = sorted(p, reverse=True)
         s_sorted = sorted(s)
-        gap = ratio = math.nan
+        gap = ratio = true_gap = math.nan
         if d.get("mean_elbo"):
-            gap = likelihood_gap(d["mean_elbo"], [float(v) for v in d["reference_elbo"]],
-                                 [float(v) for v in d["reference_elbo_std"]])[vp]
+            gaps = likelihood_gap(d["mean_elbo"], [float(v) for v in d["reference_elbo"]],
+                                  [float(v) for v in d["reference_elbo_std"]])
+            gap = gaps[vp]
+            true_gap = gaps[true_i] if true_i is not None else math.nan
             ratio = label_ratio(s, [float(v) for v in d["permuted_complexity"]])[vp]
-            true_gap = (likelihood_gap(d["mean_elbo"], [float(v) for v in d["reference_elbo"]],
-                                       [float(v) for v in d["reference_elbo_std"]])[true_i]
-                        if true_i is not None else math.nan)
-        else:
-            true_gap = math.nan
         rows.append(dict(
             run=name, task=d["task"], group=t["group"], C=len(p), outcome=t["outcome"],
             group_seen_before=seen_before,
@@ -121,7 +124,7 @@ def load(paths: Iterable[str]) -> List[Dict[str, Any]]:
     rows = []
     for path in paths:
         run = json.loads(Path(path).read_text())
-        if "tasks" not in run and not (run.get("detection") or {}).get("records"):
+        if not has_records(run):
             continue
         rows += analyse_run(run, run.get("run_id", Path(path).stem))
     return rows
