@@ -60,8 +60,8 @@ epochs per task, mini-batch ``preset.train_mb_size``; SDR rows use ``preset.sdr`
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import nn

@@ -200,6 +200,38 @@ def write_json(path: Optional[str], data: Dict[str, Any]) -> None:
     print(f"wrote {path}")
 
 
+def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in_channels: int,
+                       image_size: int, latent_dim: int, vae_width: int,
+                       record_task_sizes: bool = False) -> Dict[str, Any]:
+    """The body every paper-stream example shares; returns (and writes) the results.
+
+    Seeds everything, builds the stream (``build_stream()``), keeps ``--max-tasks``
+    tasks, makes E0 from the warm-start tasks, runs SDR (and with ``--compare`` the
+    baselines), prints the comparison and the wall time, writes ``--output``.
+
+    :param stream: the stream's name in the results' config.
+    :param record_task_sizes: also put the full stream's ``task_sizes`` in the config
+        (streams whose sizes are scaled to the data, e.g. EMNIST bymerge).
+    """
+    start = time.perf_counter()
+    seed_everything(args.seed)
+    full = build_stream()
+    benchmark = truncate(full, args.max_tasks)
+    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
+    backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels)
+    config = {"stream": stream, "backbone": backbone_note,
+              "generator": f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"}
+    if record_task_sizes:
+        config["task_sizes"] = getattr(full, "task_sizes", None)
+    results = run_sdr(args, benchmark, backbone, config, in_channels=in_channels, image_size=image_size,
+                      latent_dim=latent_dim, vae_width=vae_width)
+    results["baselines"] = run_baselines(args, benchmark, backbone) if args.compare else None
+    report(results, results["baselines"])
+    print(f"total wall time {time.perf_counter() - start:.1f}s")
+    write_json(args.output, results)
+    return results
+
+
 def run_example(main: Callable, parse_args: Callable) -> None:
     """``main(parse_args(argv))``; missing data: its message on stderr and exit code 2."""
     from avalanche_sdr.benchmarks.sources import DatasetNotFoundError

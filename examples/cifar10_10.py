@@ -21,7 +21,6 @@ the message says which files and how to get them; exit code 2.
         --device cuda --compare --output results/cifar10/results.json
 """
 import argparse
-import time
 
 import _common
 
@@ -36,21 +35,10 @@ def parse_args(argv=None):
 def main(args) -> dict:
     from avalanche_sdr.benchmarks import MixedCIFAR10
 
-    start = time.perf_counter()
-    _common.seed_everything(args.seed)
-    benchmark = _common.truncate(MixedCIFAR10(args.data_root, seed=args.seed, download=args.download),
-                                 args.max_tasks)
-    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    backbone, backbone_note = _common.make_backbone(args, warm_start, in_channels=3)
-    config = {"stream": "MixedCIFAR10", "backbone": backbone_note,
-              "generator": "independent ConvVAE per entry (latent 32, width 32)"}
-    results = _common.run_sdr(args, benchmark, backbone, config, in_channels=3, image_size=32,
-                              latent_dim=32, vae_width=32)
-    results["baselines"] = _common.run_baselines(args, benchmark, backbone) if args.compare else None
-    _common.report(results, results["baselines"])
-    print(f"total wall time {time.perf_counter() - start:.1f}s")
-    _common.write_json(args.output, results)
-    return results
+    return _common.run_stream_example(
+        args, lambda: MixedCIFAR10(args.data_root, seed=args.seed, download=args.download),
+        stream="MixedCIFAR10", in_channels=3, image_size=32, latent_dim=32, vae_width=32,
+    )
 
 
 if __name__ == "__main__":

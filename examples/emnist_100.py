@@ -25,7 +25,6 @@ the message says which files and how to get them; exit code 2.
         --cifar-resnet-weights ../shared/data/weights/resnet_cifar10/resnet20-12fca82f.th
 """
 import argparse
-import time
 
 import _common
 
@@ -42,22 +41,11 @@ def parse_args(argv=None):
 def main(args) -> dict:
     from avalanche_sdr.benchmarks import MixedEMNIST
 
-    start = time.perf_counter()
-    _common.seed_everything(args.seed)
-    full = MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download)
-    benchmark = _common.truncate(full, args.max_tasks)
-    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    backbone, backbone_note = _common.make_backbone(args, warm_start, in_channels=1)
-    config = {"stream": f"MixedEMNIST(split={args.split!r})", "backbone": backbone_note,
-              "generator": "independent ConvVAE per entry (latent 16, width 32)",
-              "task_sizes": getattr(full, "task_sizes", None)}
-    results = _common.run_sdr(args, benchmark, backbone, config, in_channels=1, image_size=28,
-                              latent_dim=16, vae_width=32)
-    results["baselines"] = _common.run_baselines(args, benchmark, backbone) if args.compare else None
-    _common.report(results, results["baselines"])
-    print(f"total wall time {time.perf_counter() - start:.1f}s")
-    _common.write_json(args.output, results)
-    return results
+    return _common.run_stream_example(
+        args, lambda: MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download),
+        stream=f"MixedEMNIST(split={args.split!r})", in_channels=1, image_size=28, latent_dim=16, vae_width=32,
+        record_task_sizes=True,
+    )
 
 
 if __name__ == "__main__":

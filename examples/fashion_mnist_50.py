@@ -22,7 +22,6 @@ the message says which files and how to get them; exit code 2.
     python examples/fashion_mnist_50.py --compare --output results/fmnist50/results.json
 """
 import argparse
-import time
 
 import _common
 
@@ -38,21 +37,10 @@ def parse_args(argv=None):
 def main(args) -> dict:
     from avalanche_sdr.benchmarks import MixedFashionMNIST
 
-    start = time.perf_counter()
-    _common.seed_everything(args.seed)
-    benchmark = _common.truncate(
-        MixedFashionMNIST(args.data_root, n_splits=10, seed=args.seed, download=args.download), args.max_tasks)
-    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    backbone, backbone_note = _common.make_backbone(args, warm_start, in_channels=1)
-    config = {"stream": "MixedFashionMNIST(n_splits=10)", "backbone": backbone_note,
-              "generator": "independent ConvVAE per entry (latent 16, width 32)"}
-    results = _common.run_sdr(args, benchmark, backbone, config, in_channels=1, image_size=28,
-                              latent_dim=16, vae_width=32)
-    results["baselines"] = _common.run_baselines(args, benchmark, backbone) if args.compare else None
-    _common.report(results, results["baselines"])
-    print(f"total wall time {time.perf_counter() - start:.1f}s")
-    _common.write_json(args.output, results)
-    return results
+    return _common.run_stream_example(
+        args, lambda: MixedFashionMNIST(args.data_root, n_splits=10, seed=args.seed, download=args.download),
+        stream="MixedFashionMNIST(n_splits=10)", in_channels=1, image_size=28, latent_dim=16, vae_width=32,
+    )
 
 
 if __name__ == "__main__":
