@@ -47,12 +47,20 @@ Rows (paper Table 2 names in brackets):
 - ``sdr_calibrated`` / ``sdr_calibrated_ft`` (beyond the paper): SDR with
   ``decision="calibrated"`` (default thresholds), the second also with
   ``forward_transfer=True``.
+- ``sdr_two_sample`` (beyond the paper): SDR with ``decision="two_sample"`` (the
+  label-aware repeat test at level 0.01 with its power check,
+  :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`), independent VAEs still fitted
+  and counted as in the paper's repository; ``sdr_two_sample_nogen``: the same rule on
+  a repository built with ``generator=None`` (no VAEs at all).
+- ``sdr_expert_gate`` (detection baseline): SDR's repository (no VAEs) with Expert
+  Gate's autoencoder relatedness on E0 features deciding reuse (threshold 0.85).
 
-Not a row: Avalanche's ``ExpertGateStrategy``. Its experts and autoencoder features
-are torchvision AlexNets (ImageNet weights, which this project's machines cannot
-download; with random weights the gate's features mean nothing), on >= 63-pixel
+Not a row: Avalanche's ``ExpertGateStrategy`` as a whole. Its experts and autoencoder
+features are torchvision AlexNets (ImageNet weights, which this project's machines
+cannot download; with random weights the gate's features mean nothing), on >= 63-pixel
 3-channel inputs, each expert a full 57M-parameter AlexNet classifier: not the same
-backbone family as the other rows, and beyond a CPU run.
+backbone family as the other rows, and beyond a CPU run. Its relatedness, the part
+that detects related tasks, is the ``sdr_expert_gate`` row, on E0's features.
 
 All baselines train with Adam (``preset.baseline_lr``) for ``preset.baseline_epochs``
 epochs per task, mini-batch ``preset.train_mb_size``; SDR rows use ``preset.sdr``.
@@ -86,6 +94,8 @@ class StreamSpec:
         warm-start tasks, DESIGN.md option (b)) or ``"cifar_resnet20"`` (the frozen
         CIFAR-10 ResNet-20 given by ``--backbone-weights``, option (a)).
     :param needs_data_root: the stream reads ``--data-root`` (no default location).
+    :param fixed_sizes: (train, valid, test) images per task in every preset
+        (streams defined by their task size); overrides ``capped_sizes``.
     """
 
     name: str
@@ -98,10 +108,11 @@ class StreamSpec:
     capped_sizes: Optional[Tuple[int, int, int]] = None
     backbone: str = "small_cnn"
     needs_data_root: bool = False
+    fixed_sizes: Optional[Tuple[int, int, int]] = None
 
     def build(self, seed: int, capped: bool, data_root: Optional[str] = None):
         """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps."""
-        sizes = self.capped_sizes if capped else None
+        sizes = self.fixed_sizes or (self.capped_sizes if capped else None)
         if self.needs_data_root:
             if not data_root:
                 raise ValueError(f"stream {self.name!r} needs --data-root (see its StreamSpec)")
@@ -154,6 +165,13 @@ STREAMS: Dict[str, StreamSpec] = {
     # ResNet-20. CPU caps: 200 / 20 / 100 (defaults 2400 / 400 per class scaled to bymerge).
     "emnist100": StreamSpec("emnist100", "MixedEMNIST bymerge (100 tasks)", _emnist_bymerge, 1, 28, 16, 32,
                             capped_sizes=(200, 20, 100), backbone="cifar_resnet20", needs_data_root=True),
+    # 100 tasks (5 groups x 20 splits), 300 / 30 / 100 images per task in every preset
+    # (Fashion-MNIST's 1,000 test images per class cut into 20 splits give 50 per class).
+    "fashion100": StreamSpec("fashion100", "MixedFashionMNIST (100 tasks, 300 images each)", _fashion(20), 1, 28,
+                             16, 32, fixed_sizes=(300, 30, 100)),
+    # Small tasks: 50 tasks of 40 training images (20 per class), 10 validation, 100 test.
+    "fashion50_small": StreamSpec("fashion50_small", "MixedFashionMNIST (50 tasks, 40 training images each)",
+                                  _fashion(10), 1, 28, 16, 32, fixed_sizes=(40, 10, 100)),
 }
 
 
@@ -379,17 +397,20 @@ class OracleDetector:
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, base_vae=None,
-                  decision: str = "agreement", forward_transfer: bool = False):
+                  decision: str = "agreement", forward_transfer: bool = False, generators: bool = True,
+                  detector=None):
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
+    generator = ("independent" if base_vae is None else "eft") if generators else None
     model = build_sdr_model(
         copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,
-        a=8, b=16, generator="independent" if base_vae is None else "eft", base_vae=base_vae,
+        a=8, b=16, generator=generator, base_vae=base_vae,
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
     return SDRStrategy(
         model=model, **preset.sdr, decision=decision, forward_transfer=forward_transfer,
         elbo_samples=preset.elbo_samples, evaluator=evaluator, device=device, verbose=False,
+        detector=detector,
     )
 
 
@@ -423,11 +444,25 @@ def build_sdr_calibrated_ft(backbone, benchmark, stream, preset, *, evaluator, d
                          forward_transfer=True)
 
 
+def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, device):
+    """SDR (EFT for E), two-sample repeat test; VAEs fitted and counted (paper's repository)."""
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample")
+
+
+def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device):
+    """SDR (EFT for E), two-sample repeat test, repository without generators."""
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample", generators=False)
+
+
+def build_sdr_expert_gate(backbone, benchmark, stream, preset, *, evaluator, device):
+    """SDR (EFT for E) deciding with Expert Gate's relatedness on E0 features (no VAEs)."""
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="expert_gate", generators=False)
+
+
 def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device):
     """Optimal (EFT for E): SDR with ground-truth decisions from ``benchmark.stream_groups``."""
-    strategy = _sdr_strategy(backbone, stream, preset, evaluator, device)
-    strategy.sdr.detector = OracleDetector(benchmark.stream_groups)
-    return strategy
+    return _sdr_strategy(backbone, stream, preset, evaluator, device,
+                         detector=OracleDetector(benchmark.stream_groups))
 
 
 def _baseline_kwargs(model, preset: Preset, evaluator, device) -> Dict[str, Any]:
@@ -591,6 +626,11 @@ METHODS: Dict[str, Method] = {
         Method("sdr_calibrated", "SDR (EFT for E), calibrated", build_sdr_calibrated, True),
         Method("sdr_calibrated_ft", "SDR (EFT for E), calibrated + forward transfer",
                build_sdr_calibrated_ft, True),
+        Method("sdr_expert_gate", "SDR repository, Expert Gate relatedness (no VAEs)",
+               build_sdr_expert_gate, True),
+        Method("sdr_two_sample", "SDR (EFT for E), two-sample test", build_sdr_two_sample, True),
+        Method("sdr_two_sample_nogen", "SDR (EFT for E), two-sample test, no generators",
+               build_sdr_two_sample_nogen, True),
     )
 }
 """Rows in the paper's order."""

@@ -211,7 +211,8 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
                          outcomes=[t["outcome"] for t in sdr["tasks"]],
                          groups=[t["group"] for t in sdr["tasks"]],
                          records=[t["detection"] for t in sdr["tasks"]],
-                         train_accuracy_per_epoch=[t["train_accuracy_per_epoch"] for t in sdr["tasks"]])
+                         train_accuracy_per_epoch=[t["train_accuracy_per_epoch"] for t in sdr["tasks"]],
+                         detection_seconds=sum(r.detection_seconds for r in strategy.detection_records))
     else:
         for experience in benchmark.train_stream:
             strategy.train(experience, eval_streams=[])

@@ -13,8 +13,13 @@
   (S against permuted labels, :func:`permuted_label_complexity`) pass thresholds.
 * :class:`SimilarTaskDetector` -- scores a new task against every repository entry
   with the functions above and applies a decision rule.
+* :class:`TwoSampleDetector` -- the ``"two_sample"`` rule (beyond the paper): a
+  label-aware repeat test on E0 features with a level fixed in advance and a power
+  check; needs no generators.
+* :class:`ExpertGateDetector` -- the ``"expert_gate"`` baseline: Aljundi et al.'s
+  autoencoder relatedness, on E0 features.
 
-Pure functions on tensors; nothing here imports Avalanche.
+Functions on tensors and detectors over an ``SDRModel``; nothing here imports Avalanche.
 """
 
 from .calibrated import (
@@ -35,6 +40,16 @@ from .complexity import (
 from .consistency import distribution_consistency
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
 from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
+from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
+from .two_sample import (
+    DEFAULT_TWO_SAMPLE,
+    TwoSampleDetector,
+    TwoSampleSettings,
+    bonferroni,
+    energy_pvalue,
+    hotelling_pvalue,
+    random_projection,
+)
 
 __all__ = [
     "ComplexityResult",
@@ -56,4 +71,14 @@ __all__ = [
     "DECISION_RULES",
     "DecisionRule",
     "SimilarTaskDetector",
+    "DEFAULT_EXPERT_GATE",
+    "ExpertGateDetector",
+    "ExpertGateSettings",
+    "DEFAULT_TWO_SAMPLE",
+    "TwoSampleDetector",
+    "TwoSampleSettings",
+    "bonferroni",
+    "energy_pvalue",
+    "hotelling_pvalue",
+    "random_projection",
 ]

@@ -17,9 +17,10 @@ import torch
 DECISIONS = ("warm_start", "new", "reuse")
 """Allowed values of :attr:`DetectionRecord.decision`."""
 
-EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity")
-"""Optional per-candidate evidence lists of :class:`DetectionRecord` (used by the
-calibrated rule, recorded by every rule)."""
+EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value")
+"""Optional per-candidate evidence lists of :class:`DetectionRecord` (the ELBO and
+permuted-S lists: used by the calibrated rule, recorded by the VAE/NTK detector;
+``p_value``: the two-sample rule's and Expert Gate's per-candidate score)."""
 
 AGREEMENT_RULE = "agreement"
 """Name of :func:`agreement_decision` as stored in :attr:`DetectionRecord.rule`."""
@@ -83,6 +84,13 @@ class DetectionRecord:
         per-image ELBO (nats).
     :param permuted_complexity: per candidate, the mean S of the task's features with
         randomly permuted labels (the random-label scale of S).
+    :param p_value: per candidate, the rule's own score: the combined p-value of
+        "this task repeats the candidate" (``"two_sample"``), or the relatedness
+        (``"expert_gate"``).
+    :param power: ``"two_sample"``: estimated power of the test against known-distinct
+        decoys for the best candidate (``None`` when not computed).
+    :param class_count_filter: candidates were restricted to entries whose creating
+        task has the new task's class count.
     """
 
     task: int
@@ -101,6 +109,9 @@ class DetectionRecord:
     reference_elbo: list[float] = field(default_factory=list)
     reference_elbo_std: list[float] = field(default_factory=list)
     permuted_complexity: list[float] = field(default_factory=list)
+    p_value: list[float] = field(default_factory=list)
+    power: float | None = None
+    class_count_filter: bool = False
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -142,6 +153,9 @@ class DetectionRecord:
         if not isinstance(self.rule, str):
             raise ValueError(f"rule must be a str, got {self.rule!r}")
         self.detection_seconds = float(self.detection_seconds)
+        self.power = None if self.power is None else float(self.power)
+        if not isinstance(self.class_count_filter, bool):
+            raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
@@ -164,6 +178,8 @@ class DetectionRecord:
             "rule": self.rule,
             "detection_seconds": _json_float(self.detection_seconds),
             **{name: [_json_float(v) for v in getattr(self, name)] for name in EVIDENCE_FIELDS},
+            "power": None if self.power is None else _json_float(self.power),
+            "class_count_filter": self.class_count_filter,
         }
 
     @classmethod
@@ -185,6 +201,8 @@ class DetectionRecord:
                 values[name] = [float(v) for v in values[name]]
         if "detection_seconds" in values:
             values["detection_seconds"] = float(values["detection_seconds"])
+        if values.get("power") is not None:
+            values["power"] = float(values["power"])
         return cls(**values)
 
 

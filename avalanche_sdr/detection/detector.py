@@ -66,7 +66,12 @@ class SimilarTaskDetector:
     :param n_permutations: label permutations per candidate for the random-label
         scale of S (recorded for every rule; used by ``"calibrated"``). They use a
         private RNG seeded with the task id, so the global RNG is not advanced.
+    :param match_class_count: score only the entries whose creating task has the new
+        task's class count (a repeat has the same label-set size); off by default (the
+        paper compares with every entry). Recorded in the detection record.
     """
+
+    needs_generators = True
 
     def __init__(
         self,
@@ -79,6 +84,7 @@ class SimilarTaskDetector:
         jitter: float = 1e-6,
         thresholds: CalibrationThresholds = DEFAULT_THRESHOLDS,
         n_permutations: int = 8,
+        match_class_count: bool = False,
     ):
         if rule not in DECISION_RULES:
             raise ValueError(f"unknown decision rule {rule!r}; available: {sorted(DECISION_RULES)}")
@@ -96,13 +102,29 @@ class SimilarTaskDetector:
         if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
             raise ValueError(f"n_permutations must be an int >= 1, got {n_permutations!r}")
         self.n_permutations = n_permutations
+        self.match_class_count = bool(match_class_count)
 
-    def _log_prior(self, model) -> Optional[Tensor]:
+    def candidates(self, model, num_classes: int) -> List[int]:
+        """Entries scored: all, or (``match_class_count``) those with ``num_classes`` classes."""
+        if not self.match_class_count:
+            return list(model.entries)
+        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+
+    def config(self) -> Dict[str, object]:
+        """Everything that changes this detector's decisions (JSON-safe)."""
+        return dict(rule=self.rule, thresholds=self.thresholds.to_dict(), prior=self.prior,
+                    elbo_samples=self.elbo_samples, max_detection_samples=self.max_samples,
+                    detection_batch_size=self.batch_size, jitter=self.jitter,
+                    match_class_count=self.match_class_count)
+
+    def _log_prior(self, model, entries: List[int]) -> Optional[Tensor]:
         if self.prior == "uniform":
             return None
-        counts = torch.zeros(model.num_entries, dtype=torch.float64)
+        position = {e: i for i, e in enumerate(entries)}
+        counts = torch.zeros(len(entries), dtype=torch.float64)
         for entry in model.task_to_entry.values():
-            counts[entry] += 1
+            if entry in position:
+                counts[position[entry]] += 1
         return torch.log(counts / counts.sum())
 
     def score(self, model, x: Tensor, y: Tensor, num_classes: int) -> Tuple[Tensor, Tensor]:
@@ -134,10 +156,11 @@ class SimilarTaskDetector:
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
-        log_lik = torch.empty(x.shape[0], model.num_entries, dtype=torch.float64)
+        entries = self.candidates(model, num_classes)
+        log_lik = torch.empty(x.shape[0], len(entries), dtype=torch.float64)
         complexity, permuted, references = [], [], []
         try:
-            for j, entry in enumerate(model.entries):
+            for j, entry in enumerate(entries):
                 feats, ll = [], []
                 for i in range(0, x.shape[0], self.batch_size):
                     xb = x[i : i + self.batch_size].to(device)
@@ -156,7 +179,8 @@ class SimilarTaskDetector:
         finally:
             model.encoder.set_active(None)
             model.train(was_training)
-        consistency = distribution_consistency(log_lik, self._log_prior(model))
+        consistency = (distribution_consistency(log_lik, self._log_prior(model, entries)) if entries
+                       else torch.empty(0, dtype=torch.float64))
         return {
             "consistency": [float(v) for v in consistency],
             "complexity": complexity,
@@ -177,7 +201,7 @@ class SimilarTaskDetector:
         evidence = self.evidence(model, x, y, num_classes, task=task)
         choice = DECISION_RULES[self.rule](evidence, self.thresholds)
         consistency, complexity = evidence["consistency"], evidence["complexity"]
-        entries = model.entries
+        entries = self.candidates(model, num_classes)
         reused = None if choice is None else entries[choice]
         return DetectionRecord(
             task=int(task),
@@ -188,14 +212,15 @@ class SimilarTaskDetector:
             candidate_tasks=[model.entry_creator[e] for e in entries],
             consistency=consistency,
             complexity=complexity,
-            vote_consistency=entries[max(range(len(consistency)), key=lambda j: (consistency[j], -j))],
-            vote_complexity=entries[min(range(len(complexity)), key=lambda j: (complexity[j], j))],
+            vote_consistency=entries[max(range(len(consistency)), key=lambda j: (consistency[j], -j))] if entries else None,
+            vote_complexity=entries[min(range(len(complexity)), key=lambda j: (complexity[j], j))] if entries else None,
             rule=self.rule,
             detection_seconds=time.perf_counter() - start,
             mean_elbo=evidence["mean_elbo"],
             reference_elbo=evidence["reference_elbo"],
             reference_elbo_std=evidence["reference_elbo_std"],
             permuted_complexity=evidence["permuted_complexity"],
+            class_count_filter=self.match_class_count,
         )
 
 

@@ -6,7 +6,11 @@ continue the stream (paper Fig. 2):
 - the frozen backbone E0 with one EFT adapter set E_m per *unique* entry m
   (:class:`~avalanche_sdr.models.eft.EFTEncoder`),
 - one VAE generator G_m per unique entry (a generator bank from
-  :mod:`avalanche_sdr.models.vae`),
+  :mod:`avalanche_sdr.models.vae`), or none (``generator=None``: a detector that
+  does not need generators, e.g. the two-sample test),
+- per entry, the tensors its detector keeps to recognise the entry's task later
+  (:meth:`SDRModel.set_detection_state`: e.g. reference features per class, or an
+  autoencoder's weights); they count in the entry's memory and are checkpointed,
 - one classification head f_t per *task* t,
 - the map task t -> entry m(t) and entry m -> the task that created it.
 
@@ -26,6 +30,27 @@ from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 
 
+class TensorSet(nn.Module):
+    """A named set of buffers (no parameters): one entry's detection state.
+
+    Buffers are part of the ``state_dict`` (so checkpoints keep them) and of every
+    memory count, and move with ``.to(device)``.
+    """
+
+    def __init__(self, tensors: Mapping[str, Tensor]):
+        super().__init__()
+        for name, tensor in tensors.items():
+            self.register_buffer(name, tensor.detach().clone())
+
+    def as_dict(self) -> Dict[str, Tensor]:
+        """The buffers by name."""
+        return dict(self.named_buffers())
+
+    def shapes(self) -> Dict[str, List[Any]]:
+        """``{name: [shape list, dtype name]}`` (JSON-safe), what a layout records."""
+        return {name: [list(t.shape), str(t.dtype).replace("torch.", "")] for name, t in self.named_buffers()}
+
+
 class SDRModel(MultiTaskModule):
     """Knowledge repository: frozen E0, unique adapter sets and VAEs, a head per task.
 
@@ -35,17 +60,25 @@ class SDRModel(MultiTaskModule):
 
     :param encoder: the EFT-wrapped frozen backbone (E0 plus adapter sets).
     :param generators: a generator bank (``IndependentVAEBank`` or ``EFTVAEBank``)
-        with ``add_entry(key)`` and ``elbo(x, key)``.
+        with ``add_entry(key)`` and ``elbo(x, key)``; ``None``: no generators (the
+        repository then needs ``input_shape``).
     :param head_hidden: width of a hidden layer in each head; ``None`` (default)
         makes each head a single linear layer on the encoder features.
+    :param input_shape: (C, H, W) of the images; required without generators,
+        otherwise read from the generator bank.
     """
 
-    def __init__(self, encoder: EFTEncoder, generators: nn.Module, head_hidden: Optional[int] = None):
+    def __init__(self, encoder: EFTEncoder, generators: Optional[nn.Module], head_hidden: Optional[int] = None,
+                 input_shape: Optional[Tuple[int, int, int]] = None):
         super().__init__()
+        if generators is None and input_shape is None:
+            raise ValueError("an SDRModel without generators needs input_shape=(C, H, W)")
         self.encoder = encoder
         self.generators = generators
+        self._input_shape = None if input_shape is None else tuple(int(v) for v in input_shape)
         self.head_hidden = head_hidden
         self.heads = nn.ModuleDict()
+        self.detection_states = nn.ModuleDict()
         self.task_to_entry: Dict[int, int] = {}
         self.entry_creator: Dict[int, int] = {}
         self._entry_in_training: Optional[int] = None
@@ -71,7 +104,8 @@ class SDRModel(MultiTaskModule):
         """
         entry = self.num_entries
         self.encoder.add_entry(entry, init_from=init_from)
-        self.generators.add_entry(entry)
+        if self.generators is not None:
+            self.generators.add_entry(entry)
         self.entry_creator[entry] = int(task)
         self.task_to_entry[int(task)] = entry
         return entry
@@ -92,18 +126,47 @@ class SDRModel(MultiTaskModule):
                 f"{sorted(self.task_to_entry)}"
             ) from None
 
-    def entry_bytes(self, entry: int) -> int:
-        """Bytes of one entry: its adapters, BatchNorm copies and generator.
+    @property
+    def has_generators(self) -> bool:
+        """Whether the repository keeps a generator per entry."""
+        return self.generators is not None
 
-        Parameters and buffers at their stored dtype (DESIGN.md memory definition).
+    def set_detection_state(self, entry: int, tensors: Mapping[str, Tensor]) -> None:
+        """Store (or replace) the tensors a detector keeps for ``entry``.
+
+        :param entry: an existing entry.
+        :param tensors: name -> tensor (names without dots); copied, no gradients.
         """
-        modules = list(self.encoder.entry_modules(entry)) + list(self.generators.entry_modules(entry))
+        if entry not in self.entry_creator:
+            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
+        device = next(self.encoder.parameters()).device
+        self.detection_states[str(int(entry))] = TensorSet(tensors).to(device)
+
+    def detection_state(self, entry: int) -> Dict[str, Tensor]:
+        """The tensors stored for ``entry`` by :meth:`set_detection_state` (empty if none)."""
+        state = self.detection_states[str(int(entry))] if str(int(entry)) in self.detection_states else None
+        return {} if state is None else state.as_dict()
+
+    def entry_bytes(self, entry: int) -> int:
+        """Bytes of one entry: its adapters, BatchNorm copies, generator (if any) and
+        detection state.
+
+        Parameters and buffers at their stored dtype (the memory definition of
+        docs/method.rst).
+        """
+        modules = list(self.encoder.entry_modules(entry))
+        if self.generators is not None:
+            modules += list(self.generators.entry_modules(entry))
+        if str(int(entry)) in self.detection_states:
+            modules.append(self.detection_states[str(int(entry))])
         tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
     @property
     def input_shape(self) -> Tuple[int, int, int]:
         """(C, H, W) of the images the repository takes: what its generators model."""
+        if self._input_shape is not None:
+            return self._input_shape
         bank = self.generators
         if isinstance(bank, IndependentVAEBank):
             c, size = bank.config["in_channels"], bank.config["image_size"]
@@ -118,14 +181,17 @@ class SDRModel(MultiTaskModule):
         ``{"entries": [[entry, creator task], ...] (creation order),
         "task_to_entry": [[task, entry], ...] (training order),
         "heads": [[task, classes], ...] (creation order),
-        "max_class_label": int}`` — what :meth:`restore_layout` needs to rebuild an
-        empty repository so that a saved ``state_dict`` loads into it.
+        "max_class_label": int,
+        "detection_states": [[entry, {name: [shape, dtype]}], ...]}`` — what
+        :meth:`restore_layout` needs to rebuild an empty repository so that a saved
+        ``state_dict`` loads into it.
         """
         return {
             "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
             "task_to_entry": [[int(t), int(e)] for t, e in self.task_to_entry.items()],
             "heads": [[int(key), self.head_num_classes(int(key))] for key in self.heads],
             "max_class_label": int(self.max_class_label),
+            "detection_states": [[int(key), state.shapes()] for key, state in self.detection_states.items()],
         }
 
     def restore_layout(self, layout: Mapping[str, Any]) -> None:
@@ -147,8 +213,13 @@ class SDRModel(MultiTaskModule):
             if int(entry) != self.num_entries:
                 raise ValueError(f"layout entries must be numbered 0, 1, 2, ... in order; got entry {entry}")
             self.encoder.add_entry(int(entry))
-            self.generators.add_entry(int(entry))
+            if self.generators is not None:
+                self.generators.add_entry(int(entry))
             self.entry_creator[int(entry)] = int(task)
+        for entry, shapes in layout.get("detection_states", []):
+            self.set_detection_state(int(entry), {
+                name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()
+            })
         for task, entry in layout["task_to_entry"]:
             self.assign_task(int(task), int(entry))
         for task, num_classes in layout["heads"]:
@@ -252,7 +323,8 @@ class SDRModel(MultiTaskModule):
         super().train(mode)
         if mode and self._entry_in_training is None:
             self.encoder.eval()
-        self.generators.eval()
+        if self.generators is not None:
+            self.generators.eval()
         return self
 
     def freeze_all(self) -> None:
@@ -289,7 +361,7 @@ def build_sdr_model(
     b: int = 16,
     gamma: float = 1.0,
     task_batchnorm: bool = True,
-    generator: str = "independent",
+    generator: Optional[str] = "independent",
     base_vae: Optional[nn.Module] = None,
     latent_dim: int = 32,
     vae_width: int = 32,
@@ -307,7 +379,9 @@ def build_sdr_model(
     :param task_batchnorm: give every entry its own BatchNorm copies.
     :param generator: ``"independent"`` — a full conv VAE per entry (paper: "EFT
         for E"); ``"eft"`` — EFT adapters on a frozen shared ``base_vae`` (paper:
-        "EFT for E and G").
+        "EFT for E and G"); ``None`` — no generators (only for detectors that do not
+        use them, such as ``decision="two_sample"``): an entry is then its adapters,
+        BatchNorm copies, detection state and heads.
     :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
     :param latent_dim: latent dimension of new VAEs (``"independent"``).
     :param vae_width: first-layer channels of new VAEs (``"independent"``).
@@ -324,6 +398,10 @@ def build_sdr_model(
             "build both for the stream's images"
         )
     encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
+    if generator is None:
+        if base_vae is not None:
+            raise ValueError("base_vae is only used with generator='eft'")
+        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
     if generator == "independent":
         if base_vae is not None:
             raise ValueError("base_vae is only used with generator='eft'")
@@ -338,8 +416,8 @@ def build_sdr_model(
             )
         bank = EFTVAEBank(base_vae, a=a, b=b, gamma=gamma)
     else:
-        raise ValueError(f"generator must be 'independent' or 'eft', got {generator!r}")
+        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
     return SDRModel(encoder, bank, head_hidden=head_hidden)
 
 
-__all__ = ["SDRModel", "build_sdr_model"]
+__all__ = ["SDRModel", "TensorSet", "build_sdr_model"]

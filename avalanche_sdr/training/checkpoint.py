@@ -174,6 +174,8 @@ def repository_fingerprint(model: SDRModel) -> Dict[str, Any]:
             in_channels=base.in_channels, image_size=base.image_size, latent_dim=base.latent_dim,
             width=base.width, a=bank.a, b=bank.b, gamma=bank.gamma,
         )
+    elif bank is None:
+        generator, generator_config = None, {}
     else:
         generator, generator_config = type(bank).__qualname__, {}
     return _json_value(
@@ -198,8 +200,9 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
     """The training settings of an :class:`~avalanche_sdr.training.SDRStrategy` (JSON-safe).
 
     Everything that changes what the remaining experiences would compute: the SDR
-    plugin's epochs, learning rates and generator settings, the detector's rule,
-    prior, ELBO samples, sample cap, batch size and jitter, and the mini-batch sizes.
+    plugin's epochs, learning rates and generator settings, the detector's
+    configuration (its ``config()``: rule and every setting that changes decisions),
+    and the mini-batch sizes.
     """
     sdr = strategy.sdr
     detector = sdr.detector
@@ -217,13 +220,7 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
             vae_mb_size=sdr.vae_mb_size,
             vae_patience=sdr.vae_patience,
             forward_transfer=sdr.forward_transfer,
-            decision=detector.rule,
-            thresholds=detector.thresholds.to_dict() if hasattr(detector, "thresholds") else None,
-            prior=detector.prior,
-            elbo_samples=detector.elbo_samples,
-            max_detection_samples=detector.max_samples,
-            detection_batch_size=detector.batch_size,
-            jitter=detector.jitter,
+            detector=detector.config() if hasattr(detector, "config") else {"rule": getattr(detector, "rule", None)},
             train_mb_size=strategy.train_mb_size,
             eval_mb_size=strategy.eval_mb_size,
         )

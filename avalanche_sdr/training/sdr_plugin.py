@@ -11,7 +11,13 @@ Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES)
    covers the head (reuse) or the head and the new adapter set (new).
 3. ``before_training_epoch`` — the learning-rate schedule of new entries.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
-   training inputs; then freeze everything and print one line.
+   training inputs (when the repository keeps generators); then freeze everything
+   and print one line.
+
+A detector may keep per-entry state of its own (the two-sample rule's reference
+features, Expert Gate's autoencoders): if it has a ``remember(model, entry, task, x,
+y, num_classes, features=None)`` method, the plugin calls it right after creating an
+entry (warm-start tasks included).
 
 Evaluation is checked too: ``before_eval_exp`` checks that the labels of a trained
 task fit its head (0..c-1), so a malformed test set fails with a named error instead
@@ -36,7 +42,9 @@ from avalanche_sdr.training.generator_fitting import fit_generator
 class SDRPlugin(SupervisedPlugin):
     """Similar-task detection and repurposing for an :class:`SDRModel` (see module doc).
 
-    :param detector: the :class:`SimilarTaskDetector` to score new tasks with.
+    :param detector: the detector to score new tasks with: a
+        :class:`SimilarTaskDetector` or any object with its ``detect`` method (and
+        optionally ``remember``).
     :param n_warm_start: number of first tasks trained as new without detection.
     :param new_task_epochs: epochs for a new entry's adapters and head.
     :param new_task_lr: initial learning rate for a new entry.
@@ -139,6 +147,7 @@ class SDRPlugin(SupervisedPlugin):
         self._train_start = time.perf_counter()
         if len(self.records) < self.n_warm_start:
             entry = model.create_entry(task)
+            self._remember(model, entry, task, x, y, num_classes)
             record = DetectionRecord(
                 task=task, decision="warm_start", entry=entry, reused_entry=None,
                 candidate_entries=[], candidate_tasks=[], consistency=[], complexity=[],
@@ -150,6 +159,9 @@ class SDRPlugin(SupervisedPlugin):
             if record.decision == "new":
                 init_from = record.vote_complexity if self.forward_transfer else None
                 record.entry = model.create_entry(task, init_from=init_from)
+                start = time.perf_counter()
+                self._remember(model, record.entry, task, x, y, num_classes)
+                record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
         model.to(strategy.device)
@@ -157,6 +169,15 @@ class SDRPlugin(SupervisedPlugin):
         self.epoch_accuracies.append([])
         self._task_inputs = x
         strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
+
+    def _remember(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
+        """Let the detector store what it keeps for a new entry (e.g. reference features)."""
+        remember = getattr(self.detector, "remember", None)
+        if remember is None:
+            return
+        cached = getattr(self.detector, "cached_features", None)
+        features = cached(task) if cached is not None else None
+        remember(model, entry, task, x, y, num_classes, features=features)
 
     def before_training_epoch(self, strategy, **kwargs):
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
@@ -178,7 +199,7 @@ class SDRPlugin(SupervisedPlugin):
         record = self.current
         model = strategy.model
         fit_note = ""
-        if self.training_new_entry:
+        if self.training_new_entry and model.has_generators:
             report = fit_generator(
                 model.generators, record.entry, self._task_inputs.to(strategy.device),
                 epochs=self.vae_epochs, lr=self.vae_lr, batch_size=self.vae_mb_size,
@@ -228,10 +249,16 @@ class SDRPlugin(SupervisedPlugin):
         head = f"[SDR] task {record.task}: "
         if record.decision == "warm_start":
             return head + f"warm start -> new entry {record.entry}"
-        scores = " ".join(
-            f"T{t}:p={p:.2f},S={s:.3f}"
-            for t, p, s in zip(record.candidate_tasks, record.consistency, record.complexity)
-        )
+        if record.consistency:
+            scores = " ".join(
+                f"T{t}:p={p:.2f},S={s:.3f}"
+                for t, p, s in zip(record.candidate_tasks, record.consistency, record.complexity)
+            )
+        else:  # the two-sample rule (p-values) or Expert Gate (relatedness)
+            name = "rel" if record.rule == "expert_gate" else "p"
+            scores = " ".join(f"T{t}:{name}={v:.3g}" for t, v in zip(record.candidate_tasks, record.p_value))
+            if record.power is not None:
+                scores += f" power={record.power:.2f}"
         if record.decision == "reuse":
             verdict = f"reuse entry {record.reused_entry} (task {record.candidate_tasks[record.candidate_entries.index(record.reused_entry)]})"
         else:

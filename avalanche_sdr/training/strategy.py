@@ -10,10 +10,38 @@ from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
 from avalanche_sdr.detection.decision import DetectionRecord
-from avalanche_sdr.detection.detector import SimilarTaskDetector
+from avalanche_sdr.detection.detector import DECISION_RULES, SimilarTaskDetector
+from avalanche_sdr.detection.expert_gate import ExpertGateDetector
+from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDetector, TwoSampleSettings
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
+
+
+DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
+"""Decision rule names :class:`SDRStrategy` (``decision=``) and the examples accept."""
+
+
+def make_detector(decision: str, *, thresholds: Optional[CalibrationThresholds] = None,
+                  two_sample: Optional[TwoSampleSettings] = None, prior: str = "uniform",
+                  elbo_samples: int = 1, max_samples: Optional[int] = None, match_class_count: bool = False):
+    """The detector of a decision rule name in :data:`DETECTORS`.
+
+    ``"agreement"`` / ``"calibrated"``: a :class:`SimilarTaskDetector` (generators and
+    the complexity measure); ``"two_sample"``: a :class:`TwoSampleDetector`;
+    ``"expert_gate"``: an :class:`ExpertGateDetector`.
+    """
+    if decision == "two_sample":
+        return TwoSampleDetector(DEFAULT_TWO_SAMPLE if two_sample is None else two_sample)
+    if decision == "expert_gate":
+        return ExpertGateDetector()
+    if decision not in DECISION_RULES:
+        raise ValueError(f"unknown decision rule {decision!r}; available: {list(DETECTORS)}")
+    return SimilarTaskDetector(
+        rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_samples,
+        thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
+        match_class_count=match_class_count,
+    )
 
 
 class SDRStrategy(SupervisedTemplate):
@@ -55,8 +83,20 @@ class SDRStrategy(SupervisedTemplate):
     :param vae_patience: generator early-stopping patience in epochs.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
-    :param decision: decision rule name: ``"agreement"`` (the paper's rule, default) or
-        ``"calibrated"`` (:func:`~avalanche_sdr.detection.calibrated_decision`).
+    :param decision: decision rule name: ``"agreement"`` (the paper's rule, default),
+        ``"calibrated"`` (:func:`~avalanche_sdr.detection.calibrated_decision`),
+        ``"two_sample"`` (:class:`~avalanche_sdr.detection.TwoSampleDetector`: a
+        level-``alpha`` repeat test on E0 features; needs no generators) or
+        ``"expert_gate"`` (:class:`~avalanche_sdr.detection.ExpertGateDetector`,
+        Aljundi et al.'s autoencoder relatedness on E0 features, a baseline).
+    :param two_sample: :class:`~avalanche_sdr.detection.TwoSampleSettings` of the
+        ``"two_sample"`` rule (``None``: :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`).
+    :param match_class_count: ``"agreement"`` / ``"calibrated"`` only: compare a new
+        task only with entries whose creating task has its class count (off: the
+        paper's method; the two-sample and Expert Gate rules take it from their settings).
+    :param detector: an already built detector (any object with
+        ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
+        ``remember(...)``); overrides ``decision`` and the detector settings.
     :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
         ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
     :param prior: mixing weights π_j of eq. 5, ``"uniform"`` or ``"tasks"``.
@@ -95,6 +135,9 @@ class SDRStrategy(SupervisedTemplate):
         n_warm_start: int = 3,
         decision: str = "agreement",
         thresholds: Optional[CalibrationThresholds] = None,
+        two_sample: Optional[TwoSampleSettings] = None,
+        match_class_count: bool = False,
+        detector=None,
         prior: str = "uniform",
         elbo_samples: int = 1,
         max_detection_samples: Optional[int] = None,
@@ -108,10 +151,17 @@ class SDRStrategy(SupervisedTemplate):
     ):
         if not isinstance(model, SDRModel):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
-        detector = SimilarTaskDetector(
-            rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples,
-            thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
-        )
+        if detector is None:
+            detector = make_detector(
+                decision, thresholds=thresholds, two_sample=two_sample, prior=prior, elbo_samples=elbo_samples,
+                max_samples=max_detection_samples, match_class_count=match_class_count,
+            )
+        if getattr(detector, "needs_generators", True) and not model.has_generators:
+            raise ValueError(
+                f"decision rule {getattr(detector, 'rule', type(detector).__name__)!r} scores entries with "
+                "their generators, but the model was built with generator=None; build it with "
+                "generator='independent' or use decision='two_sample'"
+            )
         self.sdr = SDRPlugin(
             detector=detector,
             n_warm_start=n_warm_start,
@@ -186,4 +236,4 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["SDRStrategy"]
+__all__ = ["DETECTORS", "SDRStrategy", "make_detector"]

@@ -104,7 +104,7 @@ def test_to_dict_has_plain_python_types_from_tensor_inputs():
     def plain(value):
         if isinstance(value, list):
             return all(plain(v) for v in value)
-        return value is None or type(value) in (int, float, str)
+        return value is None or type(value) in (int, float, str, bool)
 
     assert all(plain(v) for v in data.values()), data
     assert data["consistency"] == pytest.approx([0.1, 0.2, 0.7])
@@ -131,7 +131,8 @@ def test_record_dict_keys_follow_spec():
         "task", "decision", "entry", "reused_entry", "candidate_entries",
         "candidate_tasks", "consistency", "complexity", "vote_consistency",
         "vote_complexity", "rule", "detection_seconds",
-        "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity",
+        "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
+        "power", "class_count_filter",
     ]
     assert DECISIONS == ("warm_start", "new", "reuse")
 

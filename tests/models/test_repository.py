@@ -104,7 +104,7 @@ def test_entry_bytes_counts_adapters_batchnorm_and_generator():
 
 
 def test_build_rejects_bad_generator_options():
-    with pytest.raises(ValueError, match="'independent' or 'eft'"):
+    with pytest.raises(ValueError, match="'independent', 'eft' or None"):
         _model(generator="gan")
     with pytest.raises(ValueError, match="needs base_vae"):
         _model(generator="eft")
@@ -138,6 +138,7 @@ def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
         "task_to_entry": [[0, 0], [1, 1], [2, 0]],
         "heads": [[0, 2], [1, 5], [2, 1]],
         "max_class_label": 5,
+        "detection_states": [],
     }
     torch.manual_seed(1)
     copy = _model()

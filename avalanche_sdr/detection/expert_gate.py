@@ -1,0 +1,346 @@
+"""Expert Gate's task relatedness as a detection rule on E0's features (baseline).
+
+Expert Gate (Aljundi, Chakravarty & Tuytelaars, CVPR 2017) keeps one small
+undercomplete autoencoder per expert, trained on that expert's task, and measures how
+related a new task is to an old one by how well the old task's autoencoder
+reconstructs the new task's data compared with an autoencoder trained on the new
+task itself. Here that relatedness decides whether a new task reuses a repository
+entry of SDR (rule ``"expert_gate"``):
+
+1. **Features.** The frozen backbone E0's pooled features ``f`` ([n, D] float32,
+   non-negative after the last ReLU), one forward pass per task.
+2. **Input of an autoencoder (AE).** ``u = sigmoid((f - mean) / max(std, 1e-6))``
+   with the per-feature mean and (population) std of the AE's own training
+   features, so ``u`` lies in (0, 1)^D (Aljundi et al. squash features with a
+   sigmoid). The mean and std are stored with the AE: every AE preprocesses any
+   input with its OWN statistics.
+3. **AE.** ``Linear(D, hidden) -> ReLU -> Linear(hidden, D) -> sigmoid``, trained on
+   the mean squared error to ``u`` with Adam (``lr``) for ``epochs`` epochs of
+   mini-batches of ``batch_size``. Weights are initialised and batches shuffled
+   from a private generator seeded from ``(seed, task)``: the global torch RNG is
+   never used, and a task's AE does not depend on the stream's past.
+4. **Reconstruction error.** ``Er(AE, f) = mean_{i, d} (AE(u_i)_d - u_{i, d})^2``.
+5. **Relatedness** (Avalanche's ``ExpertGateStrategy._task_relatedness``): with the
+   new task's own AE (trained on ``f_new``), ``Er_own = Er(own AE, f_new)``, and for
+   each candidate entry k, ``Er_k = Er(AE_k, f_new)``::
+
+       rel_k = 1 - (Er_k - Er_own) / Er_own
+
+   (1 when entry k's AE reconstructs the new task as well as its own AE, lower the
+   worse it does; ``Er_own`` is floored at 1e-12 against a division by zero).
+6. **Decision.** ``k* = argmax_k rel_k`` (ties: the lowest index); reuse ``k*`` if
+   ``rel_k* >= threshold`` (default 0.85, the value published with Expert Gate),
+   else the task is new. A new task's entry keeps the AE trained during detection
+   (:meth:`ExpertGateDetector.remember` reuses it, no retraining).
+
+Every entry stores its AE in the repository's detection state (counted in the
+entry's memory, saved in checkpoints): ``ae_mean`` [D], ``ae_std`` [D], ``ae_w1``
+[hidden, D], ``ae_b1`` [hidden], ``ae_w2`` [D, hidden], ``ae_b2`` [D], float32.
+
+Written by hand as a baseline: Avalanche 0.6.0's ``ExpertGateStrategy`` is bound to
+ImageNet AlexNets (its autoencoders read AlexNet features and its experts are
+AlexNets trained with LwF; random AlexNets without ImageNet weights make its gate
+meaningless), so only its relatedness formula is reused here, on E0's features,
+and no expert is trained: SDR's repository plays that role.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from avalanche_sdr.detection.decision import DetectionRecord
+
+STD_FLOOR = 1e-6
+"""Lower clamp of the per-feature std of an AE's input standardisation."""
+
+ERROR_FLOOR = 1e-12
+"""Lower clamp of ``Er_own`` in the relatedness (against a division by zero)."""
+
+AE_STATE_KEYS = ("ae_mean", "ae_std", "ae_w1", "ae_b1", "ae_w2", "ae_b2")
+"""Names of the detection-state tensors that make up an entry's autoencoder."""
+
+_EVAL_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class ExpertGateSettings:
+    """The settings of the Expert Gate rule.
+
+    :param threshold: least relatedness for a reuse (0.85: Expert Gate's value).
+    :param hidden: hidden units of each autoencoder (Expert Gate: 100).
+    :param epochs: training epochs of each autoencoder.
+    :param lr: Adam learning rate of the autoencoders.
+    :param batch_size: mini-batch size of autoencoder training.
+    :param match_class_count: compare only with entries whose creating task has the
+        new task's class count.
+    :param seed: seed of the private generators (AE initialisation, shuffling); each
+        task mixes its task id in.
+    """
+
+    threshold: float = 0.85
+    hidden: int = 100
+    epochs: int = 50
+    lr: float = 1e-3
+    batch_size: int = 64
+    match_class_count: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not math.isfinite(self.threshold):
+            raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
+        for name in ("hidden", "epochs", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) \
+                or not math.isfinite(self.lr) or self.lr <= 0:
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not isinstance(self.match_class_count, bool):
+            raise ValueError(f"match_class_count must be a bool, got {self.match_class_count!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON-safe dict of the settings (``ExpertGateSettings(**d)`` rebuilds them)."""
+        return dict(self.__dict__)
+
+
+DEFAULT_EXPERT_GATE = ExpertGateSettings()
+"""Expert Gate's published settings (threshold 0.85, 100 hidden units)."""
+
+
+# ---------------------------------------------------------------------- autoencoder
+
+
+def _task_generator(seed: int, task: int) -> torch.Generator:
+    """Private generator of ``task``'s AE (initialisation, then shuffling)."""
+    mixed = ((int(seed) * 1_000_003 + int(task)) * 7 + 5) % (2**63)
+    return torch.Generator().manual_seed(mixed)
+
+
+def _check_features(features: Tensor) -> Tensor:
+    if not isinstance(features, Tensor) or features.dim() != 2 or features.shape[0] < 1 or features.shape[1] < 1:
+        shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
+        raise ValueError(f"features must be a non-empty [n, D] tensor, got {shape}")
+    features = features.detach().to("cpu", torch.float32)
+    if not torch.isfinite(features).all():
+        raise ValueError("E0 features of the task contain NaN or Inf; check the inputs and the backbone")
+    return features
+
+
+def _squash(features: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """``sigmoid((f - mean) / std)``: [n, D] float32 in (0, 1)."""
+    return torch.sigmoid((features - mean) / std)
+
+
+def _reconstruct(u: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+    """The AE's output for squashed inputs ``u`` [n, D]: [n, D] in (0, 1)."""
+    return torch.sigmoid(torch.relu(u @ w1.T + b1) @ w2.T + b2)
+
+
+def train_autoencoder(features: Tensor, settings: ExpertGateSettings, task: int) -> Dict[str, Tensor]:
+    """Train the AE of one task on its E0 features (module doc, steps 2-3).
+
+    Deterministic for given ``(features, settings, task)``; the global torch RNG is
+    neither read nor advanced.
+
+    :param features: [n, D] E0 features of the task (any float dtype and device;
+        finite).
+    :param settings: the rule's settings (``hidden``, ``epochs``, ``lr``,
+        ``batch_size``, ``seed``).
+    :param task: task id, mixed into the private generator's seed.
+    :return: the AE as CPU float32 tensors ``{"ae_mean": [D], "ae_std": [D],
+        "ae_w1": [hidden, D], "ae_b1": [hidden], "ae_w2": [D, hidden], "ae_b2": [D]}``.
+    """
+    f = _check_features(features)
+    n, d = f.shape
+    h = settings.hidden
+    mean = f.mean(0)
+    std = f.std(0, correction=0).clamp_min(STD_FLOOR)
+    u = _squash(f, mean, std)
+    g = _task_generator(settings.seed, task)
+
+    def uniform(shape, fan_in):  # nn.Linear's default init range, from g
+        bound = 1.0 / math.sqrt(fan_in)
+        return ((torch.rand(shape, generator=g) * 2 - 1) * bound).requires_grad_(True)
+
+    params = [uniform((h, d), d), uniform((h,), d), uniform((d, h), h), uniform((d,), h)]
+    optimizer = torch.optim.Adam(params, lr=settings.lr)
+    with torch.enable_grad():
+        for _ in range(settings.epochs):
+            order = torch.randperm(n, generator=g)
+            for i in range(0, n, settings.batch_size):
+                batch = u[order[i : i + settings.batch_size]]
+                loss = torch.mean((_reconstruct(batch, *params) - batch) ** 2)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+    w1, b1, w2, b2 = (p.detach().clone() for p in params)
+    return {"ae_mean": mean, "ae_std": std, "ae_w1": w1, "ae_b1": b1, "ae_w2": w2, "ae_b2": b2}
+
+
+@torch.no_grad()
+def reconstruction_error(ae: Dict[str, Tensor], features: Tensor) -> float:
+    """``Er(AE, f)``: mean over samples and features of the squared reconstruction
+    error, the input squashed with the AE's own mean and std.
+
+    :param ae: an AE as returned by :func:`train_autoencoder` (any device).
+    :param features: [n, D] E0 features.
+    """
+    f = _check_features(features)
+    ae = {k: ae[k].detach().to("cpu", torch.float32) for k in AE_STATE_KEYS}
+    if ae["ae_mean"].shape[0] != f.shape[1]:
+        raise ValueError(f"the autoencoder reads {ae['ae_mean'].shape[0]} features, got {f.shape[1]}")
+    total = 0.0
+    for i in range(0, f.shape[0], _EVAL_CHUNK):
+        u = _squash(f[i : i + _EVAL_CHUNK], ae["ae_mean"], ae["ae_std"])
+        out = _reconstruct(u, ae["ae_w1"], ae["ae_b1"], ae["ae_w2"], ae["ae_b2"])
+        total += float(((out - u) ** 2).double().sum())
+    return total / (f.shape[0] * f.shape[1])
+
+
+def relatedness(error_candidate: float, error_own: float) -> float:
+    """Expert Gate's ``1 - (Er_k - Er_own) / Er_own`` (``Er_own`` floored at 1e-12)."""
+    own = max(float(error_own), ERROR_FLOOR)
+    return 1.0 - (float(error_candidate) - own) / own
+
+
+# ---------------------------------------------------------------------- detector
+
+
+class ExpertGateDetector:
+    """Decision rule ``"expert_gate"``: reuse the most related entry when its
+    relatedness reaches ``threshold`` (module doc).
+
+    Same contract as :class:`~avalanche_sdr.detection.two_sample.TwoSampleDetector`:
+    :meth:`detect` decides without changing the model; :meth:`remember` stores a new
+    entry's AE (the one trained by the last :meth:`detect` of that task, or a fresh
+    one for tasks that were not detected, e.g. warm-start tasks). Needs no generators.
+
+    :param settings: :class:`ExpertGateSettings` (default :data:`DEFAULT_EXPERT_GATE`).
+    :param batch_size: batch size of the E0 feature pass.
+    """
+
+    rule = "expert_gate"
+    needs_generators = False
+
+    def __init__(self, settings: ExpertGateSettings = DEFAULT_EXPERT_GATE, batch_size: int = 256):
+        if not isinstance(settings, ExpertGateSettings):
+            raise TypeError(f"settings must be an ExpertGateSettings, got {type(settings).__name__}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.settings = settings
+        self.batch_size = batch_size
+        # task -> (E0 features [n, D] float32 CPU, own AE) of the last detect
+        self._last: Optional[Tuple[int, Tensor, Dict[str, Tensor]]] = None
+
+    # -------------------------------------------------------------- features
+    @torch.no_grad()
+    def features(self, model, x: Tensor) -> Tensor:
+        """E0 features of ``x`` ([n, C, H, W]): [n, D] float32 on the CPU."""
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        try:
+            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), None).float().cpu()
+                               for i in range(0, x.shape[0], self.batch_size)])
+        finally:
+            model.encoder.set_active(None)
+            model.train(was_training)
+        return _check_features(feats)
+
+    def cached_features(self, task: int) -> Optional[Tensor]:
+        """The E0 features computed by the last :meth:`detect` if it was for ``task``."""
+        return self._last[1] if self._last is not None and self._last[0] == int(task) else None
+
+    # -------------------------------------------------------------- autoencoders
+    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
+                 features: Optional[Tensor] = None) -> None:
+        """Store entry ``entry``'s AE, trained on its creating task ``task``.
+
+        If the last :meth:`detect` was for ``task`` (and ``features``, when given,
+        equal the features it used), its own AE is stored as is; otherwise an AE is
+        trained on ``features`` (or on E0's features of ``x``).
+        """
+        last = self._last
+        if last is not None and last[0] == int(task) and (features is None or features is last[1] or (
+                features.shape == last[1].shape and torch.equal(features.detach().to("cpu", torch.float32), last[1]))):
+            ae = last[2]
+        else:
+            feats = self.features(model, x) if features is None else features
+            ae = train_autoencoder(feats, self.settings, task)
+        model.set_detection_state(entry, ae)
+        self._last = None
+
+    @staticmethod
+    def autoencoder(model, entry: int) -> Dict[str, Tensor]:
+        """The AE stored for ``entry``.
+
+        :raises RuntimeError: if the entry has none.
+        """
+        state = model.detection_state(entry)
+        missing = [k for k in AE_STATE_KEYS if k not in state]
+        if missing:
+            raise RuntimeError(
+                f"entry {entry} has no Expert Gate autoencoder (missing {missing}): the expert-gate "
+                "rule must see every entry's creating task (build the strategy with "
+                "decision='expert_gate' from the start)"
+            )
+        return {k: state[k] for k in AE_STATE_KEYS}
+
+    # -------------------------------------------------------------- decision
+    def candidates(self, model, num_classes: int) -> List[int]:
+        """Entries compared against: all, or those whose creating task has ``num_classes``."""
+        if not self.settings.match_class_count:
+            return list(model.entries)
+        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+
+    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
+        """Score the task's relatedness to every candidate entry and decide (no model
+        change; the own AE is kept for :meth:`remember`).
+
+        :param x: [n, C, H, W] float images; ``y``: [n] int64 local labels (unused
+            by the rule, which reads inputs only).
+        :return: the record; ``p_value`` holds the relatedness per candidate.
+        """
+        start = time.perf_counter()
+        s = self.settings
+        feats = self.features(model, x)
+        entries = self.candidates(model, num_classes)
+        stored = [self.autoencoder(model, e) for e in entries]
+        own = train_autoencoder(feats, s, task)
+        self._last = (int(task), feats, own)
+        error_own = reconstruction_error(own, feats)
+        scores = [relatedness(reconstruction_error(ae, feats), error_own) for ae in stored]
+        best = max(range(len(entries)), key=lambda i: (scores[i], -i)) if entries else None
+        reused = entries[best] if best is not None and scores[best] >= s.threshold else None
+        return DetectionRecord(
+            task=int(task),
+            decision="new" if reused is None else "reuse",
+            entry=-1 if reused is None else reused,
+            reused_entry=reused,
+            candidate_entries=list(entries),
+            candidate_tasks=[model.entry_creator[e] for e in entries],
+            rule=self.rule,
+            detection_seconds=time.perf_counter() - start,
+            p_value=scores,
+            class_count_filter=s.match_class_count,
+        )
+
+    def config(self) -> Dict[str, object]:
+        """Everything that changes this detector's decisions (JSON-safe): the rule, the
+        settings (``batch_size`` is the AE's mini-batch) and ``feature_batch_size``
+        (the E0 feature pass)."""
+        return dict(rule=self.rule, **self.settings.to_dict(), feature_batch_size=self.batch_size)
+
+
+__all__ = [
+    "AE_STATE_KEYS", "DEFAULT_EXPERT_GATE", "ERROR_FLOOR", "STD_FLOOR", "ExpertGateDetector",
+    "ExpertGateSettings", "reconstruction_error", "relatedness", "train_autoencoder",
+]

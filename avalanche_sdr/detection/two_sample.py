@@ -1,0 +1,420 @@
+"""A label-aware repeat test with a level fixed in advance (beyond the paper).
+
+SDR must decide, before training, whether a new task t repeats the task that created
+a repository entry e. Tasks carry local labels 0..c-1, so "t repeats e" means: for
+every class j, t's class-j inputs and e's class-j inputs come from the same
+distribution. This module tests exactly that null hypothesis, class by class, in a
+fixed feature space, and turns it into a decision whose false-new rate is set by a
+level ``alpha`` chosen before any run:
+
+1. **Features.** E0's pooled features (frozen, shared by every entry: one forward
+   pass per task) mapped by a fixed, seeded random projection with orthonormal
+   columns to ``dim`` dimensions (default 16): data-independent, so a reference
+   stored once stays valid for the whole stream, and low-dimensional enough that a
+   covariance is estimable from a few dozen images.
+2. **References.** Every entry stores up to ``reference_per_class`` projected
+   training features per class of its creating task (float32, ``dim * 4`` bytes per
+   image: 6,400 bytes per class at the defaults), in the repository's detection state
+   (counted in memory, saved in checkpoints).
+3. **Per-class test.** A two-sample test between the new task's class-j features
+   and the entry's class-j reference gives a p-value: Hotelling's T-squared with its
+   exact F null distribution (:func:`hotelling_pvalue`, default: exact for Gaussian
+   features, and its level rests only on the means' central limit theorem
+   otherwise) or an energy-distance permutation test (:func:`energy_pvalue`: exact
+   level for any distribution, costlier). The two were compared on real streams
+   (docs/results/detection.md) and Hotelling chosen by that evidence.
+4. **Combination.** Bonferroni over the c classes: ``p_e = min(1, c * min_j p_j)``,
+   a valid p-value for "t repeats e" whatever the dependence between classes.
+5. **Candidates.** Only entries whose creating task had the same class count
+   (a repeat has the same label set size); the candidate with the largest
+   ``p_e`` is the choice, kept when ``p_e >= alpha``.
+6. **Power.** Not rejecting is not evidence of a repeat: with 4 images per class
+   nothing is rejected. Before reusing, the rule checks that the test *could* have
+   told the chosen entry apart from distributions known to differ from it: decoy
+   tasks are drawn from the stored references of other classes (of any entry) that
+   are themselves distinguishable from the chosen entry's class at full reference
+   size, subsampled to the new task's per-class sizes, and tested exactly like the
+   new task. The share of decoys rejected estimates the power; below ``min_power``
+   the task is declared new (costs memory, never accuracy).
+
+Written by hand (numpy/scipy have no two-sample Hotelling or batched permutation
+energy test; scipy.stats.f gives the F tail): a few dozen lines of float64 linear
+algebra on [n, dim] matrices.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from scipy import stats
+from torch import Tensor
+
+from avalanche_sdr.detection.decision import DetectionRecord
+
+TESTS = ("hotelling", "energy")
+"""Per-class two-sample tests of :class:`TwoSampleDetector`."""
+
+PROJECTION_SEED = 20221031
+"""Seed of the fixed random projection (a constant: references depend on it)."""
+
+
+@dataclass(frozen=True)
+class TwoSampleSettings:
+    """The settings of the two-sample rule, fixed before any run.
+
+    :param alpha: level of the repeat test (false-new rate of a true repeat at most
+        ``alpha``, Bonferroni over classes). 0.01, fixed in advance.
+    :param min_power: least estimated power against known-distinct decoys for a
+        reuse; below it the task is new. 0.9, fixed in advance (the conventional
+        beta = 0.1).
+    :param test: ``"hotelling"`` or ``"energy"``.
+    :param dim: dimension of the random projection of E0's features.
+    :param reference_per_class: reference images kept per class of an entry.
+    :param max_per_class: images per class of a new task used by the test (a seeded
+        subsample above it; bounds the cost of tasks of thousands of images).
+    :param n_decoys: decoy tasks of the power check.
+    :param n_permutations: permutations of the energy test (p-value resolution
+        1 / (n_permutations + 1) must be below ``alpha / c``).
+    :param match_class_count: compare only with entries of the same class count.
+    :param seed: seed of the private RNGs (subsamples, decoys, permutations); each
+        task mixes its task id in, so decisions do not depend on the stream's past
+        RNG use.
+    """
+
+    alpha: float = 0.01
+    min_power: float = 0.9
+    test: str = "hotelling"
+    dim: int = 16
+    reference_per_class: int = 100
+    max_per_class: int = 500
+    n_decoys: int = 32
+    n_permutations: int = 999
+    match_class_count: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if not 0.0 <= self.min_power <= 1.0:
+            raise ValueError(f"min_power must lie in [0, 1], got {self.min_power}")
+        if self.test not in TESTS:
+            raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
+        for name in ("dim", "reference_per_class", "max_per_class", "n_decoys", "n_permutations"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.reference_per_class < 2 or self.max_per_class < 2:
+            raise ValueError("reference_per_class and max_per_class must be >= 2")
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON-safe dict of the settings."""
+        return dict(self.__dict__)
+
+
+DEFAULT_TWO_SAMPLE = TwoSampleSettings()
+"""The settings every run of the table used (fixed before any harness run)."""
+
+
+# ---------------------------------------------------------------------- tests
+
+
+def random_projection(feature_dim: int, dim: int, seed: int = PROJECTION_SEED) -> Tensor:
+    """A fixed [feature_dim, min(dim, feature_dim)] float64 matrix with orthonormal columns.
+
+    QR of a seeded Gaussian matrix (private generator; the global RNG is untouched).
+    """
+    k = min(int(dim), int(feature_dim))
+    g = torch.Generator().manual_seed(int(seed))
+    gaussian = torch.randn(int(feature_dim), k, generator=g, dtype=torch.float64)
+    q, r = torch.linalg.qr(gaussian)
+    return q * torch.sign(torch.diagonal(r))  # unique: positive diagonal of R
+
+
+def _check_pair(x: Tensor, ref: Tensor) -> None:
+    if x.dim() != 2 or ref.dim() != 2 or x.shape[1] != ref.shape[1]:
+        raise ValueError(f"two-sample tests take [n, d] and [m, d] matrices, got {tuple(x.shape)} and {tuple(ref.shape)}")
+    if x.shape[0] < 1 or ref.shape[0] < 2:
+        raise ValueError(f"need >= 1 new and >= 2 reference samples, got {x.shape[0]} and {ref.shape[0]}")
+    if not (torch.isfinite(x).all() and torch.isfinite(ref).all()):
+        raise ValueError("two-sample test inputs contain NaN or Inf")
+
+
+def hotelling_pvalue(x: Tensor, ref: Tensor, rank_tol: float = 1e-9) -> float:
+    """p-value of Hotelling's two-sample T-squared test of equal means.
+
+    T^2 = n m / (n + m) * (mean_x - mean_ref)^T S^-1 (mean_x - mean_ref) with the
+    pooled covariance S; under H0 (same Gaussian, any covariance)
+    (n + m - k - 1) / (k (n + m - 2)) T^2 ~ F(k, n + m - k - 1).
+
+    Singular covariances (fewer samples than dimensions, collinear features) are
+    handled by working in the span of S's eigenvectors with eigenvalues above
+    ``rank_tol`` times the largest, at most ``n + m - 2`` of them: k is that rank.
+    Eigenvectors come from the pooled within-sample scatter, which does not use the
+    difference of the means, so the F law holds in that subspace.
+
+    :param x: [n, d] new samples (n >= 1).
+    :param ref: [m, d] reference samples (m >= 2).
+    :return: p in [0, 1] (1.0 when S is zero: no spread, nothing to test).
+    """
+    _check_pair(x, ref)
+    x, ref = x.double(), ref.double()
+    n, m = x.shape[0], ref.shape[0]
+    diff = x.mean(0) - ref.mean(0)
+    scatter = (x - x.mean(0)).T @ (x - x.mean(0)) + (ref - ref.mean(0)).T @ (ref - ref.mean(0))
+    pooled = scatter / (n + m - 2)
+    evals, evecs = torch.linalg.eigh(pooled)
+    top = float(evals[-1])
+    if not top > 0.0:
+        return 1.0
+    keep = evals > rank_tol * top
+    k = min(int(keep.sum()), n + m - 3)
+    if k < 1:
+        return 1.0
+    evals, evecs = evals[-k:], evecs[:, -k:]
+    z = evecs.T @ diff
+    t2 = (n * m / (n + m)) * float((z * z / evals).sum())
+    f = (n + m - k - 1) / (k * (n + m - 2)) * t2
+    return float(stats.f.sf(f, k, n + m - k - 1))
+
+
+def energy_pvalue(x: Tensor, ref: Tensor, n_permutations: int, generator: torch.Generator,
+                  chunk: int = 256) -> float:
+    """Permutation p-value of the energy distance between two samples.
+
+    E = 2 E|X - Y| - E|X - X'| - E|Y - Y'| (Szekely & Rizzo), Euclidean distances;
+    p = (1 + #{E_perm >= E_obs}) / (n_permutations + 1): an exact level for any
+    distribution under exchangeability.
+
+    :param x: [n, d] new samples; :param ref: [m, d] reference samples.
+    :param n_permutations: random relabellings (drawn from ``generator``).
+    """
+    _check_pair(x, ref)
+    z = torch.cat([x, ref]).double()
+    n, total = x.shape[0], z.shape[0]
+    m = total - n
+    dist = torch.cdist(z, z)
+    dist_sum = dist.sum()
+
+    def statistic(members: Tensor) -> Tensor:  # members: [B, N] 0/1 float64, n ones per row
+        within = (members @ dist) * members
+        s_xx = within.sum(1)
+        s_xy = ((members @ dist) * (1 - members)).sum(1)
+        s_yy = dist_sum - 2 * s_xy - s_xx
+        return 2 * s_xy / (n * m) - s_xx / (n * n) - s_yy / (m * m)
+
+    observed = statistic(torch.cat([torch.ones(n), torch.zeros(m)]).double()[None])[0]
+    exceed = 0
+    done = 0
+    while done < n_permutations:
+        b = min(chunk, n_permutations - done)
+        order = torch.argsort(torch.rand(b, total, generator=generator, dtype=torch.float64), dim=1)
+        members = (order < n).double()
+        exceed += int((statistic(members) >= observed - 1e-12 * abs(float(observed))).sum())
+        done += b
+    return (1 + exceed) / (n_permutations + 1)
+
+
+def bonferroni(pvalues: Sequence[float]) -> float:
+    """``min(1, c * min p)``: a valid p-value for "every null holds" from c p-values."""
+    if not pvalues:
+        raise ValueError("bonferroni needs at least one p-value")
+    return min(1.0, len(pvalues) * min(pvalues))
+
+
+# ---------------------------------------------------------------------- detector
+
+
+def _task_generator(seed: int, task: int, purpose: int) -> torch.Generator:
+    return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(task)) * 7 + purpose)
+
+
+_SUBSAMPLE, _REFERENCE, _DECOY, _PERMUTE = range(4)
+
+
+def _subsample(n: int, k: int, generator: torch.Generator) -> Tensor:
+    """Sorted indices of k of n items (all when k >= n)."""
+    if k >= n:
+        return torch.arange(n)
+    return torch.sort(torch.randperm(n, generator=generator)[:k]).values
+
+
+class TwoSampleDetector:
+    """Decision rule ``"two_sample"``: reuse an entry only when a level-``alpha``
+    test does not reject "this task repeats it" and had the power to (module doc).
+
+    Same contract as :class:`~avalanche_sdr.detection.SimilarTaskDetector`
+    (``detect``), plus :meth:`remember`, which stores a new entry's reference
+    features. Needs no generators.
+
+    :param settings: :class:`TwoSampleSettings` (default :data:`DEFAULT_TWO_SAMPLE`).
+    :param batch_size: batch size of the E0 feature pass.
+    """
+
+    rule = "two_sample"
+    needs_generators = False
+
+    def __init__(self, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: int = 256):
+        if not isinstance(settings, TwoSampleSettings):
+            raise TypeError(f"settings must be a TwoSampleSettings, got {type(settings).__name__}")
+        self.settings = settings
+        self.batch_size = int(batch_size)
+        self._projection: Optional[Tensor] = None
+        self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
+
+    # -------------------------------------------------------------- features
+    @torch.no_grad()
+    def project(self, model, x: Tensor) -> Tensor:
+        """E0 features of ``x`` ([n, C, H, W]) projected: [n, dim] float64 on the CPU."""
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        try:
+            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), None).double().cpu()
+                               for i in range(0, x.shape[0], self.batch_size)])
+        finally:
+            model.encoder.set_active(None)
+            model.train(was_training)
+        if self._projection is None or self._projection.shape[0] != feats.shape[1]:
+            self._projection = random_projection(feats.shape[1], self.settings.dim)
+        out = feats @ self._projection
+        if not torch.isfinite(out).all():
+            raise ValueError("E0 features of the task contain NaN or Inf; check the inputs and the backbone")
+        return out
+
+    def _pvalue(self, x: Tensor, ref: Tensor, generator: torch.Generator) -> float:
+        if self.settings.test == "hotelling":
+            return hotelling_pvalue(x, ref)
+        return energy_pvalue(x, ref, self.settings.n_permutations, generator)
+
+    # -------------------------------------------------------------- references
+    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
+                 features: Optional[Tensor] = None) -> None:
+        """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
+        features per class of its creating task's training data (seeded subsample)."""
+        feats = self.project(model, x) if features is None else features
+        g = _task_generator(self.settings.seed, task, _REFERENCE)
+        keep_f, keep_y = [], []
+        for j in range(num_classes):
+            idx = torch.nonzero(y == j).flatten()
+            idx = idx[_subsample(len(idx), self.settings.reference_per_class, g)]
+            keep_f.append(feats[idx].float())
+            keep_y.append(torch.full((len(idx),), j, dtype=torch.int64))
+        model.set_detection_state(entry, {"features": torch.cat(keep_f), "labels": torch.cat(keep_y)})
+
+    @staticmethod
+    def _references(model, entry: int) -> List[Tensor]:
+        state = model.detection_state(entry)
+        if "features" not in state:
+            raise RuntimeError(
+                f"entry {entry} has no reference features: the two-sample rule must see every "
+                "entry's creating task (build the strategy with decision='two_sample' from the start)"
+            )
+        feats, labels = state["features"].double().cpu(), state["labels"].cpu()
+        return [feats[labels == j] for j in range(int(labels.max()) + 1)]
+
+    # -------------------------------------------------------------- power
+    def _known_distinct(self, model, key: Tuple[int, int], other: Tuple[int, int], refs, level: float) -> bool:
+        cache_key = key + other
+        if cache_key not in self._distinct:
+            a, b = refs[key[0]][key[1]], refs[other[0]][other[1]]
+            g = _task_generator(self.settings.seed, 0, _PERMUTE)
+            self._distinct[cache_key] = self._pvalue(a, b, g) < level
+        return self._distinct[cache_key]
+
+    def decoy_power(self, model, entry: int, sizes: Sequence[int], task: int, refs=None) -> float:
+        """Share of decoy tasks, with the new task's per-class ``sizes``, that the
+        combined test rejects against ``entry`` (0.0 when no known-distinct decoy exists).
+
+        A decoy class for class j of ``entry`` is any stored class (of any entry) whose
+        reference the per-class test distinguishes from entry's class-j reference at
+        full reference size (level alpha / c).
+        """
+        s = self.settings
+        refs = refs if refs is not None else {e: self._references(model, e) for e in model.entries}
+        c = len(sizes)
+        level = s.alpha / c
+        pool = [(e, j) for e in refs for j in range(len(refs[e]))]
+        decoys = []
+        for j in range(c):
+            options = [o for o in pool if o != (entry, j) and self._known_distinct(model, (entry, j), o, refs, level)]
+            if not options:
+                return 0.0
+            decoys.append(options)
+        g = _task_generator(s.seed, task, _DECOY)
+        rejected = 0
+        for _ in range(s.n_decoys):
+            pvalues = []
+            for j in range(c):
+                e2, j2 = decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]
+                pool_j = refs[e2][j2]
+                sample = pool_j[_subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
+                pvalues.append(self._pvalue(sample, refs[entry][j], g))
+            rejected += bonferroni(pvalues) < s.alpha
+        return rejected / s.n_decoys
+
+    # -------------------------------------------------------------- decision
+    def candidates(self, model, num_classes: int) -> List[int]:
+        """Entries compared against: all, or those whose creating task has ``num_classes``."""
+        if not self.settings.match_class_count:
+            return list(model.entries)
+        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+
+    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
+        """Test the task against every candidate entry and decide (no model change)."""
+        start = time.perf_counter()
+        s = self.settings
+        feats = self.project(model, x)
+        self._last = (int(task), feats)
+        g = _task_generator(s.seed, task, _SUBSAMPLE)
+        by_class = []
+        for j in range(num_classes):
+            idx = torch.nonzero(y == j).flatten()
+            by_class.append(feats[idx[_subsample(len(idx), s.max_per_class, g)]])
+        sizes = [len(f) for f in by_class]
+        entries = self.candidates(model, num_classes)
+        refs = {e: self._references(model, e) for e in model.entries}
+        combined = []
+        for e in entries:
+            if len(refs[e]) != num_classes:  # another label-set size cannot be a repeat
+                combined.append(0.0)
+                continue
+            gp = _task_generator(s.seed, task * 100_003 + e, _PERMUTE)
+            combined.append(bonferroni([self._pvalue(by_class[j], refs[e][j], gp) for j in range(num_classes)]))
+        best = max(range(len(entries)), key=lambda i: (combined[i], -i)) if entries else None
+        power = None
+        reused = None
+        if best is not None and combined[best] >= s.alpha:
+            power = self.decoy_power(model, entries[best], sizes, task, refs)
+            if power >= s.min_power:
+                reused = entries[best]
+        return DetectionRecord(
+            task=int(task),
+            decision="new" if reused is None else "reuse",
+            entry=-1 if reused is None else reused,
+            reused_entry=reused,
+            candidate_entries=list(entries),
+            candidate_tasks=[model.entry_creator[e] for e in entries],
+            rule=self.rule,
+            detection_seconds=time.perf_counter() - start,
+            p_value=combined,
+            power=power,
+            class_count_filter=s.match_class_count,
+        )
+
+    def cached_features(self, task: int) -> Optional[Tensor]:
+        """The projected features computed by the last :meth:`detect` if it was for ``task``."""
+        last = getattr(self, "_last", None)
+        return last[1] if last is not None and last[0] == int(task) else None
+
+    def config(self) -> Dict[str, object]:
+        """Everything that changes this detector's decisions (JSON-safe)."""
+        return dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+
+
+__all__ = [
+    "DEFAULT_TWO_SAMPLE", "PROJECTION_SEED", "TESTS", "TwoSampleDetector", "TwoSampleSettings",
+    "bonferroni", "energy_pvalue", "hotelling_pvalue", "random_projection",
+]
