@@ -20,7 +20,8 @@ rate* (share of repeats declared new), and detection seconds.
 E0 is the harness's (:func:`benchmarks.table2.prepare_backbone`: the small CNN
 pretrained on the CPU-preset warm-start tasks of the stream and seed, or the CIFAR-10
 ResNet-20 for EMNIST), cached under ``OUT/backbones``; ``--train-per-task`` then
-changes only the size of the stream's tasks, not E0.
+changes only the size of the stream's tasks, not E0 (on digits it sets the number of
+splits, ``round(252 / N)``, since its task size follows them).
 
     python -m benchmarks.detection_sim --stream fashion10 --seeds 0 1 2 3 4 --out results/detection_sim
     python -m benchmarks.detection_sim --stream fashion50 --train-per-task 20 50 100 300 1000 --seeds 0 1
@@ -129,7 +130,11 @@ def _benchmark(stream_name: str, seed: int, train_per_task: Optional[int], data_
     if train_per_task is None:
         return stream.build(seed, PRESETS["cpu"].capped, data_root)
     if stream_name == "digits":
-        raise SystemExit("--train-per-task does not apply to digits (its task size follows its splits)")
+        # Digits has ~144 training images a digit: its task size follows the number of
+        # splits (about 252 / n_splits training images per 2-digit task).
+        from avalanche_sdr.benchmarks import MixedDigits
+
+        return MixedDigits(seed=seed, n_splits=max(2, round(252 / train_per_task)))
     valid = max(2, train_per_task // 9)
     test = (stream.fixed_sizes or stream.capped_sizes or (None, None, 100))[2]
     sizes = (train_per_task, valid, test)

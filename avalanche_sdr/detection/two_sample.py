@@ -136,8 +136,8 @@ def random_projection(feature_dim: int, dim: int, seed: int = PROJECTION_SEED) -
 def _check_pair(x: Tensor, ref: Tensor) -> None:
     if x.dim() != 2 or ref.dim() != 2 or x.shape[1] != ref.shape[1]:
         raise ValueError(f"two-sample tests take [n, d] and [m, d] matrices, got {tuple(x.shape)} and {tuple(ref.shape)}")
-    if x.shape[0] < 1 or ref.shape[0] < 2:
-        raise ValueError(f"need >= 1 new and >= 2 reference samples, got {x.shape[0]} and {ref.shape[0]}")
+    if x.shape[0] < 1 or ref.shape[0] < 1 or x.shape[0] + ref.shape[0] < 3:
+        raise ValueError(f"need >= 1 sample on each side and >= 3 in all, got {x.shape[0]} and {ref.shape[0]}")
     if not (torch.isfinite(x).all() and torch.isfinite(ref).all()):
         raise ValueError("two-sample test inputs contain NaN or Inf")
 
@@ -149,19 +149,23 @@ def hotelling_pvalue(x: Tensor, ref: Tensor, rank_tol: float = 1e-9) -> float:
     pooled covariance S; under H0 (same Gaussian, any covariance)
     (n + m - k - 1) / (k (n + m - 2)) T^2 ~ F(k, n + m - k - 1).
 
-    Singular covariances (fewer samples than dimensions, collinear features) are
-    handled by working in the span of S's eigenvectors with eigenvalues above
-    ``rank_tol`` times the largest, at most ``n + m - 2`` of them: k is that rank.
-    Eigenvectors come from the pooled within-sample scatter, which does not use the
-    difference of the means, so the F law holds in that subspace.
+    Singular covariances are handled in two data-independent or mean-independent
+    steps: with fewer samples than dimensions (``n + m - 2 < d``), only the first
+    ``n + m - 3`` coordinates are used (the coordinates of the fixed random projection
+    are exchangeable, so this is a fixed choice that keeps the F law exact); features
+    that are collinear in the data (e.g. dead ReLU units) are then dropped by keeping
+    S's eigen-directions with eigenvalues above ``rank_tol`` times the largest (k is
+    that rank; a conservative choice when it removes a direction).
 
     :param x: [n, d] new samples (n >= 1).
     :param ref: [m, d] reference samples (m >= 2).
     :return: p in [0, 1] (1.0 when S is zero: no spread, nothing to test).
     """
     _check_pair(x, ref)
-    x, ref = x.double(), ref.double()
     n, m = x.shape[0], ref.shape[0]
+    if n + m - 3 < 1:
+        return 1.0  # one degree of freedom for the covariance: nothing can be tested
+    x, ref = x.double()[:, : n + m - 3], ref.double()[:, : n + m - 3]
     diff = x.mean(0) - ref.mean(0)
     scatter = (x - x.mean(0)).T @ (x - x.mean(0)) + (ref - ref.mean(0)).T @ (ref - ref.mean(0))
     pooled = scatter / (n + m - 2)
@@ -169,10 +173,7 @@ def hotelling_pvalue(x: Tensor, ref: Tensor, rank_tol: float = 1e-9) -> float:
     top = float(evals[-1])
     if not top > 0.0:
         return 1.0
-    keep = evals > rank_tol * top
-    k = min(int(keep.sum()), n + m - 3)
-    if k < 1:
-        return 1.0
+    k = int((evals > rank_tol * top).sum())
     evals, evecs = evals[-k:], evecs[:, -k:]
     z = evecs.T @ diff
     t2 = (n * m / (n + m)) * float((z * z / evals).sum())
@@ -284,6 +285,15 @@ class TwoSampleDetector:
             raise ValueError("E0 features of the task contain NaN or Inf; check the inputs and the backbone")
         return out
 
+    def _check_resolution(self, num_classes: int) -> None:
+        s = self.settings
+        if s.test == "energy" and 1.0 / (s.n_permutations + 1) >= s.alpha / num_classes:
+            raise ValueError(
+                f"the energy test with n_permutations={s.n_permutations} cannot reach p < alpha / c = "
+                f"{s.alpha / num_classes:g} for a {num_classes}-class task; use n_permutations >= "
+                f"{math.ceil(num_classes / s.alpha)}"
+            )
+
     def _pvalue(self, x: Tensor, ref: Tensor, generator: torch.Generator) -> float:
         if self.settings.test == "hotelling":
             return hotelling_pvalue(x, ref)
@@ -295,6 +305,7 @@ class TwoSampleDetector:
         """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
         features per class of its creating task's training data (seeded subsample)."""
         feats = self.project(model, x) if features is None else features
+        self._forget(model, entry)
         g = _task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
         for j in range(num_classes):
@@ -303,6 +314,14 @@ class TwoSampleDetector:
             keep_f.append(feats[idx].float())
             keep_y.append(torch.full((len(idx),), j, dtype=torch.int64))
         model.set_detection_state(entry, {"features": torch.cat(keep_f), "labels": torch.cat(keep_y)})
+
+    def _forget(self, model, entry: Optional[int] = None) -> None:
+        """Drop cached reference comparisons of ``entry`` (all of them for another model)."""
+        if getattr(self, "_cache_owner", None) is not model:
+            self._distinct.clear()
+            self._cache_owner = model
+        if entry is not None:
+            self._distinct = {k: v for k, v in self._distinct.items() if entry not in (k[0], k[2])}
 
     @staticmethod
     def _references(model, entry: int) -> List[Tensor]:
@@ -366,6 +385,8 @@ class TwoSampleDetector:
         """Test the task against every candidate entry and decide (no model change)."""
         start = time.perf_counter()
         s = self.settings
+        self._check_resolution(num_classes)
+        self._forget(model)
         feats = self.project(model, x)
         self._last = (int(task), feats)
         g = _task_generator(s.seed, task, _SUBSAMPLE)

@@ -110,10 +110,6 @@ def test_hotelling_singular_pooled_covariance_is_finite_and_keeps_the_level(n, m
         assert int((p < level).sum()) <= hi
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hotelling_pvalue claims the F(k, n+m-k-1) law holds in the eigen-subspace of a "
-    "singular pooled covariance; it does not: for n+m-2 <= d the p-values are far from "
-    "uniform (very conservative, e.g. n=3, m=4, d=16: mean p ~0.87, no rejection at 0.05)"))
 @pytest.mark.parametrize("n, m", [(3, 4), (5, 13)])
 def test_hotelling_singular_pooled_covariance_uniform_under_the_null(n, m):
     p = _hotelling_null_pvalues(n, m)
@@ -189,6 +185,8 @@ def test_hotelling_rejects_nan_and_inf(bad):
     target[1, 2] = {"nan": math.nan, "inf": math.inf, "ninf": -math.inf}[bad.split("_")[1]]
     with pytest.raises(ValueError, match="NaN or Inf"):
         hotelling_pvalue(x, ref)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        energy_pvalue(x, ref, 9, torch.Generator().manual_seed(0))
 
 
 @pytest.mark.parametrize("x_shape, ref_shape", [
@@ -197,7 +195,7 @@ def test_hotelling_rejects_nan_and_inf(bad):
     ((5, 4, 1), (9, 4)),  # 3-D
     ((5, 4), (9, 3)),  # different d
     ((0, 4), (9, 4)),  # no new sample
-    ((5, 4), (1, 4)),  # one reference sample
+    ((1, 4), (1, 4)),  # fewer than 3 samples in all
 ])
 def test_two_sample_tests_reject_wrong_shapes(x_shape, ref_shape):
     x, ref = torch.randn(*x_shape), torch.randn(*ref_shape)
@@ -259,6 +257,17 @@ def test_energy_rejects_a_clear_shift_and_is_deterministic():
     assert p1 > 0.01
     # More permutations than one chunk: same value for every chunk count's total B.
     assert energy_pvalue(x, ref, 600, torch.Generator().manual_seed(0), chunk=256) == pytest.approx(1 / 601)
+
+
+def test_energy_counts_ties_with_the_observed_statistic():
+    # Every relabelling of identical points ties the observed statistic: p = 1
+    # (counting only strict exceedances would give the smallest p, 1 / (B + 1)).
+    x = torch.ones(4, 3)
+    assert energy_pvalue(x, torch.ones(6, 3), 49, torch.Generator().manual_seed(0)) == 1.0
+    # Discrete data: ties are frequent; the p-value stays on its grid and valid.
+    z = torch.tensor([[0.0], [1.0], [0.0], [1.0], [0.0], [1.0], [1.0], [0.0]], dtype=torch.float64)
+    p = energy_pvalue(z[:3], z[3:], 99, torch.Generator().manual_seed(0))
+    assert p > 0.3
 
 
 def test_energy_does_not_touch_the_global_rng():
@@ -585,10 +594,6 @@ def test_entry_without_reference_raises(repo):
         TwoSampleDetector().detect(model, 1, x, y, 2)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "an entry whose creating task had a class with a single image (accepted by "
-    "check_task_data) stores a 1-row reference; every later detect() against it "
-    "(or any decoy check that touches it) raises ValueError 'need >= 2 reference samples'"))
 def test_entry_with_a_single_image_class_does_not_break_detection():
     model, det = make_model(), TwoSampleDetector()
     _add(model, det, 0, TEMPLATES["A"], per_class=[50, 1])
