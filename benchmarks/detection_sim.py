@@ -154,7 +154,8 @@ def run(args) -> List[Dict[str, Any]]:
     stream = STREAMS[args.stream]
     results = []
     for seed in args.seeds:
-        path = prepare_backbone(args.stream, "cpu", seed, out, data_root=args.data_root, weights=args.backbone_weights)
+        path = prepare_backbone(args.stream, "cpu", seed, args.backbones or out, data_root=args.data_root,
+                                weights=args.backbone_weights)
         backbone = _load_backbone(RunSpec(args.stream, "cpu", "sim", seed, path))
         for size in args.train_per_task or [None]:
             benchmark = _benchmark(args.stream, seed, size, args.data_root)
@@ -214,6 +215,9 @@ def parse_args(argv=None):
     parser.add_argument("--backbone-weights", default=None, metavar="FILE",
                         help="CIFAR-10 ResNet-20 checkpoint, for emnist100")
     parser.add_argument("--out", default="results/detection_sim", help="output folder (runs/*.json, summary.md)")
+    parser.add_argument("--backbones", default=None, metavar="DIR",
+                        help="take E0 from DIR/backbones (e.g. a benchmarks.table2 --out folder, so that the "
+                        "replayed decisions are those of its runs); default: OUT/backbones")
     args = parser.parse_args(argv)
     if any(s < 0 for s in args.seeds):
         parser.error("--seeds must be non-negative")

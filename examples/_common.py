@@ -54,6 +54,30 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
                         help="also run Avalanche's online EWC and Replay on the same stream and E0")
     parser.add_argument("--log-dir", default=None, help="text log and CSV logs of the SDR run here")
     parser.add_argument("--output", default=None, help="write the results JSON here")
+    add_decision_arguments(parser)
+
+
+def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--decision NAME`` and ``--no-generators``, shared by every example."""
+    from avalanche_sdr.training.strategy import DETECTORS
+
+    parser.add_argument(
+        "--decision", default="agreement", choices=DETECTORS,
+        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated (likelihood gap "
+        "thresholds), two_sample (a level-0.01 repeat test on E0 features; docs/results/detection.md) "
+        "or expert_gate (Aljundi et al.'s autoencoder relatedness, a baseline)",
+    )
+    parser.add_argument(
+        "--no-generators", action="store_true",
+        help="build the repository without VAEs (only with --decision two_sample or expert_gate, "
+        "which do not use them): smaller entries, no VAE training",
+    )
+
+
+def check_decision_arguments(parser: argparse.ArgumentParser, args) -> None:
+    """argparse error (exit code 2) when ``--no-generators`` is given to a rule that needs them."""
+    if args.no_generators and args.decision in ("agreement", "calibrated"):
+        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
 
 
 def truncate(benchmark, max_tasks: Optional[int]):
@@ -110,7 +134,7 @@ def sdr_settings(args) -> Dict[str, Any]:
 
 def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: int, image_size: int,
             latent_dim: int, vae_width: int) -> Dict[str, Any]:
-    """Train SDR (EFT for E, agreement rule) on the whole stream; the results dict of
+    """Train SDR (EFT for E, ``--decision`` rule) on the whole stream; the results dict of
     :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``."""
     import copy
 
@@ -120,11 +144,12 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: i
 
     settings = sdr_settings(args)
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size, a=8, b=16,
-                            generator="independent", latent_dim=latent_dim, vae_width=vae_width)
+                            generator=None if args.no_generators else "independent", latent_dim=latent_dim,
+                            vae_width=vae_width)
     evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)
-    strategy = SDRStrategy(model=model, **settings, decision="agreement", elbo_samples=8,
+    strategy = SDRStrategy(model=model, **settings, decision=args.decision, elbo_samples=8,
                            evaluator=evaluator, device=args.device)
-    config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision="agreement", elbo_samples=8,
+    config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
                   preset=args.preset, settings=settings, max_tasks=args.max_tasks)
     start = time.perf_counter()
     try:
@@ -220,7 +245,8 @@ def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in
     warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
     backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels)
     config = {"stream": stream, "backbone": backbone_note,
-              "generator": f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"}
+              "generator": "none" if args.no_generators else
+              f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"}
     if record_task_sizes:
         config["task_sizes"] = getattr(full, "task_sizes", None)
     results = run_sdr(args, benchmark, backbone, config, in_channels=in_channels, image_size=image_size,

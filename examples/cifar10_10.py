@@ -29,7 +29,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default="data", help="folder holding cifar-10-batches-py/")
     _common.add_common_arguments(parser, cifar_resnet=False)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _common.check_decision_arguments(parser, args)
+    return args
 
 
 def main(args) -> dict:

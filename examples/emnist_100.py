@@ -35,7 +35,9 @@ def parse_args(argv=None):
     parser.add_argument("--split", default="balanced", choices=("balanced", "bymerge"),
                         help="balanced: the official split; bymerge: e.g. the offline conversion (sizes scaled)")
     _common.add_common_arguments(parser, cifar_resnet=True)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _common.check_decision_arguments(parser, args)
+    return args
 
 
 def main(args) -> dict:

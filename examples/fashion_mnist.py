@@ -40,7 +40,9 @@ def parse_args(argv=None):
     parser.add_argument("--pretrain-epochs", type=int, default=5, help="E0 pretraining epochs (small CNN only)")
     parser.add_argument("--generator", default="independent", choices=("independent", "eft"),
                         help="a VAE per entry (EFT for E) or EFT adapters on a base VAE (EFT for E and G)")
-    parser.add_argument("--decision", default="agreement", help="detection rule (agreement: the paper's)")
+    parser.add_argument("--decision", default="agreement",
+                        choices=("agreement", "calibrated", "two_sample", "expert_gate"),
+                        help="detection rule (agreement: the paper's; two_sample: the level-0.01 repeat test)")
     parser.add_argument("--log-dir", default=None, help="text log and CSV logs here")
     parser.add_argument("--output", default=None, help="write the results JSON here")
     parser.add_argument("--device", default="cpu")

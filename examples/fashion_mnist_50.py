@@ -31,7 +31,9 @@ def parse_args(argv=None):
     parser.add_argument("--data-root", default="/usr/share/datasets/fashion-mnist",
                         help="Fashion-MNIST idx files (Debian layout) or a torchvision root")
     _common.add_common_arguments(parser, cifar_resnet=True)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _common.check_decision_arguments(parser, args)
+    return args
 
 
 def main(args) -> dict:

@@ -35,9 +35,14 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
     parser.add_argument("--output", default=None, help="write the results JSON here")
     parser.add_argument(
-        "--decision", default="agreement", choices=("agreement", "calibrated"),
-        help="detection rule: agreement (the paper's: argmax p == argmin S) or calibrated "
-        "(likelihood gap, consistency lift and S against permuted labels; docs: Beyond the paper)",
+        "--decision", default="agreement", choices=("agreement", "calibrated", "two_sample", "expert_gate"),
+        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated "
+        "(likelihood gap, consistency lift and S against permuted labels), two_sample (a level-0.01 "
+        "repeat test on E0 features) or expert_gate (autoencoder relatedness); docs: Beyond the paper",
+    )
+    parser.add_argument(
+        "--no-generators", action="store_true",
+        help="no VAEs in the repository (only with --decision two_sample or expert_gate)",
     )
     parser.add_argument(
         "--forward-transfer", action="store_true",
@@ -49,7 +54,10 @@ def parse_args(argv=None):
         "--checkpoint-dir", default=None,
         help="save a checkpoint here after every task; resume from it when it holds one",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.no_generators and args.decision in ("agreement", "calibrated"):
+        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
+    return args
 
 
 def seed_everything(seed: int) -> None:
@@ -81,7 +89,8 @@ def main(args) -> dict:
         pretrain_backbone(
             backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet
         )
-    model = build_sdr_model(backbone, in_channels=1, image_size=8, a=8, b=16, generator="independent", latent_dim=8, vae_width=16)
+    model = build_sdr_model(backbone, in_channels=1, image_size=8, a=8, b=16,
+                            generator=None if args.no_generators else "independent", latent_dim=8, vae_width=16)
 
     # Digits tasks hold ~120 training images: the CPU preset's 2 head-only epochs are 8
     # Adam steps, too few for a fresh head, and 20 VAE epochs are cheap to double.
@@ -99,7 +108,7 @@ def main(args) -> dict:
     config = {
         "stream": "MixedDigits",
         "backbone": "small_cnn(32,64,128) pretrained on the 3 warm-start tasks' training data",
-        "generator": "independent ConvVAE per entry (latent 8, width 16)",
+        "generator": "none" if args.no_generators else "independent ConvVAE per entry (latent 8, width 16)",
         "eft": {"a": 8, "b": 16, "gamma": 1.0},
         "decision": args.decision,
         "forward_transfer": args.forward_transfer,

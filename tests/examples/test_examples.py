@@ -62,6 +62,12 @@ def runs(tmp_path_factory):
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--vae-epochs", 1, "--compare",
         "--output", fake / "results.json",
     )
+    procs["two_sample"] = _start(
+        "emnist_100", "--data-root", fake, "--split", "bymerge", "--max-tasks", 5, "--preset", "cpu",
+        "--pretrain-epochs", 1, "--new-task-epochs", 1, "--decision", "two_sample", "--no-generators",
+        "--output", fake / "two_sample.json",
+    )
+    procs["needs_generators"] = _start("fashion_mnist_50", "--data-root", empty, "--no-generators")
     done = {}
 
     def result(name):
@@ -71,6 +77,7 @@ def runs(tmp_path_factory):
         return done[name]
 
     result.output = fake / "results.json"
+    result.two_sample_output = fake / "two_sample.json"
     yield result
     for proc in procs.values():
         if proc.poll() is None:
@@ -100,3 +107,20 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(runs):
         assert row["memory_mb"] > 0
     for label in ("SDR (EFT for E)", "Online EWC", "ER"):
         assert label in out
+
+
+def test_two_sample_rule_without_generators_runs_by_name(runs):
+    code, out, err = runs("two_sample")
+    assert code == 0, err
+    results = json.loads(Path(runs.two_sample_output).read_text())
+    assert results["config"]["decision"] == "two_sample"
+    assert results["config"]["generator"] == "none"
+    scored = [t["detection"] for t in results["tasks"][3:]]
+    assert scored and all(d["rule"] == "two_sample" and d["class_count_filter"] for d in scored)
+
+
+def test_no_generators_with_a_generator_rule_is_a_usage_error(runs):
+    code, out, err = runs("needs_generators")
+    assert code == 2
+    assert "drop --no-generators" in err and "Traceback" not in err
+    assert "not found" not in err  # refused before any data is read
