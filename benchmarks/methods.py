@@ -51,7 +51,9 @@ Rows (paper Table 2 names in brackets):
   label-aware repeat test at level 0.01 with its power check,
   :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`), independent VAEs still fitted
   and counted as in the paper's repository; ``sdr_two_sample_nogen``: the same rule on
-  a repository built with ``generator=None`` (no VAEs at all).
+  a repository built with ``generator=None`` (no VAEs at all); ``sdr_two_sample_entry``:
+  the same without generators, testing in each candidate entry's own encoder space
+  (``TwoSampleSettings(feature_space="entry")``) instead of E0's.
 - ``sdr_expert_gate`` (detection baseline): SDR's repository (no VAEs) with Expert
   Gate's autoencoder relatedness on E0 features deciding reuse (threshold 0.85).
 
@@ -398,7 +400,7 @@ class OracleDetector:
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, base_vae=None,
                   decision: str = "agreement", forward_transfer: bool = False, generators: bool = True,
-                  detector=None):
+                  detector=None, two_sample=None):
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
     generator = ("independent" if base_vae is None else "eft") if generators else None
@@ -410,7 +412,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
     return SDRStrategy(
         model=model, **preset.sdr, decision=decision, forward_transfer=forward_transfer,
         elbo_samples=preset.elbo_samples, evaluator=evaluator, device=device, verbose=False,
-        detector=detector,
+        detector=detector, two_sample=two_sample,
     )
 
 
@@ -452,6 +454,14 @@ def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, devi
 def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device):
     """SDR (EFT for E), two-sample repeat test, repository without generators."""
     return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample", generators=False)
+
+
+def build_sdr_two_sample_entry(backbone, benchmark, stream, preset, *, evaluator, device):
+    """The two-sample test in each candidate's own encoder space (no generators)."""
+    from avalanche_sdr.detection import TwoSampleSettings
+
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample", generators=False,
+                         two_sample=TwoSampleSettings(feature_space="entry"))
 
 
 def build_sdr_expert_gate(backbone, benchmark, stream, preset, *, evaluator, device):
@@ -631,6 +641,8 @@ METHODS: Dict[str, Method] = {
         Method("sdr_two_sample", "SDR (EFT for E), two-sample test", build_sdr_two_sample, True),
         Method("sdr_two_sample_nogen", "SDR (EFT for E), two-sample test, no generators",
                build_sdr_two_sample_nogen, True),
+        Method("sdr_two_sample_entry", "SDR (EFT for E), two-sample test on each entry's encoder, no generators",
+               build_sdr_two_sample_entry, True),
     )
 }
 """Rows in the paper's order."""

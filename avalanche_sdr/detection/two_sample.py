@@ -14,8 +14,8 @@ level ``alpha`` chosen before any run:
    covariance is estimable from a few dozen images.
 2. **References.** Every entry stores up to ``reference_per_class`` projected
    training features per class of its creating task (float32, ``dim * 4`` bytes per
-   image: 6,400 bytes per class at the defaults), in the repository's detection state
-   (counted in memory, saved in checkpoints).
+   image, plus an int64 label: 7,200 bytes per class at the defaults), in the
+   repository's detection state (counted in memory, saved in checkpoints).
 3. **Per-class test.** A two-sample test between the new task's class-j features
    and the entry's class-j reference gives a p-value: Hotelling's T-squared with its
    exact F null distribution (:func:`hotelling_pvalue`, default: exact for Gaussian
@@ -57,6 +57,9 @@ from avalanche_sdr.detection.decision import DetectionRecord
 TESTS = ("hotelling", "energy")
 """Per-class two-sample tests of :class:`TwoSampleDetector`."""
 
+FEATURE_SPACES = ("e0", "entry")
+"""Feature spaces of :class:`TwoSampleSettings`: E0's, or each candidate entry's own encoder."""
+
 PROJECTION_SEED = 20221031
 """Seed of the fixed random projection (a constant: references depend on it)."""
 
@@ -79,6 +82,11 @@ class TwoSampleSettings:
     :param n_permutations: permutations of the energy test (p-value resolution
         1 / (n_permutations + 1) must be below ``alpha / c``).
     :param match_class_count: compare only with entries of the same class count.
+    :param feature_space: ``"e0"`` (default): E0's frozen features, shared by every
+        entry (one forward pass per task; references stored when an entry is
+        created); ``"entry"``: each candidate's own encoder E_e (one forward pass per
+        candidate; references stored after the entry's training; decoys only from the
+        candidate's other classes, the only references in the same space).
     :param seed: seed of the private RNGs (subsamples, decoys, permutations); each
         task mixes its task id in, so decisions do not depend on the stream's past
         RNG use.
@@ -93,6 +101,7 @@ class TwoSampleSettings:
     n_decoys: int = 32
     n_permutations: int = 999
     match_class_count: bool = True
+    feature_space: str = "e0"
     seed: int = 0
 
     def __post_init__(self):
@@ -100,6 +109,8 @@ class TwoSampleSettings:
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
         if not 0.0 <= self.min_power <= 1.0:
             raise ValueError(f"min_power must lie in [0, 1], got {self.min_power}")
+        if self.feature_space not in FEATURE_SPACES:
+            raise ValueError(f"feature_space must be one of {FEATURE_SPACES}, got {self.feature_space!r}")
         if self.test not in TESTS:
             raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
         for name in ("dim", "reference_per_class", "max_per_class", "n_decoys", "n_permutations"):
@@ -266,14 +277,21 @@ class TwoSampleDetector:
         self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
 
     # -------------------------------------------------------------- features
+    @property
+    def remember_after_training(self) -> bool:
+        """References are taken after an entry's training (``feature_space="entry"``):
+        the plugin then calls :meth:`remember` at the end of the experience."""
+        return self.settings.feature_space == "entry"
+
     @torch.no_grad()
-    def project(self, model, x: Tensor) -> Tensor:
-        """E0 features of ``x`` ([n, C, H, W]) projected: [n, dim] float64 on the CPU."""
+    def project(self, model, x: Tensor, entry: Optional[int] = None) -> Tensor:
+        """Features of ``x`` ([n, C, H, W]) under E0 (``entry=None``) or E_entry, projected:
+        [n, dim] float64 on the CPU."""
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
         try:
-            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), None).double().cpu()
+            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), entry).double().cpu()
                                for i in range(0, x.shape[0], self.batch_size)])
         finally:
             model.encoder.set_active(None)
@@ -304,7 +322,8 @@ class TwoSampleDetector:
                  features: Optional[Tensor] = None) -> None:
         """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
         features per class of its creating task's training data (seeded subsample)."""
-        feats = self.project(model, x) if features is None else features
+        space = entry if self.settings.feature_space == "entry" else None
+        feats = self.project(model, x, space) if features is None else features
         self._forget(model, entry)
         g = _task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
@@ -355,7 +374,8 @@ class TwoSampleDetector:
         refs = refs if refs is not None else {e: self._references(model, e) for e in model.entries}
         c = len(sizes)
         level = s.alpha / c
-        pool = [(e, j) for e in refs for j in range(len(refs[e]))]
+        same_space = [entry] if s.feature_space == "entry" else list(refs)
+        pool = [(e, j) for e in same_space for j in range(len(refs[e]))]
         decoys = []
         for j in range(c):
             options = [o for o in pool if o != (entry, j) and self._known_distinct(model, (entry, j), o, refs, level)]
@@ -387,23 +407,26 @@ class TwoSampleDetector:
         s = self.settings
         self._check_resolution(num_classes)
         self._forget(model)
-        feats = self.project(model, x)
-        self._last = (int(task), feats)
         g = _task_generator(s.seed, task, _SUBSAMPLE)
-        by_class = []
+        rows = []
         for j in range(num_classes):
             idx = torch.nonzero(y == j).flatten()
-            by_class.append(feats[idx[_subsample(len(idx), s.max_per_class, g)]])
-        sizes = [len(f) for f in by_class]
+            rows.append(idx[_subsample(len(idx), s.max_per_class, g)])
+        sizes = [len(r) for r in rows]
         entries = self.candidates(model, num_classes)
         refs = {e: self._references(model, e) for e in model.entries}
+        if s.feature_space == "e0":
+            feats = self.project(model, x)
+            self._last = (int(task), feats)
         combined = []
         for e in entries:
             if len(refs[e]) != num_classes:  # another label-set size cannot be a repeat
                 combined.append(0.0)
                 continue
+            if s.feature_space == "entry":
+                feats = self.project(model, x, e)
             gp = _task_generator(s.seed, task * 100_003 + e, _PERMUTE)
-            combined.append(bonferroni([self._pvalue(by_class[j], refs[e][j], gp) for j in range(num_classes)]))
+            combined.append(bonferroni([self._pvalue(feats[rows[j]], refs[e][j], gp) for j in range(num_classes)]))
         best = max(range(len(entries)), key=lambda i: (combined[i], -i)) if entries else None
         power = None
         reused = None
@@ -436,6 +459,6 @@ class TwoSampleDetector:
 
 
 __all__ = [
-    "DEFAULT_TWO_SAMPLE", "PROJECTION_SEED", "TESTS", "TwoSampleDetector", "TwoSampleSettings",
+    "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "PROJECTION_SEED", "TESTS", "TwoSampleDetector", "TwoSampleSettings",
     "bonferroni", "energy_pvalue", "hotelling_pvalue", "random_projection",
 ]

@@ -17,7 +17,9 @@ Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES)
 A detector may keep per-entry state of its own (the two-sample rule's reference
 features, Expert Gate's autoencoders): if it has a ``remember(model, entry, task, x,
 y, num_classes, features=None)`` method, the plugin calls it right after creating an
-entry (warm-start tasks included).
+entry (warm-start tasks included), or at the end of the entry's training when the
+detector's ``remember_after_training`` is true (references in the entry's own feature
+space).
 
 Evaluation is checked too: ``before_eval_exp`` checks that the labels of a trained
 task fit its head (0..c-1), so a malformed test set fails with a named error instead
@@ -105,6 +107,7 @@ class SDRPlugin(SupervisedPlugin):
         the epochs-to-accuracy curve used to compare forward transfer with the default."""
         self._epoch_counts = [0, 0]
         self._task_inputs: Optional[torch.Tensor] = None
+        self._task_labels: Optional[torch.Tensor] = None
         self._train_start = 0.0
 
     # ------------------------------------------------------------------ state
@@ -167,13 +170,14 @@ class SDRPlugin(SupervisedPlugin):
         model.to(strategy.device)
         self.records.append(record)
         self.epoch_accuracies.append([])
-        self._task_inputs = x
+        self._task_inputs, self._task_labels = x, y
         strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
 
-    def _remember(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
-        """Let the detector store what it keeps for a new entry (e.g. reference features)."""
+    def _remember(self, model, entry: int, task: int, x, y, num_classes: int, after_training: bool = False) -> None:
+        """Let the detector store what it keeps for a new entry (e.g. reference features),
+        at creation or, for a detector with ``remember_after_training``, after training."""
         remember = getattr(self.detector, "remember", None)
-        if remember is None:
+        if remember is None or bool(getattr(self.detector, "remember_after_training", False)) != after_training:
             return
         cached = getattr(self.detector, "cached_features", None)
         features = cached(task) if cached is not None else None
@@ -209,8 +213,11 @@ class SDRPlugin(SupervisedPlugin):
                 f" | G_{record.entry}: {report.epochs_run} epochs, "
                 f"held-out ELBO {report.best_holdout_elbo:.1f} nats"
             )
+        if self.training_new_entry:
+            self._remember(model, record.entry, record.task, self._task_inputs, self._task_labels,
+                           int(self._task_labels.max()) + 1, after_training=True)
         model.freeze_all()
-        self._task_inputs = None
+        self._task_inputs = self._task_labels = None
         if self.verbose:
             print(self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note, flush=True)
 

@@ -324,7 +324,8 @@ def test_settings_defaults_and_to_dict():
     assert s == DEFAULT_TWO_SAMPLE and TESTS == ("hotelling", "energy")
     d = s.to_dict()
     assert d == dict(alpha=0.01, min_power=0.9, test="hotelling", dim=16, reference_per_class=100,
-                     max_per_class=500, n_decoys=32, n_permutations=999, match_class_count=True, seed=0)
+                     max_per_class=500, n_decoys=32, n_permutations=999, match_class_count=True,
+                     feature_space="e0", seed=0)
     assert json.loads(json.dumps(d)) == d
     assert TwoSampleSettings(**d) == s
     custom = TwoSampleSettings(alpha=0.05, test="energy", dim=8, seed=3, match_class_count=False)
@@ -333,6 +334,8 @@ def test_settings_defaults_and_to_dict():
     assert s.alpha == 0.01
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.alpha = 0.5
+    with pytest.raises(ValueError, match="feature_space"):
+        TwoSampleSettings(feature_space="pixels")
 
 
 @pytest.mark.parametrize("overrides", [

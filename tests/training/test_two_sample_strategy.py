@@ -121,3 +121,24 @@ def test_two_sample_with_generators_still_fits_them(prototype_stream):
         strategy.train(experience, eval_streams=[])
     bank = strategy.model.generators
     assert all(bank.reference_elbo(e)[0] == bank.reference_elbo(e)[0] for e in strategy.model.entries)  # not NaN
+
+
+def test_entry_feature_space_takes_references_after_training(prototype_stream):
+    """feature_space="entry": references come from each entry's own trained encoder."""
+    settings = TwoSampleSettings(alpha=0.001, feature_space="entry")
+    strategy = _strategy(_model(), decision="two_sample", two_sample=settings)
+    detector = strategy.sdr.detector
+    experiences = list(prototype_stream.train_stream)
+    strategy.train(experiences[0], eval_streams=[])
+    model = strategy.model
+    stored = model.detection_state(0)["features"]
+    x = torch.stack([experiences[0].dataset[i][0] for i in range(len(experiences[0].dataset))])
+    entry_space = detector.project(model, x, 0).float()
+    e0_space = detector.project(model, x, None).float()
+    # Each stored row is one of the task's images under the trained E_0-entry encoder, not under E0.
+    assert all(any(torch.allclose(row, r, atol=1e-5) for r in entry_space) for row in stored[:5])
+    assert not all(any(torch.allclose(row, r, atol=1e-5) for r in e0_space) for row in stored[:5])
+    for experience in experiences[1:]:
+        strategy.train(experience, eval_streams=[])
+    records = [r for r in strategy.detection_records if r.decision != "warm_start"]
+    assert [r.decision for r in records] == ["reuse", "reuse", "new", "reuse", "reuse"]
