@@ -179,15 +179,15 @@ def run(args) -> List[Dict[str, Any]]:
 
 
 def summary_table(results: Sequence[Dict[str, Any]]) -> str:
-    """Markdown: one row per (stream, size, rule), mean over seeds."""
+    """Markdown: one row per (stream, size, rule, torch threads), mean over seeds."""
     from benchmarks.table2 import mean_std
 
     rows: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in results:
-        rows.setdefault((r["stream"], r["train_per_task"] or 0, r["rule"]), []).append(r)
-    lines = ["| stream | train images / task | rule | seeds | Correct % | Miss % | Incorrect % | power % | "
-             "false-new % | detection s |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for (stream, _, rule), rs in sorted(rows.items()):
+        rows.setdefault((r["stream"], r["train_per_task"] or 0, r["rule"], r.get("torch_threads", 1)), []).append(r)
+    lines = ["| stream | train images / task | rule | threads | seeds | Correct % | Miss % | Incorrect % | power % | "
+             "false-new % | detection s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (stream, _, rule, threads), rs in sorted(rows.items()):
         def pm(key, scale=100.0):
             values = [scale * r[key] for r in rs if r[key] is not None]
             if not values:
@@ -195,9 +195,32 @@ def summary_table(results: Sequence[Dict[str, Any]]) -> str:
             m, s = mean_std(values)
             return f"{m:.1f} ± {s:.1f}"
         size = sum(r["mean_train_images"] for r in rs) / len(rs)
-        lines.append(f"| {stream} | {size:.0f} | {rule} | {','.join(str(r['seed']) for r in rs)} | {pm('correct')} | "
+        lines.append(f"| {stream} | {size:.0f} | {rule} | {threads} | {','.join(str(r['seed']) for r in rs)} | "
+                     f"{pm('correct')} | "
                      f"{pm('miss')} | {pm('incorrect')} | {pm('power')} | {pm('false_new')} | "
                      f"{pm('detection_seconds', 1.0)} |")
+    return "\n".join(lines) + "\n"
+
+
+def thread_check(runs_dir) -> str:
+    """Markdown: for every replay run with both 1 and 2 torch threads (``*_t1.json`` /
+    ``*_t2.json``), whether every decision and every chosen entry is the same, and the
+    largest relative difference of a recorded p-value."""
+    runs_dir = Path(runs_dir)
+    lines = ["| replay | tasks | identical decisions | largest relative p-value difference |", "|---|---|---|---|"]
+    for one in sorted(runs_dir.glob("*_t1.json")):
+        two = one.with_name(one.name[: -len("_t1.json")] + "_t2.json")
+        if not two.exists():
+            continue
+        a, b = json.loads(one.read_text()), json.loads(two.read_text())
+        same = a["decisions"] == b["decisions"] and [r["entry"] for r in a["records"]] == [r["entry"] for r in b["records"]]
+        diff = 0.0
+        for ra, rb in zip(a["records"], b["records"]):
+            for pa, pb in zip(ra["p_value"], rb["p_value"]):
+                pa, pb = float(pa), float(pb)
+                if max(abs(pa), abs(pb)) > 0:
+                    diff = max(diff, abs(pa - pb) / max(abs(pa), abs(pb)))
+        lines.append(f"| {one.name[: -len('_t1.json')]} | {len(a['decisions'])} | {'yes' if same else 'NO'} | {diff:.1e} |")
     return "\n".join(lines) + "\n"
 
 
@@ -215,6 +238,9 @@ def parse_args(argv=None):
     parser.add_argument("--backbone-weights", default=None, metavar="FILE",
                         help="CIFAR-10 ResNet-20 checkpoint, for emnist100")
     parser.add_argument("--out", default="results/detection_sim", help="output folder (runs/*.json, summary.md)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: print the summary of every replay in OUT/runs and the 1- vs "
+                        "2-thread comparison")
     parser.add_argument("--backbones", default=None, metavar="DIR",
                         help="take E0 from DIR/backbones (e.g. a benchmarks.table2 --out folder, so that the "
                         "replayed decisions are those of its runs); default: OUT/backbones")
@@ -228,6 +254,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> str:
     args = parse_args(argv)
+    if args.report:
+        runs = [json.loads(p.read_text()) for p in sorted((Path(args.out) / "runs").glob("*.json"))]
+        text = summary_table(runs) + "\n" + thread_check(Path(args.out) / "runs")
+        print(text)
+        return text
     results = run(args)
     table = summary_table(results)
     out = Path(args.out)
