@@ -60,7 +60,8 @@ class SDRPlugin(SupervisedPlugin):
     :param vae_mb_size: generator mini-batch size.
     :param vae_patience: early-stopping patience of the generator (epochs).
     :param forward_transfer: initialise a new entry's adapters from the entry with
-        the lowest S(j, t) instead of the identity (paper's future work; off by
+        the lowest S(j, t) (for rules without S: the candidate with the highest
+        p-value or relatedness) instead of the identity (paper's future work; off by
         default).
     :param verbose: print one line per experience.
     """
@@ -160,7 +161,7 @@ class SDRPlugin(SupervisedPlugin):
         else:
             record = self.detector.detect(model, task, x, y, num_classes)
             if record.decision == "new":
-                init_from = record.vote_complexity if self.forward_transfer else None
+                init_from = self._nearest_entry(record) if self.forward_transfer else None
                 record.entry = model.create_entry(task, init_from=init_from)
                 start = time.perf_counter()
                 self._remember(model, record.entry, task, x, y, num_classes)
@@ -172,6 +173,17 @@ class SDRPlugin(SupervisedPlugin):
         self.epoch_accuracies.append([])
         self._task_inputs, self._task_labels = x, y
         strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
+
+    @staticmethod
+    def _nearest_entry(record: DetectionRecord) -> Optional[int]:
+        """The entry forward transfer starts from: the complexity vote (lowest S), or for
+        rules without S the candidate with the highest score of their own (``p_value``)."""
+        if record.vote_complexity is not None:
+            return record.vote_complexity
+        if record.p_value:
+            best = max(range(len(record.p_value)), key=lambda i: (record.p_value[i], -i))
+            return record.candidate_entries[best]
+        return None
 
     def _remember(self, model, entry: int, task: int, x, y, num_classes: int, after_training: bool = False) -> None:
         """Let the detector store what it keeps for a new entry (e.g. reference features),

@@ -96,7 +96,9 @@ class SDRStrategy(SupervisedTemplate):
         paper's method; the two-sample and Expert Gate rules take it from their settings).
     :param detector: an already built detector (any object with
         ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
-        ``remember(...)``); overrides ``decision`` and the detector settings.
+        ``remember(...)``); overrides ``decision`` and the detector settings. A
+        detector is assumed to read the generators unless it has
+        ``needs_generators = False``.
     :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
         ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
     :param prior: mixing weights π_j of eq. 5, ``"uniform"`` or ``"tasks"``.
@@ -104,7 +106,8 @@ class SDRStrategy(SupervisedTemplate):
     :param max_detection_samples: cap on the training samples used for detection
         (``None``: all, as in the paper).
     :param forward_transfer: start a new entry's adapters from the entry with the
-        lowest S(j, t) instead of from the identity (off: the paper's method).
+        lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
+        from the identity (off: the paper's method).
     :param device: torch device.
     :param plugins: further Avalanche plugins.
     :param evaluator: Avalanche ``EvaluationPlugin`` (or factory).

@@ -142,3 +142,20 @@ def test_entry_feature_space_takes_references_after_training(prototype_stream):
         strategy.train(experience, eval_streams=[])
     records = [r for r in strategy.detection_records if r.decision != "warm_start"]
     assert [r.decision for r in records] == ["reuse", "reuse", "new", "reuse", "reuse"]
+
+
+def test_forward_transfer_starts_from_the_candidate_with_the_highest_p_value(prototype_stream):
+    strategy = _strategy(_model(), decision="two_sample", two_sample=STRICT, forward_transfer=True)
+    experiences = list(prototype_stream.train_stream)
+    for experience in experiences[:5]:
+        strategy.train(experience, eval_streams=[])
+    model = strategy.model
+    before = {e: [p.clone() for p in model.encoder.entry_parameters(e)] for e in model.entries}
+    new_task = experiences[5]  # group 0, first met here: a new entry
+    strategy.sdr.new_task_epochs = 0  # look at the initial values only
+    strategy.train(new_task, eval_streams=[])
+    record = strategy.detection_records[-1]
+    assert record.decision == "new"
+    nearest = record.candidate_entries[max(range(len(record.p_value)), key=lambda i: record.p_value[i])]
+    started = list(model.encoder.entry_parameters(record.entry))
+    assert all(torch.equal(a, b) for a, b in zip(started, before[nearest]))
