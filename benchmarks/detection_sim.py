@@ -135,9 +135,8 @@ def _benchmark(stream_name: str, seed: int, train_per_task: Optional[int], data_
         from avalanche_sdr.benchmarks import MixedDigits
 
         return MixedDigits(seed=seed, n_splits=max(2, round(252 / train_per_task)))
-    valid = max(2, train_per_task // 9)
     test = (stream.fixed_sizes or stream.capped_sizes or (None, None, 100))[2]
-    sizes = (train_per_task, valid, test)
+    sizes = (train_per_task, 0, test)  # no validation images: detection reads none
     if stream.needs_data_root:
         return stream.factory(seed, sizes, data_root)
     return stream.factory(seed, sizes, data_root) if data_root else stream.factory(seed, sizes)

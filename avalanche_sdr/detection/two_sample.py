@@ -32,9 +32,9 @@ level ``alpha`` chosen before any run:
    nothing is rejected. Before reusing, the rule checks that the test *could* have
    told the chosen entry apart from distributions known to differ from it: decoy
    tasks are drawn from the stored references of other classes (of any entry) that
-   are themselves distinguishable from the chosen entry's class at full reference
-   size, subsampled to the new task's per-class sizes, and tested exactly like the
-   new task. The share of decoys rejected estimates the power; below ``min_power``
+   are themselves distinguishable from the chosen entry's class (on one half of
+   their reference), subsampled from the other half to the new task's per-class
+   sizes, and tested exactly like the new task. The share of decoys rejected estimates the power; below ``min_power``
    the task is declared new (costs memory, never accuracy).
 
 Written by hand (numpy/scipy have no two-sample Hotelling or batched permutation
@@ -354,21 +354,37 @@ class TwoSampleDetector:
         return [feats[labels == j] for j in range(int(labels.max()) + 1)]
 
     # -------------------------------------------------------------- power
-    def _known_distinct(self, model, key: Tuple[int, int], other: Tuple[int, int], refs, level: float) -> bool:
+    def _halves(self, refs, key: Tuple[int, int]) -> Tuple[Tensor, Tensor]:
+        """A fixed random split of a stored class reference into two halves: the first
+        decides whether it is a known-distinct decoy, the second supplies the decoy
+        samples (so the power is not measured on the data that selected the decoys)."""
+        rows = refs[key[0]][key[1]]
+        g = _task_generator(self.settings.seed, key[0] * 1009 + key[1], _DECOY)
+        order = torch.randperm(len(rows), generator=g)
+        half = len(rows) // 2
+        return rows[order[:half]], rows[order[half:]]
+
+    def _known_distinct(self, key: Tuple[int, int], other: Tuple[int, int], refs, level: float) -> bool:
         cache_key = key + other
         if cache_key not in self._distinct:
-            a, b = refs[key[0]][key[1]], refs[other[0]][other[1]]
-            g = _task_generator(self.settings.seed, 0, _PERMUTE)
-            self._distinct[cache_key] = self._pvalue(a, b, g) < level
+            selection, _ = self._halves(refs, other)
+            if len(selection) < 1 or len(selection) + len(refs[key[0]][key[1]]) < 3:
+                self._distinct[cache_key] = False
+            else:
+                g = _task_generator(self.settings.seed, 0, _PERMUTE)
+                self._distinct[cache_key] = self._pvalue(selection, refs[key[0]][key[1]], g) < level
         return self._distinct[cache_key]
 
     def decoy_power(self, model, entry: int, sizes: Sequence[int], task: int, refs=None) -> float:
         """Share of decoy tasks, with the new task's per-class ``sizes``, that the
         combined test rejects against ``entry`` (0.0 when no known-distinct decoy exists).
 
-        A decoy class for class j of ``entry`` is any stored class (of any entry) whose
-        reference the per-class test distinguishes from entry's class-j reference at
-        full reference size (level alpha / c).
+        Every stored class reference is split once, at random, into two halves. A
+        decoy class for class j of ``entry`` is any stored class (of any entry) whose
+        first half the per-class test distinguishes from entry's class-j reference
+        (level alpha / c); decoy samples are drawn from its second half, at most the
+        new task's class size (fewer when that half is smaller: the power is then
+        underestimated, which errs towards "new").
         """
         s = self.settings
         refs = refs if refs is not None else {e: self._references(model, e) for e in model.entries}
@@ -378,7 +394,8 @@ class TwoSampleDetector:
         pool = [(e, j) for e in same_space for j in range(len(refs[e]))]
         decoys = []
         for j in range(c):
-            options = [o for o in pool if o != (entry, j) and self._known_distinct(model, (entry, j), o, refs, level)]
+            options = [o for o in pool if o != (entry, j) and len(self._halves(refs, o)[1]) >= 1
+                       and self._known_distinct((entry, j), o, refs, level)]
             if not options:
                 return 0.0
             decoys.append(options)
@@ -388,7 +405,7 @@ class TwoSampleDetector:
             pvalues = []
             for j in range(c):
                 e2, j2 = decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]
-                pool_j = refs[e2][j2]
+                _, pool_j = self._halves(refs, (e2, j2))
                 sample = pool_j[_subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
             rejected += bonferroni(pvalues) < s.alpha

@@ -663,3 +663,33 @@ def test_detector_false_new_rate_on_held_out_halves():
         rejected += r.p_value[0] < alpha
     _, hi = stats.binom.interval(0.999, reps, alpha)
     assert rejected <= hi, rejected
+
+
+def test_decoy_power_is_measured_on_other_data_than_the_decoy_selection(repo, monkeypatch):
+    """Known-distinct decoys are selected on one half of a stored class reference and
+    the decoy samples come from the other half: selecting decoys because they were
+    rejected and then measuring the rejection rate on the same rows would make the
+    power check vacuous when tasks are as small as the references."""
+    model, _ = repo
+    det = TwoSampleDetector()
+    refs = {e: det._references(model, e) for e in model.entries}
+    halves = {(e, j): det._halves(refs, (e, j)) for e in refs for j in range(len(refs[e]))}
+    for (first, second), rows in zip(halves.values(), (refs[e][j] for e, j in halves)):
+        assert len(first) + len(second) == len(rows)
+        joined = torch.cat([first, second])
+        assert torch.equal(torch.sort(joined, dim=0).values, torch.sort(rows, dim=0).values)
+
+    def rows_of(t):
+        return {tuple(r.tolist()) for r in t}
+
+    first_rows = set().union(*(rows_of(f) for f, _ in halves.values()))
+    second_rows = set().union(*(rows_of(s) for _, s in halves.values()))
+    seen = []
+    real = det._pvalue
+    monkeypatch.setattr(det, "_pvalue", lambda x, ref, g: seen.append(rows_of(x)) or real(x, ref, g))
+    power = det.decoy_power(model, 0, [30, 30], task=5, refs=refs)
+    assert 0.0 <= power <= 1.0
+    selections = [s for s in seen if s <= first_rows and not s <= second_rows]
+    decoys = [s for s in seen if s <= second_rows and not s <= first_rows]
+    assert selections and decoys and len(selections) + len(decoys) == len(seen)
+    assert len(decoys) == det.settings.n_decoys * 2
