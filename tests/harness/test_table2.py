@@ -201,4 +201,7 @@ def test_ray_executor_gives_the_local_pool_results(tmp_path):
     for a, b in zip(local, remote):
         assert a["average_accuracy"] == b["average_accuracy"]
         assert a["memory_mb"] == b["memory_mb"]
-        assert a["detection"] == b["detection"]
+        # detection_seconds is wall-clock time, the one field that differs between identical runs
+        timing = "detection_seconds"
+        assert {k: v for k, v in a["detection"].items() if k != timing} == \
+            {k: v for k, v in b["detection"].items() if k != timing}
