@@ -8,13 +8,29 @@ subpackages hold the pieces:
 - :mod:`avalanche_sdr.training` — ``SDRStrategy``, its plugin, presets, pretraining;
 - :mod:`avalanche_sdr.benchmarks` — mixed similar/dissimilar task streams;
 - :mod:`avalanche_sdr.evaluation` — detection and memory metrics;
-- :mod:`avalanche_sdr.plots` — figures from a run's results JSON.
+- :mod:`avalanche_sdr.plots` — figures from a run's results JSON;
+- :mod:`avalanche_sdr.cli` — what the command-line entry points share.
+
+The names below are imported on first use (PEP 562), so ``import avalanche_sdr``
+alone does not import Avalanche: a command-line entry point can install its warning
+filters (:func:`avalanche_sdr.cli.install_warning_filters`) before Avalanche is
+imported.
 """
-from avalanche_sdr.detection import DetectionRecord, SimilarTaskDetector
-from avalanche_sdr.models import SDRModel, build_sdr_model
-from avalanche_sdr.training import CPU_SETTINGS, PAPER_SETTINGS, SDRPlugin, SDRStrategy
+import importlib
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "SDRStrategy": "avalanche_sdr.training",
+    "SDRPlugin": "avalanche_sdr.training",
+    "SDRModel": "avalanche_sdr.models",
+    "build_sdr_model": "avalanche_sdr.models",
+    "SimilarTaskDetector": "avalanche_sdr.detection",
+    "DetectionRecord": "avalanche_sdr.detection",
+    "PAPER_SETTINGS": "avalanche_sdr.training",
+    "CPU_SETTINGS": "avalanche_sdr.training",
+}
+_SUBPACKAGES = ("models", "detection", "training", "benchmarks", "evaluation", "plots", "cli")
 
 __all__ = [
     "SDRStrategy",
@@ -27,3 +43,17 @@ __all__ = [
     "CPU_SETTINGS",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))

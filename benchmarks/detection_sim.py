@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
+
+from avalanche_sdr import cli
 
 RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power")
 """Rules this script replays: the two-sample rule with the Hotelling test (default
@@ -226,28 +227,41 @@ def thread_check(runs_dir) -> str:
 def parse_args(argv=None):
     from benchmarks.methods import STREAMS
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stream", choices=sorted(STREAMS), required=True, help="harness stream (benchmarks.methods)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="stream seeds (each also fixes E0)")
-    parser.add_argument("--rules", nargs="+", choices=RULES, default=["two_sample"], help="rules to replay")
-    parser.add_argument("--train-per-task", nargs="+", type=int, default=None, metavar="N",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_sim",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", choices=sorted(STREAMS), required=True,
+                        help="harness stream (as for benchmarks.table2 --stream)")
+    parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
+                        help="stream seeds, each also fixes E0 (default: 0)")
+    parser.add_argument("--rules", nargs="+", choices=RULES, default=["two_sample"],
+                        help="rules to replay (default two_sample): two_sample (Hotelling test), "
+                        "two_sample_energy (energy-distance test), two_sample_no_power (no power check), "
+                        "expert_gate (Expert Gate relatedness)")
+    parser.add_argument("--train-per-task", nargs="+", type=cli.positive_int, default=None, metavar="N",
                         help="training images per task (sweep); default: the stream's CPU-preset sizes")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--data-root", default=None, help="dataset root (as for benchmarks.table2)")
-    parser.add_argument("--backbone-weights", default=None, metavar="FILE",
-                        help="CIFAR-10 ResNet-20 checkpoint, for emnist100")
-    parser.add_argument("--out", default="results/detection_sim", help="output folder (runs/*.json, summary.md)")
+    parser.add_argument("--threads", type=cli.non_negative_int, default=1, metavar="N",
+                        help="torch threads (default 1; 0: torch's default)")
+    parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
+                        help="dataset folder (as for benchmarks.table2; emnist100: required)")
+    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
+                        help="CIFAR-10 ResNet-20 checkpoint (resnet20-*.th), for emnist100")
+    parser.add_argument("--out", type=cli.output_dir, default="results/detection_sim", metavar="DIR",
+                        help="output folder: one runs/*.json per replay (default results/detection_sim)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: print the summary of every replay in OUT/runs and the 1- vs "
                         "2-thread comparison")
-    parser.add_argument("--backbones", default=None, metavar="DIR",
+    parser.add_argument("--backbones", type=cli.existing_dir, default=None, metavar="DIR",
                         help="take E0 from DIR/backbones (e.g. a benchmarks.table2 --out folder, so that the "
                         "replayed decisions are those of its runs); default: OUT/backbones")
+    cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
-    if any(s < 0 for s in args.seeds):
-        parser.error("--seeds must be non-negative")
     if args.train_per_task and min(args.train_per_task) < 4:
         parser.error("--train-per-task must be >= 4")
+    stream = STREAMS[args.stream]
+    if stream.needs_data_root and not args.data_root:
+        parser.error(f"--stream {args.stream} needs --data-root")
+    if stream.backbone == "cifar_resnet20" and not args.backbone_weights and not args.backbones:
+        parser.error(f"--stream {args.stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
     return args
 
 
@@ -258,15 +272,10 @@ def main(argv=None) -> str:
         text = summary_table(runs) + "\n" + thread_check(Path(args.out) / "runs")
         print(text)
         return text
-    results = run(args)
-    table = summary_table(results)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / f"summary_{args.stream}.md", "a") as f:
-        f.write(table)
+    table = summary_table(run(args))
     print(table)
     return table
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    cli.run_cli(main)

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
-from benchmarks.table2 import MB, mean_std
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()  # before benchmarks.table2 imports Avalanche
+
+from benchmarks.table2 import MB, mean_std  # noqa: E402  (after the filters)
 
 RULE_ROWS = ("sdr", "sdr_calibrated", "sdr_expert_gate", "sdr_two_sample", "sdr_two_sample_nogen",
              "sdr_two_sample_entry", "optimal")
@@ -157,10 +161,14 @@ def entry_memory_table() -> str:
 
 
 def main(argv=None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sources", nargs="+", help="folders of run JSONs (OUT/runs) or runs.json files")
-    parser.add_argument("--streams", nargs="+", default=None, help="column order (default: as found)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_table",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("sources", nargs="+", type=cli.existing_path, metavar="SOURCE",
+                        help="folders of run JSONs (a benchmarks.table2 OUT/runs) or runs.json files")
+    parser.add_argument("--streams", nargs="+", default=None, metavar="STREAM",
+                        help="harness streams, in the order of the overview's columns (default: as found)")
     parser.add_argument("--no-memory", action="store_true", help="skip the per-entry memory table")
+    cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
     grouped = group(read_runs(args.sources))
     streams = args.streams or sorted(grouped)
@@ -176,4 +184,4 @@ def main(argv=None) -> str:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    cli.run_cli(main)

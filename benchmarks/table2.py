@@ -33,6 +33,10 @@ per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run; ``plots/``
 (:func:`write_plots`: accuracy against memory per method, and every SDR run's figures).
 ``--report-only`` rewrites these from the runs already in ``OUT`` without running.
 
+Arguments, the stream's data and weights options and ``--out`` are checked before
+anything runs (exit code 2); missing data prints one message (exit code 1;
+``--debug`` shows the traceback).
+
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
 """
@@ -51,7 +55,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from benchmarks.methods import METHODS, PRESETS, STREAMS
+from avalanche_sdr import cli
+
+if __name__ in ("__main__", "__mp_main__"):
+    # The command (or one of its spawned workers): hide the third-party warnings a user
+    # cannot act on before benchmarks.methods imports Avalanche (avalanche_sdr.cli).
+    cli.install_warning_filters()
+
+from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 
 MB = 2**20
 
@@ -470,41 +481,89 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     return written
 
 
+_PRESET_HELP = {
+    "smoke": "a few epochs per task and method, capped task sizes: checks that a stream and every "
+             "method run (not a result)",
+    "cpu": "CPU_SETTINGS (with the quickstart's head-only budget) and capped task sizes: the tables "
+           "in docs/results",
+    "paper": "the paper's epochs (supplementary A.1) and the streams' full task sizes; meant for a GPU",
+}
+
+
+def _stream_data(name: str) -> str:
+    """Where a harness stream's data come from (for --help)."""
+    if name == "digits":
+        return "scikit-learn's bundled digits (offline, nothing to get)"
+    if name == "emnist100":
+        return ("EMNIST bymerge in --data-root (EMNIST/raw/emnist-bymerge-*-ubyte); "
+                "E0 = --backbone-weights resnet20-*.th")
+    return "Fashion-MNIST in --data-root (default: the Debian package's folder)"
+
+
+def _epilog() -> str:
+    lines = ["streams (--stream):"]
+    lines += [f"  {name:<16} {spec.label}: {_stream_data(name)}" for name, spec in sorted(STREAMS.items())]
+    lines += ["", "presets (--preset):"]
+    lines += [f"  {name:<16} {_PRESET_HELP.get(name, '')}" for name in sorted(PRESETS)]
+    lines += ["", "methods (--methods; default: all of them):"]
+    lines += [f"  {name:<21} {method.label}" for name, method in METHODS.items()]
+    lines += ["", "Data: README.md, section Data. Results: docs/results/."]
+    return "\n".join(lines)
+
+
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stream", choices=sorted(STREAMS), default="digits")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (local executor)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.table2", description=__doc__.splitlines()[0],
+                                     epilog=_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stream", choices=sorted(STREAMS), default="digits", metavar="STREAM",
+                        help="the mixed stream every method runs on (default digits; list below)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke",
+                        help="training budget of every method: smoke (default), cpu or paper (see below)")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS), metavar="METHOD",
+                        help="the rows of the table, one run per method and seed (default: all; list below)")
+    parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
+                        help="seeds, one stream order and one E0 each (default: 0); the table gives mean ± std")
+    parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
+                        help="runs executed at once by the local executor (worker processes; default 1)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="local: a process pool; ray: Ray tasks (pip install 'avalanche-sdr[ray]')")
-    parser.add_argument("--ray-address", default=None,
-                        help="Ray cluster to connect to (default: start a local Ray instance)")
+                        help="local: a process pool (default); ray: Ray tasks (pip install 'avalanche-sdr[ray]')")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="Ray cluster to connect to, e.g. auto (default: start a local Ray instance)")
     parser.add_argument(
-        "--threads", type=int, default=1,
-        help="torch threads per worker (0: cpu_count // jobs). Default 1: on the shared 2-core "
-        "machine an SDR run took 1.2 s with 1 thread and 7-16 s with 2 (thread contention)",
+        "--threads", type=cli.non_negative_int, default=1, metavar="N",
+        help="torch threads per run (0: cpu_count // jobs). Default 1: these models are small, and on "
+        "a CPU several threads per run mostly wait for each other, the more so on a busy machine",
     )
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--data-root", default=None,
-                        help="dataset root (emnist100: a bymerge root made by shared/data/make_emnist_root.py; "
-                        "fashion streams: default /usr/share/datasets/fashion-mnist)")
-    parser.add_argument("--backbone-weights", default=None, metavar="FILE",
-                        help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100)")
-    parser.add_argument("--out", default="results/table2", help="output folder")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every run: cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
+                        help="dataset folder (emnist100: required, holds EMNIST/raw/emnist-bymerge-*-ubyte; "
+                        "fashion streams: default /usr/share/datasets/fashion-mnist; digits: not used)")
+    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
+                        help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100: "
+                        "resnet20-*.th from He et al.'s CIFAR ResNets)")
+    parser.add_argument("--out", type=cli.output_dir, default="results/table2", metavar="DIR",
+                        help="output folder: runs/, backbones/, table2.md, runs.csv, runs.json, plots/ "
+                        "(default results/table2); runs already there are skipped")
     parser.add_argument("--no-plots", action="store_true", help="skip the figures in OUT/plots")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the table of the runs already in --out (those of "
                         "--methods and --seeds)")
-    return parser.parse_args(argv)
+    cli.add_debug_argument(parser)
+    args = parser.parse_args(argv)
+    if not args.report_only:
+        stream = STREAMS[args.stream]
+        if stream.needs_data_root and not args.data_root:
+            parser.error(f"--stream {args.stream} needs --data-root ({_stream_data(args.stream)})")
+        if stream.backbone == "cifar_resnet20" and not args.backbone_weights:
+            parser.error(f"--stream {args.stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
+        cli.check_device(parser, args.device)
+    return args
 
 
 def main(args) -> str:
     start = time.perf_counter()
     out = Path(args.out)
-    if args.jobs < 1:
-        raise SystemExit("--jobs must be >= 1")
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     header = (f"# Table 2 layout: {STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
               f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
@@ -542,4 +601,4 @@ def main(args) -> str:
 
 
 if __name__ == "__main__":
-    main(parse_args(sys.argv[1:]))
+    cli.run_cli(main, parse_args)

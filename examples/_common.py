@@ -1,8 +1,10 @@
 """What the paper-stream examples (emnist_100, cifar10_10, cifar100_40, fashion_mnist_50) share.
 
-Seeding, the common command-line options, the choice of E0, ``--max-tasks``
-truncation, one SDR run, the ``--compare`` baselines (Avalanche's online EWC and
-Replay, built by :mod:`benchmarks.methods`) and writing the results JSON. Not a public
+Seeding, the common command-line options (checked by the types of
+:mod:`avalanche_sdr.cli` while parsing, before anything is loaded or trained), the
+choice of E0, ``--max-tasks`` truncation, one SDR run, the ``--compare`` baselines
+(Avalanche's online EWC and Replay, built by :mod:`benchmarks.methods`) and writing
+the results JSON. Not a public
 module: the examples import it from their own folder; ``--compare`` imports
 ``benchmarks.methods`` from the repository root (added to ``sys.path`` here), so the
 examples are meant to be run from a checkout, as ``python examples/<name>.py`` from
@@ -21,6 +23,8 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import torch
 
+from avalanche_sdr import cli
+
 MB = 2**20
 
 
@@ -33,28 +37,42 @@ def seed_everything(seed: int) -> None:
 def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool) -> None:
     """Options every example takes. ``cifar_resnet``: offer ``--cifar-resnet-weights``
     (not for CIFAR streams: that backbone has seen their classes)."""
-    parser.add_argument("--download", action="store_true", help="download with torchvision when missing")
-    parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
+    parser.add_argument("--download", action="store_true",
+                        help="download the data set with torchvision into --data-root when files are missing "
+                        "(needs internet; see the README's Data section for the offline layout)")
+    parser.add_argument("--seed", type=cli.seed, default=0,
+                        help="seed of the stream's task order and of training (default 0)")
     parser.add_argument("--preset", default="cpu", choices=("cpu", "paper"),
-                        help="training settings (paper: supplementary A.1, meant for a GPU)")
-    parser.add_argument("--device", default="cpu")
+                        help="training settings: cpu (CPU_SETTINGS: shortened training, same method; default) "
+                        "or paper (PAPER_SETTINGS, supplementary A.1: 100 epochs per new task, VAEs up to "
+                        "2000 epochs; meant for a GPU)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device to train on: cpu (default), cuda, cuda:1, ... (checked before the run)")
+    cli.add_threads_argument(parser)
     backbone = parser.add_mutually_exclusive_group()
     if cifar_resnet:
-        backbone.add_argument("--cifar-resnet-weights", default=None, metavar="FILE",
-                              help="E0 = this CIFAR-10 ResNet-20/32/44/56 checkpoint (resnet20-*.th ...)")
-    backbone.add_argument("--resnet18-weights", default=None, metavar="FILE",
-                          help="E0 = torchvision ResNet18 with this local state_dict (e.g. ImageNet weights)")
-    parser.add_argument("--pretrain-epochs", type=int, default=5,
-                        help="E0 pretraining epochs on the warm-start tasks (default E0, a small CNN)")
-    parser.add_argument("--new-task-epochs", type=int, default=None, help="override the preset's epochs of a new SDR entry and of each --compare baseline")
-    parser.add_argument("--vae-epochs", type=int, default=None, help="override the preset's VAE epochs")
-    parser.add_argument("--max-tasks", type=int, default=None, metavar="N",
+        backbone.add_argument("--cifar-resnet-weights", type=cli.cifar_resnet_weights, default=None, metavar="FILE",
+                              help="E0 = this frozen CIFAR-10 ResNet-20/32/44/56 checkpoint (resnet20-*.th ..., "
+                              "from He et al.'s CIFAR ResNets; README: Data)")
+    backbone.add_argument("--resnet18-weights", type=cli.existing_file, default=None, metavar="FILE",
+                          help="E0 = torchvision ResNet18 with this local state_dict (e.g. ImageNet weights), frozen")
+    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=5, metavar="N",
+                        help="epochs of E0 pretraining on the warm-start tasks (the default E0, a small CNN; "
+                        "default 5)")
+    parser.add_argument("--new-task-epochs", type=cli.positive_int, default=None, metavar="N",
+                        help="override the preset's epochs of a new SDR entry and of each --compare baseline")
+    parser.add_argument("--vae-epochs", type=cli.positive_int, default=None, metavar="N",
+                        help="override the preset's (maximum) VAE epochs of a new entry")
+    parser.add_argument("--max-tasks", type=cli.positive_int, default=None, metavar="N",
                         help="keep only the first N tasks (smoke runs; NOT the paper's stream or results)")
     parser.add_argument("--compare", action="store_true",
                         help="also run Avalanche's online EWC and Replay on the same stream and E0")
-    parser.add_argument("--log-dir", default=None, help="text log and CSV logs of the SDR run here")
-    parser.add_argument("--output", default=None, help="write the results JSON here")
+    parser.add_argument("--log-dir", type=cli.output_dir, default=None, metavar="DIR",
+                        help="write a text log and CSV logs of the SDR run into this folder")
+    parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
+                        help="write the results JSON here (checked before the run starts)")
     add_decision_arguments(parser)
+    cli.add_debug_argument(parser)
 
 
 def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,18 +92,19 @@ def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_decision_arguments(parser: argparse.ArgumentParser, args) -> None:
-    """argparse error (exit code 2) when ``--no-generators`` is given to a rule that needs them."""
+def check_arguments(parser: argparse.ArgumentParser, args) -> None:
+    """Checks across options, as argparse errors (exit code 2) before anything runs:
+    ``--no-generators`` with a rule that needs generators, a ``--device`` that is not
+    there."""
     if args.no_generators and args.decision in ("agreement", "calibrated"):
         parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
+    cli.check_device(parser, args.device)
 
 
 def truncate(benchmark, max_tasks: Optional[int]):
     """``benchmark`` itself, or a view of its first ``max_tasks`` tasks (train, valid, test)."""
     if max_tasks is None or max_tasks >= len(benchmark.train_stream):
         return benchmark
-    if max_tasks < 1:
-        raise SystemExit("--max-tasks must be >= 1")
     return types.SimpleNamespace(
         train_stream=benchmark.train_stream[:max_tasks],
         valid_stream=benchmark.valid_stream[:max_tasks],
@@ -108,7 +127,7 @@ def make_backbone(args, warm_start, in_channels: int):
     cifar_weights = getattr(args, "cifar_resnet_weights", None)
     if cifar_weights:
         name = os.path.basename(cifar_weights)
-        depth = int(name.split("-")[0].replace("resnet", ""))
+        depth = cli.cifar_resnet_depth(cifar_weights)
         backbone = cifar_resnet_backbone(depth, weights_path=cifar_weights, in_channels=in_channels)
         return backbone, f"CIFAR-10 ResNet-{depth} ({name}), frozen"
     if args.resnet18_weights:
@@ -151,12 +170,17 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: i
                            evaluator=evaluator, device=args.device)
     config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
                   preset=args.preset, settings=settings, max_tasks=args.max_tasks)
+    print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=not args.no_generators)
+          + "\n", flush=True)
     start = time.perf_counter()
     try:
-        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed)
+        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log_results=False)
     finally:
         evaluator.close()
     results["wall_seconds"] = time.perf_counter() - start
+    print()
+    print(cli.results_table(results))
+    print()
     return results
 
 
@@ -207,7 +231,8 @@ def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
 
 
 def report(results: Dict[str, Any], baselines: Optional[Dict[str, Dict[str, Any]]]) -> None:
-    """Print SDR's accuracy and memory, and the baselines' beside them."""
+    """Print SDR's accuracy and memory, and the baselines' beside them (mean final test
+    accuracy over the tasks, memory after the last task, wall time of the method)."""
     rows = [("SDR (EFT for E)", results["average_accuracy"], results["memory_mb"], results["wall_seconds"])]
     for b in (baselines or {}).values():
         rows.append((b["label"], b["average_accuracy"], b["memory_mb"], b["wall_seconds"]))
@@ -239,6 +264,7 @@ def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in
         (streams whose sizes are scaled to the data, e.g. EMNIST bymerge).
     """
     start = time.perf_counter()
+    threads = cli.set_threads(args.threads, args.device)
     seed_everything(args.seed)
     full = build_stream()
     benchmark = truncate(full, args.max_tasks)
@@ -246,24 +272,21 @@ def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in
     backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels)
     config = {"stream": stream, "backbone": backbone_note,
               "generator": "none" if args.no_generators else
-              f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"}
+              f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})",
+              "device": args.device, "torch_threads": threads}
     if record_task_sizes:
         config["task_sizes"] = getattr(full, "task_sizes", None)
     results = run_sdr(args, benchmark, backbone, config, in_channels=in_channels, image_size=image_size,
                       latent_dim=latent_dim, vae_width=vae_width)
     results["baselines"] = run_baselines(args, benchmark, backbone) if args.compare else None
     report(results, results["baselines"])
-    print(f"total wall time {time.perf_counter() - start:.1f}s")
+    print(f"total wall time {time.perf_counter() - start:.1f}s, {threads} torch thread(s)")
     write_json(args.output, results)
     return results
 
 
 def run_example(main: Callable, parse_args: Callable) -> None:
-    """``main(parse_args(argv))``; missing data: its message on stderr and exit code 2."""
-    from avalanche_sdr.benchmarks.sources import DatasetNotFoundError
-
-    try:
-        main(parse_args(sys.argv[1:]))
-    except DatasetNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    """``main(parse_args(argv))`` through :func:`avalanche_sdr.cli.run_cli`: argument
+    errors exit with code 2 before anything runs; missing data and the library's other
+    errors print one message and exit with code 1 (``--debug``: with the traceback)."""
+    cli.run_cli(main, parse_args)

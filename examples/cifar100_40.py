@@ -7,30 +7,37 @@ layout; ``--download`` fetches it).
 
 E0, reported with the results: ``--resnet18-weights FILE`` (torchvision ResNet18 from
 a local state_dict, e.g. the paper's ImageNet weights) or by default a small CNN
-pretrained on the 3 warm-start tasks' training data. The CIFAR-10 ResNets of
-shared/data are deliberately not offered (CIFAR-10's and CIFAR-100's images and
-several classes overlap). ``--compare`` also runs Avalanche's online EWC and Replay
-(``benchmarks.methods``) on the same stream and E0 and prints their accuracy and
-memory beside SDR's. ``--max-tasks N`` keeps the first N tasks only: a smoke run, not
+pretrained on the 3 warm-start tasks' training data. The CIFAR-10 ResNets
+(``--cifar-resnet-weights`` of the other examples) are deliberately not offered
+(CIFAR-10's and CIFAR-100's images and several classes overlap). ``--compare``
+also runs Avalanche's online EWC and Replay (``benchmarks.methods``) on the same
+stream and E0 and prints their accuracy and memory beside SDR's. ``--max-tasks N`` keeps the first N tasks only: a smoke run, not
 the paper's stream, and its numbers are not the paper's.
 
-Run from the repository root (``--compare`` imports ``benchmarks``). Missing data:
-the message says which files and how to get them; exit code 2.
+Run from the repository root (``--compare`` imports ``benchmarks``). Arguments and
+output paths are checked before anything is loaded (exit code 2). Missing data: the
+message says which files and how to get them (README: Data); exit code 1.
 
     python examples/cifar100_40.py --data-root data --download --preset paper \\
         --device cuda --compare --output results/cifar100/results.json
 """
 import argparse
 
-import _common
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()  # before anything imports Avalanche
+
+import _common  # noqa: E402  (after the filters)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default="data", help="folder holding cifar-100-python/")
+    parser.add_argument("--data-root", default="data", metavar="DIR",
+                        help="folder holding cifar-100-python/ (torchvision layout; default: data)")
     _common.add_common_arguments(parser, cifar_resnet=False)
     args = parser.parse_args(argv)
-    _common.check_decision_arguments(parser, args)
+    _common.check_arguments(parser, args)
     return args
 
 

@@ -1,42 +1,51 @@
 """SDR on the paper's 100-task EMNIST stream (``MixedEMNIST``; paper Tables 2-4).
 
 10 groups of EMNIST classes (Table 4) x 10 splits = 100 tasks of 1x28x28 images, the
-first 3 dissimilar warm-start tasks. ``--split balanced`` reads the official
-torchvision root (``DATA_ROOT/EMNIST/raw/emnist-balanced-*``; ``--download`` fetches
-it); ``--split bymerge`` reads a bymerge root such as the offline conversion of
-shared/data's EMNIST (``shared/data/make_emnist_root.py``), whose per-task sizes are
-scaled down to what the rarest class allows (reported in the JSON).
+first 3 dissimilar warm-start tasks. Reads the torchvision layout,
+``DATA_ROOT/EMNIST/raw/emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte``
+(``--download`` fetches the official archive, which holds both splits). ``--split
+balanced`` is the paper's; ``--split bymerge`` (same 47 classes, unbalanced) scales
+each group's per-task sizes down to what its rarest class allows (reported in the
+JSON): a stream that is not the paper's.
 
 E0, reported with the results: ``--cifar-resnet-weights FILE`` (a frozen CIFAR-10
-ResNet from shared/data/weights, the offline analogue of the paper's ImageNet
-backbone; grey images repeated to 3 channels), ``--resnet18-weights FILE`` (torchvision
-ResNet18 from a local state_dict), or by default a small CNN pretrained on the 3
+ResNet, He et al.'s published ``resnet20-*.th`` ..., an offline analogue of the
+paper's ImageNet backbone; grey images repeated to 3 channels),
+``--resnet18-weights FILE`` (torchvision ResNet18 from a local state_dict), or by default a small CNN pretrained on the 3
 warm-start tasks' training data. ``--compare`` also runs Avalanche's online EWC and
 Replay (``benchmarks.methods``) on the same stream and E0 and prints their accuracy and
 memory beside SDR's. ``--max-tasks N`` keeps the first N tasks only: a smoke run, not
 the paper's stream, and its numbers are not the paper's.
 
-Run from the repository root (``--compare`` imports ``benchmarks``). Missing data:
-the message says which files and how to get them; exit code 2.
+Run from the repository root (``--compare`` imports ``benchmarks``). Arguments and
+output paths are checked before anything is loaded (exit code 2). Missing data: the
+message says which files and how to get them (README: Data); exit code 1.
 
     python examples/emnist_100.py --data-root data --split balanced --download \\
         --preset paper --device cuda --compare --output results/emnist100/results.json
-    python examples/emnist_100.py --data-root /tmp/emnist_bymerge --split bymerge \\
-        --cifar-resnet-weights ../shared/data/weights/resnet_cifar10/resnet20-12fca82f.th
+    python examples/emnist_100.py --data-root data --split bymerge \\
+        --cifar-resnet-weights weights/resnet20-12fca82f.th
 """
 import argparse
 
-import _common
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()  # before anything imports Avalanche
+
+import _common  # noqa: E402  (after the filters)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default="data", help="torchvision EMNIST root (DATA_ROOT/EMNIST/raw)")
+    parser.add_argument("--data-root", default="data", metavar="DIR",
+                        help="folder holding EMNIST/raw/emnist-<split>-*-ubyte (torchvision layout; default: data)")
     parser.add_argument("--split", default="balanced", choices=("balanced", "bymerge"),
-                        help="balanced: the official split; bymerge: e.g. the offline conversion (sizes scaled)")
+                        help="balanced: the paper's split (default); bymerge: the same 47 classes, unbalanced, "
+                        "per-task sizes scaled to the rarest class")
     _common.add_common_arguments(parser, cifar_resnet=True)
     args = parser.parse_args(argv)
-    _common.check_decision_arguments(parser, args)
+    _common.check_arguments(parser, args)
     return args
 
 

@@ -13,6 +13,10 @@ and Correct/Miss/Incorrect through ``sdr_evaluation_plugin`` (text log and CSV i
 ``--log-dir``) and writes the results JSON that ``python -m avalanche_sdr.plots``
 reads.
 
+Arguments and output paths are checked before anything is loaded (exit code 2);
+missing data and the library's other errors print one message (exit code 1;
+``--debug`` shows the traceback).
+
     python examples/fashion_mnist.py --n-splits 2 --seed 0 --log-dir results/fmnist10 \\
         --output results/fmnist10/results.json
 """
@@ -20,33 +24,54 @@ import argparse
 import json
 import os
 import random
-import sys
 import time
+
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()  # before anything imports Avalanche
 
 import numpy as np
 import torch
 
 
 def parse_args(argv=None):
+    from avalanche_sdr.training.strategy import DETECTORS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default="/usr/share/datasets/fashion-mnist",
-                        help="Fashion-MNIST idx files (Debian layout) or a torchvision root")
-    parser.add_argument("--download", action="store_true", help="download with torchvision when missing")
-    parser.add_argument("--n-splits", type=int, default=2, choices=(2, 10), help="2: 10 tasks, 10: 50 tasks")
-    parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
-    parser.add_argument("--preset", default="cpu", choices=("cpu", "paper"), help="training settings")
-    parser.add_argument("--cifar-resnet-weights", default=None,
-                        help="E0 = this CIFAR-10 ResNet checkpoint (resnet20-*.th ...) instead of a small CNN")
-    parser.add_argument("--pretrain-epochs", type=int, default=5, help="E0 pretraining epochs (small CNN only)")
+    parser.add_argument("--data-root", default="/usr/share/datasets/fashion-mnist", metavar="DIR",
+                        help="folder with the four Fashion-MNIST idx files (Debian package dataset-fashion-mnist, "
+                        "the default) or a torchvision root (DIR/FashionMNIST/raw)")
+    parser.add_argument("--download", action="store_true",
+                        help="download Fashion-MNIST with torchvision into --data-root when files are missing "
+                        "(needs internet)")
+    parser.add_argument("--n-splits", type=int, default=2, choices=(2, 10),
+                        help="splits per group of 2 classes: 2 gives 10 tasks (default), 10 gives 50 tasks")
+    parser.add_argument("--seed", type=cli.seed, default=0,
+                        help="seed of the stream's task order and of training (default 0)")
+    parser.add_argument("--preset", default="cpu", choices=("cpu", "paper"),
+                        help="training settings: cpu (CPU_SETTINGS: shortened training, same method; default) "
+                        "or paper (PAPER_SETTINGS, supplementary A.1; meant for a GPU)")
+    parser.add_argument("--cifar-resnet-weights", type=cli.cifar_resnet_weights, default=None, metavar="FILE",
+                        help="E0 = this frozen CIFAR-10 ResNet checkpoint (resnet20-*.th ...) instead of a small CNN")
+    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=5, metavar="N",
+                        help="E0 pretraining epochs on the warm-start tasks (small CNN only; default 5)")
     parser.add_argument("--generator", default="independent", choices=("independent", "eft"),
-                        help="a VAE per entry (EFT for E) or EFT adapters on a base VAE (EFT for E and G)")
-    parser.add_argument("--decision", default="agreement",
-                        choices=("agreement", "calibrated", "two_sample", "expert_gate"),
+                        help="independent: a VAE per entry (EFT for E; default); eft: EFT adapters on a base "
+                        "VAE pretrained on the warm-start tasks (EFT for E and G)")
+    parser.add_argument("--decision", default="agreement", choices=DETECTORS,
                         help="detection rule (agreement: the paper's; two_sample: the level-0.01 repeat test)")
-    parser.add_argument("--log-dir", default=None, help="text log and CSV logs here")
-    parser.add_argument("--output", default=None, help="write the results JSON here")
-    parser.add_argument("--device", default="cpu")
-    return parser.parse_args(argv)
+    parser.add_argument("--log-dir", type=cli.output_dir, default=None, metavar="DIR",
+                        help="write a text log and CSV logs into this folder")
+    parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
+                        help="write the results JSON here (checked before the run starts)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device to train on: cpu (default), cuda, cuda:1, ... (checked before the run)")
+    cli.add_threads_argument(parser)
+    cli.add_debug_argument(parser)
+    args = parser.parse_args(argv)
+    cli.check_device(parser, args.device)
+    return args
 
 
 def main(args) -> dict:
@@ -58,6 +83,7 @@ def main(args) -> dict:
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
     start = time.perf_counter()
+    threads = cli.set_threads(args.threads, args.device)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -66,7 +92,7 @@ def main(args) -> dict:
 
     if args.cifar_resnet_weights:
         name = os.path.basename(args.cifar_resnet_weights)
-        depth = int(name.split("-")[0].replace("resnet", ""))
+        depth = cli.cifar_resnet_depth(name)
         backbone = cifar_resnet_backbone(depth, weights_path=args.cifar_resnet_weights, in_channels=1)
         backbone_note = f"CIFAR-10 ResNet-{depth} ({name}), frozen"
     else:
@@ -96,12 +122,17 @@ def main(args) -> dict:
         "elbo_samples": 8,
         "preset": args.preset,
         "settings": settings,
+        "device": args.device,
+        "torch_threads": threads,
     }
+    print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start) + "\n", flush=True)
     try:
-        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed)
+        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log_results=False)
     finally:
         evaluator.close()
-    print(f"wall time {time.perf_counter() - start:.1f}s")
+    print()
+    print(cli.results_table(results))
+    print(f"wall time  {time.perf_counter() - start:.1f}s, {threads} torch thread(s)")
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as f:
@@ -111,4 +142,4 @@ def main(args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(sys.argv[1:]))
+    cli.run_cli(main, parse_args)

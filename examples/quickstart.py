@@ -1,4 +1,4 @@
-"""SDR end to end on scikit-learn's bundled digits, offline, in about a minute on 2 CPU cores.
+"""SDR end to end on scikit-learn's bundled digits: offline, CPU, one command.
 
 The stream (``MixedDigits``) has 10 tasks: 5 groups of 2 digits x 2 disjoint splits,
 permuted by ``--seed`` with 3 dissimilar warm-start tasks first. Without ImageNet
@@ -7,14 +7,20 @@ training data only (DESIGN.md option (b)); it is then frozen and every unique ta
 gets EFT adapters (a=8, b=16) and a conv VAE. The 7 later tasks are each detected as
 new or similar before any training on them.
 
-Prints one line per task (decision, chosen earlier task, test accuracy) and a
-summary; ``--output FILE`` writes the results JSON (format in
+Prints a legend, one line per task (decision, scores, seconds) and a final table
+(each task's decision against the ground truth, its test accuracy; detection,
+accuracy and memory in short); ``--output FILE`` writes the results JSON (format in
 ``avalanche_sdr.training.stream_runner``), which ``python -m avalanche_sdr.plots``
-turns into figures. The same ``--seed`` gives the same JSON on the same machine.
+turns into figures. The same ``--seed`` and ``--threads`` give the same JSON on the
+same machine.
 
 ``--checkpoint-dir DIR`` saves a checkpoint after every task; the same command run
 again after an interruption (even SIGKILL) resumes from it — E0 and the repository
 are loaded, not retrained — and writes the same JSON as an uninterrupted run.
+
+Arguments and output paths are checked before anything is trained (exit code 2);
+errors of the library (e.g. an unusable checkpoint) print one message (exit code 1;
+``--debug`` shows the traceback).
 
     python examples/quickstart.py --seed 0 --output results/quickstart.json
     python examples/quickstart.py --seed 0 --checkpoint-dir runs/qs0 --output results/quickstart.json
@@ -23,19 +29,27 @@ import argparse
 import json
 import os
 import random
-import sys
 import time
+
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()  # before anything imports Avalanche
 
 import numpy as np
 import torch
 
 
 def parse_args(argv=None):
+    from avalanche_sdr.training.strategy import DETECTORS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0, help="stream permutation and training seed")
-    parser.add_argument("--output", default=None, help="write the results JSON here")
+    parser.add_argument("--seed", type=cli.seed, default=0,
+                        help="seed of the stream's task order and of training (default 0)")
+    parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
+                        help="write the results JSON here (checked before training starts)")
     parser.add_argument(
-        "--decision", default="agreement", choices=("agreement", "calibrated", "two_sample", "expert_gate"),
+        "--decision", default="agreement", choices=DETECTORS,
         help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated "
         "(likelihood gap, consistency lift and S against permuted labels), two_sample (a level-0.01 "
         "repeat test on E0 features) or expert_gate (autoencoder relatedness); docs: Beyond the paper",
@@ -48,12 +62,16 @@ def parse_args(argv=None):
         "--forward-transfer", action="store_true",
         help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
     )
-    parser.add_argument("--pretrain-epochs", type=int, default=20, help="epochs of E0 pretraining on warm-start data")
-    parser.add_argument("--quiet", action="store_true", help="only print the per-task lines and the summary")
+    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=20, metavar="N",
+                        help="epochs of E0 pretraining on the warm-start tasks' training data (default 20)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only the final table (no legend, no pretraining or per-task lines)")
     parser.add_argument(
-        "--checkpoint-dir", default=None,
+        "--checkpoint-dir", type=cli.output_dir, default=None, metavar="DIR",
         help="save a checkpoint here after every task; resume from it when it holds one",
     )
+    cli.add_threads_argument(parser, default=1)
+    cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
     if args.no_generators and args.decision in ("agreement", "calibrated"):
         parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
@@ -77,6 +95,7 @@ def main(args) -> dict:
     from avalanche_sdr.training import has_checkpoint, pretrain_backbone
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
+    threads = cli.set_threads(args.threads)
     seed_everything(args.seed)
     benchmark = MixedDigits(seed=args.seed)
     warm_start = [benchmark.train_stream[i] for i in range(3)]
@@ -115,9 +134,15 @@ def main(args) -> dict:
         "elbo_samples": 8,
         "pretrain_epochs": args.pretrain_epochs,
         "settings": settings,
+        "torch_threads": threads,
     }
-    results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed)
-    print(f"wall time {time.perf_counter() - start:.1f}s after imports")
+    if not args.quiet:
+        print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=not args.no_generators)
+              + "\n", flush=True)
+    results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log_results=False)
+    print()
+    print(cli.results_table(results))
+    print(f"wall time  {time.perf_counter() - start:.1f}s after imports, {threads} torch thread(s)")
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as f:
@@ -127,4 +152,4 @@ def main(args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(sys.argv[1:]))
+    cli.run_cli(main, parse_args)

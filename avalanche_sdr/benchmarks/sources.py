@@ -199,8 +199,8 @@ def load_fashion_mnist(
             "Expected the four idx files (gzipped or not) directly in root (layout of the "
             "Debian package) or in root/FashionMNIST/raw (torchvision layout). Get them "
             "with `apt-get install dataset-fashion-mnist` (installs "
-            "/usr/share/datasets/fashion-mnist) or pass download=True to fetch them with "
-            "torchvision into root/FashionMNIST/raw.",
+            "/usr/share/datasets/fashion-mnist) or pass download=True (the examples' "
+            "--download) to fetch them with torchvision into root/FashionMNIST/raw.",
         )
     out = []
     for prefix in ("train", "t10k"):
@@ -258,16 +258,14 @@ def load_emnist(
         found, missing = resolve()
     if missing:
         hint = (
-            f"Pass download=True to fetch the official EMNIST archive with "
-            f"torchvision.datasets.EMNIST(root, split={split!r}, download=True)."
+            f"Pass download=True (the examples' --download) to fetch the official EMNIST archive "
+            f"with torchvision.datasets.EMNIST(root, split={split!r}, download=True)."
         )
         if split == "bymerge":
             hint += (
-                " Or write the four files yourself from another copy of EMNIST bymerge "
-                "(e.g. an npz of images and labels, as a make_emnist_root.py-style "
-                "script does): uint8 idx files (images idx3 [N, 28, 28] stored "
-                "transposed like the official files, labels idx1 [N] in 0..46) named "
-                "as listed above."
+                " Or write the four files yourself from another copy of EMNIST bymerge: "
+                "uint8 idx files (images idx3 [N, 28, 28] stored transposed like the official "
+                "files, labels idx1 [N] in 0..46) named as listed above."
             )
         raise DatasetNotFoundError(f"EMNIST ({split})", root, missing, hint)
     out = []
@@ -303,7 +301,7 @@ def _cifar_missing(name: str, root: str, missing: List[str], cls: str):
         name,
         root,
         missing,
-        f"Pass download=True to fetch and extract the python version with "
+        f"Pass download=True (the examples' --download) to fetch and extract the python version with "
         f"torchvision.datasets.{cls}(root, download=True), or extract the official "
         f"'python version' archive into root.",
     )

@@ -109,6 +109,12 @@ class ImageBackbone(nn.Module):
         return self.body(self.normalize(x))
 
 
+class WeightsFileError(ValueError):
+    """A weights file exists but cannot be used: not loadable by ``torch.load``, no
+    ``state_dict`` in it, or one that does not fit the architecture. The message names
+    the file."""
+
+
 def _strip_prefix(state_dict: Dict[str, Tensor], prefix: str = "module.") -> Dict[str, Tensor]:
     return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state_dict.items()}
 
@@ -117,7 +123,12 @@ def _load_file(path: Union[str, os.PathLike], what: str, how: str) -> object:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} weights file not found: {str(path)!r}. {how}")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle, zip or tensor-format errors of a damaged or foreign file
+        raise WeightsFileError(
+            f"{str(path)!r} cannot be read as {what} weights ({type(err).__name__}: {err}). {how}"
+        ) from err
 
 
 # ---------------------------------------------------------------- ResNet18 (torchvision)
@@ -134,6 +145,7 @@ def resnet18_backbone(weights=None, in_channels: int = 3) -> ImageBackbone:
         applied inside.
     :param in_channels: 3, or 1 to repeat a grey channel to RGB (paper: EMNIST).
     :raises FileNotFoundError: a weights path that does not exist.
+    :raises WeightsFileError: a weights file that cannot be read or does not fit.
     :raises RuntimeError: enum weights that cannot be downloaded (no network).
     :raises TypeError: ``weights`` of another type.
     """
@@ -163,11 +175,14 @@ def resnet18_backbone(weights=None, in_channels: int = 3) -> ImageBackbone:
         if isinstance(state, dict) and "state_dict" in state:
             state = state["state_dict"]
         if not isinstance(state, dict):
-            raise ValueError(f"{weights!r} does not hold a state_dict (got {type(state).__name__})")
+            raise WeightsFileError(f"{weights!r} does not hold a state_dict (got {type(state).__name__})")
         state = {k: v for k, v in _strip_prefix(state).items() if not k.startswith("fc.")}
         net = resnet18(weights=None)
         net.fc = nn.Identity()
-        net.load_state_dict(state, strict=True)
+        try:
+            net.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            raise WeightsFileError(f"{str(weights)!r} does not fit torchvision's resnet18: {err}") from err
     else:
         raise TypeError(
             f"weights must be None, a torchvision ResNet18_Weights or a file path, got {type(weights).__name__}"
@@ -267,11 +282,12 @@ def load_cifar_resnet_state(path: Union[str, os.PathLike]) -> Dict[str, Tensor]:
     The classifier (``linear.weight`` [10, 64], ``linear.bias`` [10]) is kept.
 
     :raises FileNotFoundError: if ``path`` does not exist (message says how to get it).
-    :raises ValueError: if the file has no ``state_dict``.
+    :raises WeightsFileError: (a ``ValueError``) if the file cannot be read or has no
+        ``state_dict``.
     """
     ckpt = _load_file(path, "CIFAR ResNet", CIFAR_RESNET_WEIGHTS_HELP)
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ValueError(f"{str(path)!r} is not a CIFAR ResNet checkpoint: no 'state_dict' key")
+        raise WeightsFileError(f"{str(path)!r} is not a CIFAR ResNet checkpoint: no 'state_dict' key")
     return _strip_prefix(ckpt["state_dict"])
 
 
@@ -288,8 +304,9 @@ def cifar_resnet_backbone(
         ``module.`` key prefixes); the ``linear.*`` classifier is dropped, everything
         else must match exactly. ``None``: random (Kaiming) initialisation.
     :param in_channels: 3, or 1 to repeat a grey channel to RGB.
-    :raises ValueError: bad ``depth``/``in_channels``, or a checkpoint that does not
-        match the architecture. :raises FileNotFoundError: missing ``weights_path``.
+    :raises ValueError: bad ``depth``/``in_channels``; :class:`WeightsFileError` (a
+        ``ValueError``) for a checkpoint that cannot be read or does not match the
+        architecture. :raises FileNotFoundError: missing ``weights_path``.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
         raise ValueError(f"depth must be 6n + 2 with n >= 1 (20, 32, 44, 56 have weights), got {depth!r}")
@@ -300,7 +317,7 @@ def cifar_resnet_backbone(
         try:
             net.load_state_dict(state, strict=True)
         except RuntimeError as err:
-            raise ValueError(f"{str(weights_path)!r} does not fit a depth-{depth} CIFAR ResNet: {err}") from err
+            raise WeightsFileError(f"{str(weights_path)!r} does not fit a depth-{depth} CIFAR ResNet: {err}") from err
     normalize = InputNormalization(in_channels, IMAGENET_MEAN, IMAGENET_STD, model_channels=3)
     return ImageBackbone(normalize, net, 64)
 
@@ -348,6 +365,7 @@ def small_cnn_backbone(in_channels: int = 1, widths: Sequence[int] = (32, 64, 64
 
 
 __all__ = [
+    "WeightsFileError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "InputNormalization",

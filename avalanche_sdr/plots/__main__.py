@@ -3,16 +3,23 @@
 Example::
 
     python -m avalanche_sdr.plots results/quickstart.json --out results/figures --task T3,2
+
+A missing results file or an unusable ``--out`` is refused before anything is read
+(exit code 2); a results file in the wrong format prints one message (exit code 1;
+``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import List, Optional
 
-from avalanche_sdr.plots.figures import make_all_plots
-from avalanche_sdr.plots.results import ResultsFormatError
+from avalanche_sdr import cli
+
+if __name__ == "__main__":
+    cli.install_warning_filters()
+
+from avalanche_sdr.plots.figures import make_all_plots  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,30 +29,34 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plot S(j,t) and p(P_t=P_j) heatmaps, a per-task detection panel "
         "(paper Fig. 3), repository memory and per-task accuracy from a results JSON.",
     )
-    parser.add_argument("results", help="results JSON written by an SDR run")
-    parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument("results", type=cli.existing_file,
+                        help="results JSON written by an SDR run (e.g. examples/quickstart.py --output)")
+    parser.add_argument("--out", type=cli.output_dir, required=True, metavar="DIR",
+                        help="output folder for the PNG files (created if missing)")
     parser.add_argument(
         "--task",
         default=None,
         help="task for the detection panel: its id or a label like T3,2 "
         "(default: the first reused task)",
     )
-    parser.add_argument("--dpi", type=int, default=150, help="PNG resolution (default 150)")
+    parser.add_argument("--dpi", type=cli.positive_int, default=150, help="PNG resolution (default 150)")
+    cli.add_debug_argument(parser)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run the command line; returns the exit status (0 on success)."""
+    """Run the command line; returns the exit status (0 on success).
+
+    :raises ResultsFormatError: a results file in the wrong format (the command
+        line reports it through :func:`avalanche_sdr.cli.run_cli`).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        paths = make_all_plots(args.results, args.out, task=args.task, dpi=args.dpi)
-    except (ResultsFormatError, FileNotFoundError) as err:
-        parser.error(str(err))
+    paths = make_all_plots(args.results, args.out, task=args.task, dpi=args.dpi)
     for path in paths:
         print(path)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run_cli(main)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -56,6 +56,7 @@ def fit_generator(
     holdout_fraction: float = 0.1,
     generator: Optional[torch.Generator] = None,
     reference_samples: int = 8,
+    on_epoch: Optional[Callable[[int], None]] = None,
 ) -> GeneratorFitReport:
     """Train the generator entry ``key`` of ``bank`` on inputs ``x``.
 
@@ -74,6 +75,8 @@ def fit_generator(
     :param reference_samples: Monte-Carlo samples per ELBO of the final hold-out
         reference (:attr:`GeneratorFitReport.reference_elbo`); its sampling uses a
         private RNG seeded with 0, so the global RNG is not advanced by it.
+    :param on_epoch: called with the epoch number (1-based) after each epoch, e.g. to
+        advance a progress bar; it must not touch the bank or the RNGs.
     :return: a :class:`GeneratorFitReport`.
     """
     start = time.perf_counter()
@@ -98,6 +101,8 @@ def fit_generator(
             loss.backward()
             optimizer.step()
         report.epochs_run = epoch
+        if on_epoch is not None:
+            on_epoch(epoch)
         if n_hold == 0:
             continue
         bank.eval()

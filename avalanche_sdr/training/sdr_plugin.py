@@ -14,6 +14,10 @@ Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES)
    training inputs (when the repository keeps generators); then freeze everything
    and print one line.
 
+With ``verbose=True`` a task's training epochs and its generator's epochs also show
+tqdm progress bars on stderr while they run (only where stderr is a terminal; they
+are removed when done, so logs hold the per-task lines only).
+
 A detector may keep per-entry state of its own (the two-sample rule's reference
 features, Expert Gate's autoencoders): if it has a ``remember(model, entry, task, x,
 y, num_classes, features=None)`` method, the plugin calls it right after creating an
@@ -29,6 +33,7 @@ accuracy.
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import List, Optional, Sequence
 
@@ -63,7 +68,8 @@ class SDRPlugin(SupervisedPlugin):
         the lowest S(j, t) (for rules without S: the candidate with the highest
         p-value or relatedness) instead of the identity (paper's future work; off by
         default).
-    :param verbose: print one line per experience.
+    :param verbose: print one line per experience, and show progress bars of the
+        training and generator epochs on a terminal.
     """
 
     def __init__(
@@ -110,6 +116,7 @@ class SDRPlugin(SupervisedPlugin):
         self._task_inputs: Optional[torch.Tensor] = None
         self._task_labels: Optional[torch.Tensor] = None
         self._train_start = 0.0
+        self._bar = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -146,6 +153,7 @@ class SDRPlugin(SupervisedPlugin):
                 f"task label {task} was already trained; every experience of an SDR stream "
                 "must carry a new task label (repeats are detected, not announced)"
             )
+        self._close_progress()  # a bar left open by an experience that failed
         x, y = read_task_data(experience)
         num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape)
         self._train_start = time.perf_counter()
@@ -195,7 +203,24 @@ class SDRPlugin(SupervisedPlugin):
         features = cached(task) if cached is not None else None
         remember(model, entry, task, x, y, num_classes, features=features)
 
+    def _progress(self, total: int, desc: str):
+        """A tqdm bar on stderr (``None`` when not verbose); disabled off a terminal."""
+        if not self.verbose:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="epoch", file=sys.stderr, leave=False, disable=None,
+                    dynamic_ncols=True)
+
+    def _close_progress(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
     def before_training_epoch(self, strategy, **kwargs):
+        if self._bar is None:
+            what = "new entry" if self.training_new_entry else "head only"
+            self._bar = self._progress(strategy.train_epochs, f"task {self.current.task} ({what})")
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
         for group in strategy.optimizer.param_groups:
             group["lr"] = lr
@@ -210,17 +235,25 @@ class SDRPlugin(SupervisedPlugin):
     def after_training_epoch(self, strategy, **kwargs):
         right, seen = self._epoch_counts
         self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
+        if self._bar is not None:
+            self._bar.update(1)
 
     def after_training_exp(self, strategy, **kwargs):
         record = self.current
         model = strategy.model
         fit_note = ""
+        self._close_progress()
         if self.training_new_entry and model.has_generators:
-            report = fit_generator(
-                model.generators, record.entry, self._task_inputs.to(strategy.device),
-                epochs=self.vae_epochs, lr=self.vae_lr, batch_size=self.vae_mb_size,
-                patience=self.vae_patience,
-            )
+            self._bar = self._progress(self.vae_epochs, f"task {record.task} (VAE G_{record.entry})")
+            try:
+                report = fit_generator(
+                    model.generators, record.entry, self._task_inputs.to(strategy.device),
+                    epochs=self.vae_epochs, lr=self.vae_lr, batch_size=self.vae_mb_size,
+                    patience=self.vae_patience,
+                    on_epoch=None if self._bar is None else (lambda epoch: self._bar.update(1)),
+                )
+            finally:
+                self._close_progress()
             fit_note = (
                 f" | G_{record.entry}: {report.epochs_run} epochs, "
                 f"held-out ELBO {report.best_holdout_elbo:.1f} nats"

@@ -112,7 +112,8 @@ class SDRStrategy(SupervisedTemplate):
     :param plugins: further Avalanche plugins.
     :param evaluator: Avalanche ``EvaluationPlugin`` (or factory).
     :param eval_every: Avalanche periodic evaluation setting.
-    :param verbose: print one line per experience with the decision and scores.
+    :param verbose: print one line per experience with the decision and scores, and show
+        progress bars of its training and generator epochs on a terminal (stderr).
     :param checkpoint_dir: directory to save a checkpoint to after every finished
         training experience (:class:`~avalanche_sdr.training.checkpoint.SDRCheckpointPlugin`,
         run after every other plugin); :meth:`restore_checkpoint` resumes from it.

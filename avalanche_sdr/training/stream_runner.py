@@ -85,6 +85,7 @@ def run_sdr_stream(
     config: Optional[Dict[str, Any]] = None,
     seed: Optional[int] = None,
     log=print,
+    log_results: bool = True,
 ) -> Dict[str, Any]:
     """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
     then evaluate every task on ``benchmark.test_stream``; return the results dict.
@@ -95,6 +96,9 @@ def run_sdr_stream(
     :param config: settings to record under ``"config"``.
     :param seed: seed to record.
     :param log: callable for progress lines (``None``: silent).
+    :param log_results: also log one line per scored task and a summary line at the
+        end (``False``: only the resume line; the examples print
+        :func:`avalanche_sdr.cli.results_table` instead).
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
         checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
@@ -159,7 +163,7 @@ def run_sdr_stream(
                 "detection": _without_timing(record.to_dict()),
             }
         )
-        if log is not None and record.decision != "warm_start":
+        if log is not None and log_results and record.decision != "warm_start":
             log(
                 f"task {record.task:3d} (group {group}, split {split}): {record.decision:>5s}"
                 f" chosen={chosen_task} -> {outcome:9s} test acc {accuracy:.3f}"
@@ -175,7 +179,7 @@ def run_sdr_stream(
         "unique_tasks": model.num_entries,
         "tasks": tasks,
     }
-    if log is not None:
+    if log is not None and log_results:
         log(
             f"Correct {summary['correct']:.1%}  Miss {summary['miss']:.1%}  "
             f"Incorrect {summary['incorrect']:.1%} of {summary['n_scored']} scored tasks | "

@@ -128,7 +128,8 @@ def test_missing_files_messages(tmp_path):
     with pytest.raises(DatasetNotFoundError) as info:
         MixedEMNIST(str(tmp_path), split="bymerge")
     message = str(info.value)
-    assert "emnist-bymerge-test-labels-idx1-ubyte" in message and "make_emnist_root.py" in message
+    assert "emnist-bymerge-test-labels-idx1-ubyte" in message and "uint8 idx files" in message
+    assert "--download" in message
     with pytest.raises(ValueError, match="'balanced' or 'bymerge'"):
         MixedEMNIST(str(tmp_path), split="byclass")
 

@@ -4,9 +4,11 @@ The tutorial's blocks are extracted in document order and run by one driver proc
 in an empty temporary directory: Python blocks with ``exec`` in one shared namespace
 (compiled with the tutorial's file name and line numbers, so a traceback points at
 the page), shell blocks with ``bash -euo pipefail``, with one math-library thread
-(``OMP_NUM_THREADS=1``). The only block not run is the ``pip install`` line, which
-is checked against README.md instead. Any other kind of block (another language,
-or a ``::`` literal block) fails the test rather than going unrun.
+(``OMP_NUM_THREADS=1``). The blocks not run are the ``pip install`` line, which is
+checked against README.md instead, and ``.. code-block:: text`` blocks, which show
+what a command printed (the quick example's output: its legend and table headers are
+checked against the code that prints them). Any other kind of block (another
+language, or a ``::`` literal block) fails the test rather than going unrun.
 
 docs/method.rst's ``>>>`` session (the EFT parameter counts) is run with doctest.
 """
@@ -28,6 +30,8 @@ METHOD = ROOT / "docs" / "method.rst"
 README = ROOT / "README.md"
 
 RUNNABLE = ("python", "bash")
+SHOWN = ("text",)
+"""Blocks of printed output: shown, not run."""
 _DIRECTIVE = re.compile(r"^(?P<indent>\s*)\.\.\s+(code-block|code|sourcecode)::\s*(?P<lang>\S*)\s*$")
 _OPTION = re.compile(r"^\s+:[\w-]+:")
 
@@ -101,7 +105,7 @@ for language, code, line in blocks:
 def test_tutorial_has_only_runnable_blocks():
     blocks = code_blocks(TUTORIAL.read_text(encoding="utf-8"))
     assert sum(b.language == "python" for b in blocks) >= 5, "the tutorial lost its Python blocks"
-    unknown = [(b.language, b.line) for b in blocks if b.language not in RUNNABLE]
+    unknown = [(b.language, b.line) for b in blocks if b.language not in RUNNABLE + SHOWN]
     assert not unknown, f"code blocks the test cannot run (language, line): {unknown}"
 
 
@@ -120,7 +124,8 @@ def test_install_command_is_the_readme_command():
 
 
 def test_tutorial_code_blocks_run(tmp_path):
-    blocks = [b for b in code_blocks(TUTORIAL.read_text(encoding="utf-8")) if not _is_install(b)]
+    blocks = [b for b in code_blocks(TUTORIAL.read_text(encoding="utf-8"))
+              if not _is_install(b) and b.language in RUNNABLE]
     (tmp_path / "blocks.json").write_text(json.dumps([list(b) for b in blocks]), encoding="utf-8")
     (tmp_path / "driver.py").write_text(_DRIVER, encoding="utf-8")
     env = dict(os.environ)
@@ -149,6 +154,22 @@ def test_tutorial_code_blocks_run(tmp_path):
         assert (work / "figures" / name).is_file(), name
     assert (work / "my_heatmap.png").is_file() and (work / "first_scored_task.png").is_file()
     assert (work / "own_logs" / "training_log.txt").is_file()
+
+
+def test_shown_quickstart_output_matches_what_the_example_prints():
+    from avalanche_sdr.cli import output_legend, results_table
+
+    shown = [b for b in code_blocks(TUTORIAL.read_text(encoding="utf-8")) if b.language in SHOWN]
+    outputs = [b.code for b in shown if "[SDR] task" in b.code]
+    assert outputs, "the tutorial should show the quick example's output"
+    text = outputs[0]
+    assert output_legend("agreement", 3) in text, "the shown legend is not what examples/quickstart.py prints"
+    header = results_table({"tasks": [], "detection": {"correct": 0.0, "miss": 0.0, "incorrect": 0.0,
+                                                       "n_scored": 0},
+                            "average_accuracy": 0.0, "memory_mb": 0.0, "memory_mb_all_new": 0.0,
+                            "unique_tasks": 0}).splitlines()[0]
+    assert header in text, "the shown final table is not what examples/quickstart.py prints"
+    assert "[pretrain E0] epoch 20/20" in text and "wall time" in text
 
 
 def test_method_page_parameter_counts():

@@ -5,6 +5,7 @@ Every process imports Avalanche (~5 s on 2 cores), so all five start together in
 module-scoped fixture and each test waits for its own.
 """
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -41,10 +42,18 @@ def _write_fake_emnist(root, split, per_class_train, per_class_test):
         _write_idx(raw / f"emnist-{split}-{part}-labels-idx1-ubyte", labels)
 
 
+def _env():
+    # This checkout's package, whatever copy is installed; one thread per process.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.pop("SDR_DEBUG", None)
+    return env
+
+
 def _start(script, *args):
     return subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "examples" / f"{script}.py"), *map(str, args)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
 
 
@@ -86,10 +95,10 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("script", sorted(MISSING))
-def test_missing_data_exits_2_with_the_loader_message(runs, script):
+def test_missing_data_exits_1_with_the_loader_message(runs, script):
     code, out, err = runs(script)
-    assert code == 2, err
-    assert MISSING[script] in err
+    assert code == 1, err
+    assert err.startswith("error: ") and MISSING[script] in err
     assert "Missing files:" in err
     assert "Traceback" not in err
 
@@ -107,6 +116,9 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(runs):
         assert row["memory_mb"] > 0
     for label in ("SDR (EFT for E)", "Online EWC", "ER"):
         assert label in out
+    assert "How to read the lines below" in out and "reused task" in out  # legend, final table
+    assert results["config"]["torch_threads"] == 1
+    assert "No loggers specified" not in err and "no QP solver" not in err
 
 
 def test_two_sample_rule_without_generators_runs_by_name(runs):
