@@ -14,8 +14,9 @@ so the decisions equal those of the harness run on the same E0 (checked by
 It measures what full runs cannot afford to sweep: many seeds, task sizes from 20
 images up, the per-class test (Hotelling against energy distance), thread counts.
 Per run it reports Correct / Miss / Incorrect (fractions of scored tasks), the
-*power* (share of tasks whose group is new that were declared new), the *false-new
-rate* (share of repeats declared new), and detection seconds.
+share of tasks whose group is new that were declared new (``power`` in the run
+JSONs: the rule's power on this stream), the share of repeats declared new (the
+false-new rate, ``false_new``), and detection seconds.
 
 E0 is the harness's (:func:`benchmarks.table2.prepare_backbone`: the small CNN
 pretrained on the CPU-preset warm-start tasks of the stream and seed, or the CIFAR-10
@@ -185,8 +186,9 @@ def summary_table(results: Sequence[Dict[str, Any]]) -> str:
     rows: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in results:
         rows.setdefault((r["stream"], r["train_per_task"] or 0, r["rule"], r.get("torch_threads", 1)), []).append(r)
-    lines = ["| stream | train images / task | rule | threads | seeds | Correct % | Miss % | Incorrect % | power % | "
-             "false-new % | detection s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| stream | train images / task | rule | threads | seeds | Correct % | Miss % | Incorrect % | "
+             "new groups declared new % | repeats declared new % | detection s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (stream, _, rule, threads), rs in sorted(rows.items()):
         def pm(key, scale=100.0):
             values = [scale * r[key] for r in rs if r[key] is not None]
