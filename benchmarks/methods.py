@@ -382,17 +382,8 @@ class OracleDetector:
         """Same contract as ``SimilarTaskDetector.detect``; scores are left empty."""
         from avalanche_sdr.detection.decision import DetectionRecord
 
-        entries = model.entries
         reused = oracle_choice(int(task), self.task_groups, dict(model.entry_creator))
-        return DetectionRecord(
-            task=int(task),
-            decision="new" if reused is None else "reuse",
-            entry=-1 if reused is None else reused,
-            reused_entry=reused,
-            candidate_entries=list(entries),
-            candidate_tasks=[model.entry_creator[e] for e in entries],
-            rule=self.rule,
-        )
+        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule)
 
 
 # --------------------------------------------------------------------- builders

@@ -56,6 +56,15 @@ def agreement_decision(
     return vote_p if vote_p == vote_s else None
 
 
+def candidate_entries(model, num_classes: int, match_class_count: bool) -> list[int]:
+    """The entries a new task is compared with: all of ``model.entries``, or (with
+    ``match_class_count``) those whose creating task has ``num_classes`` classes, as a
+    repeat must (tasks carry local labels 0..c-1)."""
+    if not match_class_count:
+        return list(model.entries)
+    return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+
+
 @dataclass
 class DetectionRecord:
     """What SDR decided for one training task, and why (JSON-serialisable).
@@ -183,6 +192,23 @@ class DetectionRecord:
         }
 
     @classmethod
+    def decided(cls, model, *, task: int, entries: Sequence[int], reused: int | None, rule: str,
+                **fields: Any) -> "DetectionRecord":
+        """The record of a decision over ``entries`` of ``model``: ``"reuse"`` of
+        ``reused``, or ``"new"`` (``entry`` -1 until the strategy creates it) when it
+        is ``None``; ``fields`` are the remaining :class:`DetectionRecord` fields."""
+        return cls(
+            task=int(task),
+            decision="new" if reused is None else "reuse",
+            entry=-1 if reused is None else reused,
+            reused_entry=reused,
+            candidate_entries=list(entries),
+            candidate_tasks=[model.entry_creator[e] for e in entries],
+            rule=rule,
+            **fields,
+        )
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DetectionRecord":
         """Inverse of :meth:`to_dict` (also accepts the dict after a JSON round trip).
 
@@ -239,4 +265,5 @@ def _as_float_list(values: Any, name: str, allow_nan: bool = False) -> list[floa
     return out
 
 
-__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "agreement_decision"]
+__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "agreement_decision",
+           "candidate_entries"]

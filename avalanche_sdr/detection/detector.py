@@ -26,7 +26,7 @@ from avalanche_sdr.detection.calibrated import (
 )
 from avalanche_sdr.detection.complexity import permuted_label_complexity
 from avalanche_sdr.detection.consistency import distribution_consistency
-from avalanche_sdr.detection.decision import DetectionRecord, agreement_decision
+from avalanche_sdr.detection.decision import DetectionRecord, agreement_decision, candidate_entries
 
 Evidence = Mapping[str, List[float]]
 """Per-candidate evidence lists: ``consistency``, ``complexity``, ``mean_elbo``,
@@ -105,10 +105,8 @@ class SimilarTaskDetector:
         self.match_class_count = bool(match_class_count)
 
     def candidates(self, model, num_classes: int) -> List[int]:
-        """Entries scored: all, or (``match_class_count``) those with ``num_classes`` classes."""
-        if not self.match_class_count:
-            return list(model.entries)
-        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+        """Entries scored (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
+        return candidate_entries(model, num_classes, self.match_class_count)
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
@@ -203,18 +201,12 @@ class SimilarTaskDetector:
         consistency, complexity = evidence["consistency"], evidence["complexity"]
         entries = self.candidates(model, num_classes)
         reused = None if choice is None else entries[choice]
-        return DetectionRecord(
-            task=int(task),
-            decision="new" if reused is None else "reuse",
-            entry=-1 if reused is None else reused,
-            reused_entry=reused,
-            candidate_entries=list(entries),
-            candidate_tasks=[model.entry_creator[e] for e in entries],
+        return DetectionRecord.decided(
+            model, task=task, entries=entries, reused=reused, rule=self.rule,
             consistency=consistency,
             complexity=complexity,
             vote_consistency=entries[max(range(len(consistency)), key=lambda j: (consistency[j], -j))] if entries else None,
             vote_complexity=entries[min(range(len(complexity)), key=lambda j: (complexity[j], j))] if entries else None,
-            rule=self.rule,
             detection_seconds=time.perf_counter() - start,
             mean_elbo=evidence["mean_elbo"],
             reference_elbo=evidence["reference_elbo"],

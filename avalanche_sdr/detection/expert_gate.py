@@ -53,7 +53,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.detection.decision import DetectionRecord, candidate_entries
 
 STD_FLOOR = 1e-6
 """Lower clamp of the per-feature std of an AE's input standardisation."""
@@ -244,16 +244,7 @@ class ExpertGateDetector:
     @torch.no_grad()
     def features(self, model, x: Tensor) -> Tensor:
         """E0 features of ``x`` ([n, C, H, W]): [n, D] float32 on the CPU."""
-        device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
-        try:
-            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), None).float().cpu()
-                               for i in range(0, x.shape[0], self.batch_size)])
-        finally:
-            model.encoder.set_active(None)
-            model.train(was_training)
-        return _check_features(feats)
+        return _check_features(model.batched_features(x, None, self.batch_size).float())
 
     def cached_features(self, task: int) -> Optional[Tensor]:
         """The E0 features computed by the last :meth:`detect` if it was for ``task``."""
@@ -296,10 +287,8 @@ class ExpertGateDetector:
 
     # -------------------------------------------------------------- decision
     def candidates(self, model, num_classes: int) -> List[int]:
-        """Entries compared against: all, or those whose creating task has ``num_classes``."""
-        if not self.settings.match_class_count:
-            return list(model.entries)
-        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+        """Entries compared against (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
+        return candidate_entries(model, num_classes, self.settings.match_class_count)
 
     def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
         """Score the task's relatedness to every candidate entry and decide (no model
@@ -320,17 +309,9 @@ class ExpertGateDetector:
         scores = [relatedness(reconstruction_error(ae, feats), error_own) for ae in stored]
         best = max(range(len(entries)), key=lambda i: (scores[i], -i)) if entries else None
         reused = entries[best] if best is not None and scores[best] >= s.threshold else None
-        return DetectionRecord(
-            task=int(task),
-            decision="new" if reused is None else "reuse",
-            entry=-1 if reused is None else reused,
-            reused_entry=reused,
-            candidate_entries=list(entries),
-            candidate_tasks=[model.entry_creator[e] for e in entries],
-            rule=self.rule,
-            detection_seconds=time.perf_counter() - start,
-            p_value=scores,
-            class_count_filter=s.match_class_count,
+        return DetectionRecord.decided(
+            model, task=task, entries=entries, reused=reused, rule=self.rule,
+            detection_seconds=time.perf_counter() - start, p_value=scores, class_count_filter=s.match_class_count,
         )
 
     def config(self) -> Dict[str, object]:

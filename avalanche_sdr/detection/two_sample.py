@@ -52,7 +52,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
-from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.detection.decision import DetectionRecord, candidate_entries
 
 TESTS = ("hotelling", "energy")
 """Per-class two-sample tests of :class:`TwoSampleDetector`."""
@@ -283,19 +283,10 @@ class TwoSampleDetector:
         the plugin then calls :meth:`remember` at the end of the experience."""
         return self.settings.feature_space == "entry"
 
-    @torch.no_grad()
     def project(self, model, x: Tensor, entry: Optional[int] = None) -> Tensor:
         """Features of ``x`` ([n, C, H, W]) under E0 (``entry=None``) or E_entry, projected:
         [n, dim] float64 on the CPU."""
-        device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
-        try:
-            feats = torch.cat([model.features(x[i : i + self.batch_size].to(device), entry).double().cpu()
-                               for i in range(0, x.shape[0], self.batch_size)])
-        finally:
-            model.encoder.set_active(None)
-            model.train(was_training)
+        feats = model.batched_features(x, entry, self.batch_size).double()
         if self._projection is None or self._projection.shape[0] != feats.shape[1]:
             self._projection = random_projection(feats.shape[1], self.settings.dim)
         out = feats @ self._projection
@@ -413,10 +404,8 @@ class TwoSampleDetector:
 
     # -------------------------------------------------------------- decision
     def candidates(self, model, num_classes: int) -> List[int]:
-        """Entries compared against: all, or those whose creating task has ``num_classes``."""
-        if not self.settings.match_class_count:
-            return list(model.entries)
-        return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+        """Entries compared against (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
+        return candidate_entries(model, num_classes, self.settings.match_class_count)
 
     def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
         """Test the task against every candidate entry and decide (no model change)."""
@@ -451,17 +440,9 @@ class TwoSampleDetector:
             power = self.decoy_power(model, entries[best], sizes, task, refs)
             if power >= s.min_power:
                 reused = entries[best]
-        return DetectionRecord(
-            task=int(task),
-            decision="new" if reused is None else "reuse",
-            entry=-1 if reused is None else reused,
-            reused_entry=reused,
-            candidate_entries=list(entries),
-            candidate_tasks=[model.entry_creator[e] for e in entries],
-            rule=self.rule,
-            detection_seconds=time.perf_counter() - start,
-            p_value=combined,
-            power=power,
+        return DetectionRecord.decided(
+            model, task=task, entries=entries, reused=reused, rule=self.rule,
+            detection_seconds=time.perf_counter() - start, p_value=combined, power=power,
             class_count_filter=s.match_class_count,
         )
 

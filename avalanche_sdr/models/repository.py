@@ -281,6 +281,26 @@ class SDRModel(MultiTaskModule):
         self.encoder.set_active(entry)
         return self.encoder(x)
 
+    @torch.no_grad()
+    def batched_features(self, x: Tensor, entry: Optional[int], batch_size: int = 256) -> Tensor:
+        """E_entry(x) of many images, in eval mode and mini-batches, on the CPU.
+
+        :param x: [n, C, H, W] images in [0, 1] (any device).
+        :param entry: an entry, or ``None`` for E0.
+        :param batch_size: images per forward pass.
+        :return: [n, feature_dim] float32 on the CPU. The training mode and the active
+            entry are restored afterwards.
+        """
+        device = next(self.parameters()).device
+        was_training = self.training
+        self.eval()
+        try:
+            return torch.cat([self.features(x[i : i + batch_size].to(device), entry).cpu()
+                              for i in range(0, x.shape[0], batch_size)])
+        finally:
+            self.encoder.set_active(None)
+            self.train(was_training)
+
     def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
         """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t]."""
         entry = self.entry_of(task_label)
