@@ -275,6 +275,8 @@ class TwoSampleDetector:
         self.batch_size = int(batch_size)
         self._projection: Optional[Tensor] = None
         self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
+        self._cache_owner = None  # the model the _distinct cache refers to
+        self._last: Optional[Tuple[int, Tensor]] = None  # (task, projected features) of the last detect
 
     # -------------------------------------------------------------- features
     @property
@@ -327,7 +329,7 @@ class TwoSampleDetector:
 
     def _forget(self, model, entry: Optional[int] = None) -> None:
         """Drop cached reference comparisons of ``entry`` (all of them for another model)."""
-        if getattr(self, "_cache_owner", None) is not model:
+        if self._cache_owner is not model:
             self._distinct.clear()
             self._cache_owner = model
         if entry is not None:
@@ -355,10 +357,12 @@ class TwoSampleDetector:
         half = len(rows) // 2
         return rows[order[:half]], rows[order[half:]]
 
-    def _known_distinct(self, key: Tuple[int, int], other: Tuple[int, int], refs, level: float) -> bool:
+    def _known_distinct(self, key: Tuple[int, int], other: Tuple[int, int], refs, selection: Tensor,
+                        level: float) -> bool:
+        """Whether ``selection`` (the first half of class ``other``'s reference) is told
+        apart from class ``key``'s reference at ``level`` (cached per pair)."""
         cache_key = key + other
         if cache_key not in self._distinct:
-            selection, _ = self._halves(refs, other)
             if len(selection) < 1 or len(selection) + len(refs[key[0]][key[1]]) < 3:
                 self._distinct[cache_key] = False
             else:
@@ -382,11 +386,11 @@ class TwoSampleDetector:
         c = len(sizes)
         level = s.alpha / c
         same_space = [entry] if s.feature_space == "entry" else list(refs)
-        pool = [(e, j) for e in same_space for j in range(len(refs[e]))]
+        halves = {(e, j): self._halves(refs, (e, j)) for e in same_space for j in range(len(refs[e]))}
         decoys = []
         for j in range(c):
-            options = [o for o in pool if o != (entry, j) and len(self._halves(refs, o)[1]) >= 1
-                       and self._known_distinct((entry, j), o, refs, level)]
+            options = [o for o, (selection, sampling) in halves.items() if o != (entry, j) and len(sampling) >= 1
+                       and self._known_distinct((entry, j), o, refs, selection, level)]
             if not options:
                 return 0.0
             decoys.append(options)
@@ -395,8 +399,7 @@ class TwoSampleDetector:
         for _ in range(s.n_decoys):
             pvalues = []
             for j in range(c):
-                e2, j2 = decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]
-                _, pool_j = self._halves(refs, (e2, j2))
+                pool_j = halves[decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]][1]
                 sample = pool_j[_subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
             rejected += bonferroni(pvalues) < s.alpha
@@ -448,7 +451,7 @@ class TwoSampleDetector:
 
     def cached_features(self, task: int) -> Optional[Tensor]:
         """The projected features computed by the last :meth:`detect` if it was for ``task``."""
-        last = getattr(self, "_last", None)
+        last = self._last
         return last[1] if last is not None and last[0] == int(task) else None
 
     def config(self) -> Dict[str, object]:
