@@ -115,6 +115,7 @@ class SDRPlugin(SupervisedPlugin):
         self._epoch_counts = [0, 0]
         self._task_inputs: Optional[torch.Tensor] = None
         self._task_labels: Optional[torch.Tensor] = None
+        self._task_classes = 0
         self._train_start = 0.0
         self._bar = None
 
@@ -179,7 +180,7 @@ class SDRPlugin(SupervisedPlugin):
         model.to(strategy.device)
         self.records.append(record)
         self.epoch_accuracies.append([])
-        self._task_inputs, self._task_labels = x, y
+        self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
         strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
 
     @staticmethod
@@ -260,7 +261,7 @@ class SDRPlugin(SupervisedPlugin):
             )
         if self.training_new_entry:
             self._remember(model, record.entry, record.task, self._task_inputs, self._task_labels,
-                           int(self._task_labels.max()) + 1, after_training=True)
+                           self._task_classes, after_training=True)
         model.freeze_all()
         self._task_inputs = self._task_labels = None
         if self.verbose:
