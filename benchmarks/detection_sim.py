@@ -138,10 +138,8 @@ def _benchmark(stream_name: str, seed: int, train_per_task: Optional[int], data_
 
         return MixedDigits(seed=seed, n_splits=max(2, round(252 / train_per_task)))
     test = (stream.fixed_sizes or stream.capped_sizes or (None, None, 100))[2]
-    sizes = (train_per_task, 0, test)  # no validation images: detection reads none
-    if stream.needs_data_root:
-        return stream.factory(seed, sizes, data_root)
-    return stream.factory(seed, sizes, data_root) if data_root else stream.factory(seed, sizes)
+    # No validation images: detection reads none.
+    return stream.build(seed, True, data_root, sizes=(train_per_task, 0, test))
 
 
 def run(args) -> List[Dict[str, Any]]:

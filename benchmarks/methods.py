@@ -112,9 +112,11 @@ class StreamSpec:
     needs_data_root: bool = False
     fixed_sizes: Optional[Tuple[int, int, int]] = None
 
-    def build(self, seed: int, capped: bool, data_root: Optional[str] = None):
-        """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps."""
-        sizes = self.fixed_sizes or (self.capped_sizes if capped else None)
+    def build(self, seed: int, capped: bool, data_root: Optional[str] = None,
+              sizes: Optional[Tuple[int, int, int]] = None):
+        """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps;
+        ``sizes`` = (train, valid, test) images per task overrides both."""
+        sizes = sizes or self.fixed_sizes or (self.capped_sizes if capped else None)
         if self.needs_data_root:
             if not data_root:
                 raise ValueError(f"stream {self.name!r} needs --data-root (see its StreamSpec)")
