@@ -1,6 +1,9 @@
 """avalanche-sdr: Similar-task Detection and Repurposing (SDR) for Avalanche.
 
-``from avalanche_sdr import SDRStrategy`` is all a training script needs; the
+The names a first script needs are importable from here: ``SDRStrategy`` (with
+``SDRStrategy.from_benchmark``), the settings ``SDRSettings`` / ``PAPER_SETTINGS`` /
+``CPU_SETTINGS``, a CPU backbone ``small_cnn_backbone`` and ``pretrain_backbone``
+for it (the README's usage block imports nothing else but a benchmark). The
 subpackages hold the pieces:
 
 - :mod:`avalanche_sdr.models` — EFT adapters, backbones, VAEs, the repository model;
@@ -9,6 +12,8 @@ subpackages hold the pieces:
 - :mod:`avalanche_sdr.benchmarks` — mixed similar/dissimilar task streams;
 - :mod:`avalanche_sdr.evaluation` — detection and memory metrics;
 - :mod:`avalanche_sdr.plots` — figures from a run's results JSON;
+- :mod:`avalanche_sdr.baselines` — the Avalanche baselines SDR is compared with;
+- :mod:`avalanche_sdr.vocabulary` — the decision and outcome names of records and results;
 - :mod:`avalanche_sdr.cli` — what the command-line entry points share.
 
 The names below are imported on first use (PEP 562), so ``import avalanche_sdr``
@@ -27,10 +32,14 @@ _EXPORTS = {
     "build_sdr_model": "avalanche_sdr.models",
     "SimilarTaskDetector": "avalanche_sdr.detection",
     "DetectionRecord": "avalanche_sdr.detection",
+    "SDRSettings": "avalanche_sdr.training",
     "PAPER_SETTINGS": "avalanche_sdr.training",
     "CPU_SETTINGS": "avalanche_sdr.training",
+    "pretrain_backbone": "avalanche_sdr.training",
+    "small_cnn_backbone": "avalanche_sdr.models",
 }
-_SUBPACKAGES = ("models", "detection", "training", "benchmarks", "evaluation", "plots", "cli")
+_SUBPACKAGES = ("models", "detection", "training", "benchmarks", "evaluation", "plots", "baselines", "vocabulary",
+                "cli")
 
 __all__ = [
     "SDRStrategy",
@@ -39,8 +48,11 @@ __all__ = [
     "build_sdr_model",
     "SimilarTaskDetector",
     "DetectionRecord",
+    "SDRSettings",
     "PAPER_SETTINGS",
     "CPU_SETTINGS",
+    "pretrain_backbone",
+    "small_cnn_backbone",
     "__version__",
 ]
 

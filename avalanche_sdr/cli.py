@@ -14,7 +14,9 @@ avalanche_sdr.plots``) uses this module so that a command
 - runs with one torch thread on a CPU unless told otherwise (:func:`add_threads_argument`,
   :func:`set_threads`);
 - hides the two third-party warnings a user cannot act on
-  (:func:`install_warning_filters`), in the entry point's process only.
+  (:func:`install_warning_filters`), in the entry point's process only;
+- seeds the global RNGs once (:func:`seed_everything`) and writes its results JSON
+  atomically (:func:`write_json`).
 
 It also holds the text the examples print around their per-task lines: a legend
 (:func:`output_legend`) and a final per-task table (:func:`results_table`).
@@ -204,6 +206,32 @@ def add_debug_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--decision NAME`` (an ``SDRStrategy`` detection rule, default ``agreement``) and
+    ``--no-generators``; check them together with :func:`check_decision_arguments`."""
+    from avalanche_sdr.training.strategy import DETECTORS
+
+    parser.add_argument(
+        "--decision", default="agreement", choices=DETECTORS,
+        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated (likelihood gap, "
+        "consistency lift and S against permuted labels), two_sample (a level-0.01 repeat test on E0 "
+        "features; docs/results/detection.md) or expert_gate (Aljundi et al.'s autoencoder relatedness, "
+        "a baseline); docs: Beyond the paper",
+    )
+    parser.add_argument(
+        "--no-generators", action="store_true",
+        help="build the repository without VAEs (only with --decision two_sample or expert_gate, "
+        "which do not use them): smaller entries, no VAE training",
+    )
+
+
+def check_decision_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse error (exit code 2) for ``--no-generators`` with a rule that scores tasks
+    with the generators (``agreement``, ``calibrated``)."""
+    if args.no_generators and args.decision in ("agreement", "calibrated"):
+        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
+
+
 def add_threads_argument(parser: argparse.ArgumentParser, default: Optional[int] = None) -> None:
     """``--threads N``: torch's CPU threads (see :func:`set_threads`)."""
     if default is None:
@@ -229,6 +257,40 @@ def set_threads(threads: Optional[int], device: str = "cpu") -> int:
     if threads:
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the global RNGs of Python's ``random``, numpy (legacy ``np.random``) and torch
+    (CPU and every CUDA device) with ``seed`` (an int in [0, :data:`MAX_SEED`]).
+
+    For scripts only: each command calls it once at its start (and the harness before
+    each method) so that a run is repeatable. The library itself never seeds or
+    re-seeds these global generators; it draws from them (a resumed checkpoint restores
+    their states, :mod:`avalanche_sdr.training.checkpoint`).
+    """
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def write_json(path: "str | os.PathLike", data: Any) -> None:
+    """Write a command's results ``data`` to ``path`` as JSON, atomically, creating
+    missing folders.
+
+    The bytes are those of ``json.dump(data, f, indent=1)`` (NaN and infinities
+    allowed, written as ``NaN`` / ``Infinity``); the file appears complete or not at
+    all (:func:`avalanche_sdr.training.checkpoint.atomic_write_json`, the package's one
+    JSON writer).
+    """
+    from avalanche_sdr.training.checkpoint import atomic_write_json
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write_json(path, data, allow_nan=True)
 
 
 def check_device(parser: argparse.ArgumentParser, device: str, option: str = "--device") -> None:
@@ -399,7 +461,9 @@ __all__ = [
     "DEBUG_ENV",
     "MAX_SEED",
     "add_debug_argument",
+    "add_decision_arguments",
     "add_threads_argument",
+    "check_decision_arguments",
     "check_device",
     "cifar_resnet_depth",
     "cifar_resnet_weights",
@@ -417,5 +481,7 @@ __all__ = [
     "results_table",
     "run_cli",
     "seed",
+    "seed_everything",
     "set_threads",
+    "write_json",
 ]

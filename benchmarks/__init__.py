@@ -2,5 +2,6 @@
 
 - :mod:`benchmarks.table2`: the paper's Table 2 against Avalanche's strategies.
 - :mod:`benchmarks.methods`: the methods (rows) it compares.
-- ``benchmarks/detection_speed.py``: timing of the complexity measure (a script).
+- :mod:`benchmarks.detection_speed`: timing of the complexity measure
+  (``python -m benchmarks.detection_speed``).
 """

@@ -146,7 +146,7 @@ def run(args) -> List[Dict[str, Any]]:
     import torch
 
     from benchmarks.methods import STREAMS
-    from benchmarks.table2 import RunSpec, _load_backbone, prepare_backbone, write_json_atomic
+    from benchmarks.table2 import RunSpec, _load_backbone, prepare_backbone
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -168,7 +168,7 @@ def run(args) -> List[Dict[str, Any]]:
                 result = simulate(make_rule(rule), backbone, benchmark, stream.in_channels, stream.image_size)
                 result.update(stream=args.stream, seed=seed, rule=rule, train_per_task=size,
                               mean_train_images=mean_train, torch_threads=torch.get_num_threads(), run=name)
-                write_json_atomic(target, result)
+                cli.write_json(target, result)
                 results.append(result)
                 print(f"{name}: correct {result['correct']:.3f} miss {result['miss']:.3f} "
                       f"incorrect {result['incorrect']:.3f} power {result['power']} false-new "

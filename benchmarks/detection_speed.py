@@ -18,24 +18,20 @@ line per n::
 ratio of at most 2: computing S should cost little more than the factorisation it
 cannot avoid.
 
-Usage: ``python benchmarks/detection_speed.py [--sizes 1000 2000 4000] [--dim 512]``
+Usage, from the repository root (the package installed, e.g. ``pip install -e .``)::
+
+    python -m benchmarks.detection_speed [--sizes 1000 2000 4000] [--dim 512]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-try:
-    from avalanche_sdr.detection.complexity import complexity_measure, relu_ntk_gram
-except ImportError:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from avalanche_sdr.detection.complexity import complexity_measure, relu_ntk_gram
+from avalanche_sdr.detection.complexity import complexity_measure, relu_ntk_gram
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

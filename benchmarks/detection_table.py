@@ -21,7 +21,8 @@ from avalanche_sdr import cli
 if __name__ == "__main__":
     cli.install_warning_filters()  # before benchmarks.table2 imports Avalanche
 
-from benchmarks.table2 import MB, mean_std  # noqa: E402  (after the filters)
+from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
+from benchmarks.table2 import mean_std  # noqa: E402  (after the filters)
 
 RULE_ROWS = ("sdr", "sdr_calibrated", "sdr_expert_gate", "sdr_two_sample", "sdr_two_sample_nogen",
              "sdr_two_sample_entry", "optimal")
@@ -155,8 +156,8 @@ def entry_memory_table() -> str:
                 ExpertGateDetector().remember(model, 0, 0, x, y, 2)
                 gate = sum(t.numel() * t.element_size() for t in model.detection_state(0).values())
         vae = sizes["independent"] - sizes[None]
-        lines.append(f"| {name} | {adapters / MB:.3f} MB | {vae / MB:.3f} MB | {reference / 1024:.1f} kB | "
-                     f"{gate / 1024:.1f} kB | {sizes['independent'] / MB:.3f} MB | {sizes[None] / MB:.3f} MB |")
+        lines.append(f"| {name} | {adapters / BYTES_PER_MB:.3f} MB | {vae / BYTES_PER_MB:.3f} MB | {reference / 1024:.1f} kB | "
+                     f"{gate / 1024:.1f} kB | {sizes['independent'] / BYTES_PER_MB:.3f} MB | {sizes[None] / BYTES_PER_MB:.3f} MB |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,8 +4,11 @@ Every builder has the signature ``build(backbone, benchmark, stream, preset, *,
 evaluator, device) -> strategy`` and returns an Avalanche strategy ready for
 ``strategy.train(experience)`` / ``strategy.eval(stream)``. ``backbone`` is the
 pretrained E0 (a ``small_cnn_backbone`` trained on the warm-start tasks' training
-data, DESIGN.md option (b)), the same weights for every method of a seed; builders
-copy it, so one E0 can serve several builders.
+data, option (b) of docs/method.rst, "E0 without ImageNet weights"), the same
+weights for every method of a seed; builders copy it, so one E0 can serve several
+builders. The
+baselines' models and strategies are the library's (:mod:`avalanche_sdr.baselines`);
+this module maps the harness's :class:`Preset` onto their keyword arguments.
 
 Rows (paper Table 2 names in brackets):
 
@@ -22,27 +25,27 @@ Rows (paper Table 2 names in brackets):
   earlier task of its group, else it is new. The ground truth (``stream_groups``)
   is handed to :class:`OracleDetector` by the harness; the strategy still never
   reads the experiences' ``group`` / ``split`` attributes.
-- ``single_model`` [Single Model per task]: ``Naive`` on :class:`ModelPerTask`, a
+- ``single_model`` [Single Model per task]: ``Naive`` on ``make_model_per_task``, a
   fresh trainable copy of E0 plus a head for every task. Memory counts every copy
   and the kept E0 (needed to start the next task's copy).
-- ``new_head`` [New-Head]: ``Naive`` on :class:`MultiHeadNet`, one shared trainable
+- ``new_head`` [New-Head]: ``Naive`` on ``make_multi_head_net``, one shared trainable
   backbone (initialised from E0) trained on every task, one new head per task
   (Avalanche ``MultiHeadClassifier``).
-- ``finetune`` [Finetune]: ``Naive`` on :class:`SingleHeadNet`, one shared backbone
+- ``finetune`` [Finetune]: ``Naive`` on ``SingleHeadNet``, one shared backbone
   and ONE shared linear head over the largest task's classes, fine-tuned on every
   task in turn. Labels are local (0..c-1) in every task, so each task overwrites
   the meaning of the same output units; evaluation still feeds each task's data,
   but there is no task-specific parameter. This is the distinction from
   ``new_head``, which keeps a head per task.
-- ``ewc`` [Online EWC]: Avalanche ``EWC(mode="online")`` on :class:`MultiHeadNet`.
-- ``replay`` [ER]: Avalanche ``Replay`` on :class:`MultiHeadNet` with
+- ``ewc`` [Online EWC]: Avalanche ``EWC(mode="online")`` on ``make_multi_head_net``.
+- ``replay`` [ER]: Avalanche ``Replay`` on ``make_multi_head_net`` with
   ``mem_size = 10 x`` the number of (task, class) pairs of the whole stream: its
   experience-balanced buffer holds 10 exemplars per class after the last task
   (more per class earlier in the stream).
 
 - ``dgr`` [DGR]: Avalanche ``GenerativeReplay`` (task-free in Avalanche 0.6, so on the
-  one-head :class:`SingleHeadNet`), generator Avalanche's ``MlpVAE`` sized for the stream.
-- ``pnn`` [PNN]: Avalanche ``PNNStrategy`` on :func:`make_feature_pnn` (Avalanche's
+  one-head ``SingleHeadNet``), generator Avalanche's ``MlpVAE`` sized for the stream.
+- ``pnn`` [PNN]: Avalanche ``PNNStrategy`` on ``make_feature_pnn`` (Avalanche's
   MLP-column PNN on the features of a frozen E0).
 - ``sdr_calibrated`` / ``sdr_calibrated_ft`` (beyond the paper): SDR with
   ``decision="calibrated"`` (default thresholds), the second also with
@@ -64,8 +67,11 @@ cannot download; with random weights the gate's features mean nothing), on >= 63
 backbone family as the other rows, and beyond a CPU run. Its relatedness, the part
 that detects related tasks, is the ``sdr_expert_gate`` row, on E0's features.
 
-All baselines train with Adam (``preset.baseline_lr``) for ``preset.baseline_epochs``
-epochs per task, mini-batch ``preset.train_mb_size``; SDR rows use ``preset.sdr``.
+All baselines train with Adam as ``preset.baselines`` says (an
+:class:`~avalanche_sdr.baselines.BaselineSettings`: epochs per task, learning rate,
+mini-batch, EWC and ER settings; the ``cpu`` and ``paper`` presets use the library's
+:data:`~avalanche_sdr.baselines.BASELINE_SETTINGS`, as ``examples/*.py --compare`` does);
+SDR rows use ``preset.sdr`` (an :class:`~avalanche_sdr.training.SDRSettings`).
 """
 from __future__ import annotations
 
@@ -73,8 +79,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-import torch
-from torch import nn
+from avalanche_sdr import baselines
+from avalanche_sdr.training.presets import SDRSettings
 
 # --------------------------------------------------------------------- settings
 
@@ -93,8 +99,9 @@ class StreamSpec:
     :param capped_sizes: (train, valid, test) images per task used by the CPU
         presets (``Preset.capped``); ``None``: the stream's default sizes always.
     :param backbone: E0 family: ``"small_cnn"`` (pretrained by the harness on the
-        warm-start tasks, DESIGN.md option (b)) or ``"cifar_resnet20"`` (the frozen
-        CIFAR-10 ResNet-20 given by ``--backbone-weights``, option (a)).
+        warm-start tasks, option (b) of docs/method.rst, "E0 without ImageNet weights") or
+        ``"cifar_resnet20"`` (the frozen CIFAR-10 ResNet-20 given by
+        ``--backbone-weights``, option (a)).
     :param needs_data_root: the stream reads ``--data-root`` (no default location).
     :param fixed_sizes: (train, valid, test) images per task in every preset
         (streams defined by their task size); overrides ``capped_sizes``.
@@ -165,7 +172,7 @@ STREAMS: Dict[str, StreamSpec] = {
     # CPU caps: 300 / 30 / 200 (defaults 1080 / 120 / 200).
     "fashion50": StreamSpec("fashion50", "MixedFashionMNIST (50 tasks)", _fashion(10), 1, 28, 16, 32,
                             capped_sizes=(300, 30, 200)),
-    # Real EMNIST (bymerge root from shared/data/make_emnist_root.py), E0 = CIFAR-10
+    # Real EMNIST (a bymerge root in the torchvision layout, README: Data), E0 = CIFAR-10
     # ResNet-20. CPU caps: 200 / 20 / 100 (defaults 2400 / 400 per class scaled to bymerge).
     "emnist100": StreamSpec("emnist100", "MixedEMNIST bymerge (100 tasks)", _emnist_bymerge, 1, 28, 16, 32,
                             capped_sizes=(200, 20, 100), backbone="cifar_resnet20", needs_data_root=True),
@@ -185,15 +192,9 @@ class Preset:
 
     :param name: preset name.
     :param pretrain_epochs: epochs of E0 pretraining on the warm-start tasks.
-    :param sdr: ``SDRStrategy`` keyword settings (both SDR rows).
+    :param sdr: the SDR rows' :class:`~avalanche_sdr.training.SDRSettings`.
     :param elbo_samples: Monte-Carlo samples per ELBO in SDR detection.
-    :param baseline_epochs: epochs per task of every baseline.
-    :param baseline_lr: Adam learning rate of every baseline.
-    :param train_mb_size: baseline training mini-batch size.
-    :param eval_mb_size: evaluation mini-batch size (all methods).
-    :param ewc_lambda: online-EWC penalty weight.
-    :param ewc_decay: online-EWC decay factor of older importances.
-    :param replay_per_class: exemplars per (task, class) pair kept by ER.
+    :param baselines: every baseline row's budget and EWC / ER settings.
     :param base_vae_epochs: epochs of the shared base VAE's pretraining (``sdr_eft_g``).
     :param capped: use the streams' ``capped_sizes`` (CPU presets) instead of their
         default per-task sizes.
@@ -201,40 +202,34 @@ class Preset:
 
     name: str
     pretrain_epochs: int
-    sdr: Dict[str, Any]
+    sdr: SDRSettings
     elbo_samples: int
-    baseline_epochs: int
-    baseline_lr: float
-    train_mb_size: int
-    eval_mb_size: int = 256
-    ewc_lambda: float = 100.0
-    ewc_decay: float = 0.9
-    replay_per_class: int = 10
+    baselines: baselines.BaselineSettings
     base_vae_epochs: int = 20
     capped: bool = True
 
 
 def _presets() -> Dict[str, Preset]:
-    from avalanche_sdr.training.presets import CPU_SETTINGS, PAPER_SETTINGS
+    from avalanche_sdr.training.presets import CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, PAPER_SETTINGS
 
     return {
         # Everything (8 methods, 1 seed, digits) in a few minutes on 2 CPU cores.
         "smoke": Preset(
             "smoke", pretrain_epochs=5,
-            sdr=dict(CPU_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
-                     reuse_lr=0.01, vae_epochs=10, vae_patience=3),
-            elbo_samples=4, baseline_epochs=3, baseline_lr=1e-3, train_mb_size=32, base_vae_epochs=10,
+            sdr=CPU_SETTINGS.replace(new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
+                                     reuse_lr=0.01, vae_epochs=10, vae_patience=3),
+            elbo_samples=4, baselines=baselines.BaselineSettings(epochs=3), base_vae_epochs=10,
         ),
         # CPU_SETTINGS, with the quickstart's head-only budget for tiny tasks.
         "cpu": Preset(
             "cpu", pretrain_epochs=20,
-            sdr=dict(CPU_SETTINGS, reuse_epochs=10, reuse_lr=0.01, vae_epochs=40),
-            elbo_samples=8, baseline_epochs=10, baseline_lr=1e-3, train_mb_size=32, base_vae_epochs=40,
+            sdr=CPU_SMALL_TASK_SETTINGS,
+            elbo_samples=8, baselines=baselines.BASELINE_SETTINGS["cpu"], base_vae_epochs=40,
         ),
         # The paper's epochs (supplementary §A.1); meant for a GPU.
         "paper": Preset(
-            "paper", pretrain_epochs=20, sdr=dict(PAPER_SETTINGS),
-            elbo_samples=8, baseline_epochs=100, baseline_lr=1e-3, train_mb_size=128, base_vae_epochs=100,
+            "paper", pretrain_epochs=20, sdr=PAPER_SETTINGS,
+            elbo_samples=8, baselines=baselines.BASELINE_SETTINGS["paper"], base_vae_epochs=100,
             capped=False,
         ),
     }
@@ -244,109 +239,8 @@ PRESETS: Dict[str, Preset] = _presets()
 
 
 # --------------------------------------------------------------------- models
+# The baselines' models and strategies live in the library, :mod:`avalanche_sdr.baselines`.
 
-
-def _trainable_copy(backbone: nn.Module) -> nn.Module:
-    clone = copy.deepcopy(backbone)
-    for p in clone.parameters():
-        p.requires_grad_(True)
-    return clone.train()
-
-
-def _multitask_module():
-    from avalanche.models import MultiTaskModule
-
-    return MultiTaskModule
-
-
-def _max_classes(benchmark) -> int:
-    return max(len(exp.classes_in_this_experience) for exp in benchmark.train_stream)
-
-
-def make_multi_head_net(backbone: nn.Module, initial_out_features: int = 2):
-    """Shared trainable copy of ``backbone`` + Avalanche ``MultiHeadClassifier``.
-
-    ``forward(x [N,C,H,W], task_labels [N]) -> logits [N, max classes]``.
-    """
-    from avalanche.models import MultiHeadClassifier, MultiTaskModule
-
-    class MultiHeadNet(MultiTaskModule):
-        def __init__(self):
-            super().__init__()
-            self.backbone = _trainable_copy(backbone)
-            self.classifier = MultiHeadClassifier(backbone.feature_dim, initial_out_features)
-
-        def forward(self, x, task_labels):
-            return self.classifier(self.backbone(x), task_labels)
-
-        def forward_single_task(self, x, task_label):
-            return self.classifier.forward_single_task(self.backbone(x), task_label)
-
-    return MultiHeadNet()
-
-
-class SingleHeadNet(nn.Module):
-    """Shared trainable copy of a backbone + one linear head of ``num_classes``.
-
-    ``forward(x [N,C,H,W]) -> logits [N, num_classes]``; no task labels.
-    """
-
-    def __init__(self, backbone: nn.Module, num_classes: int):
-        super().__init__()
-        self.backbone = _trainable_copy(backbone)
-        self.head = nn.Linear(backbone.feature_dim, num_classes)
-
-    def forward(self, x):
-        return self.head(self.backbone(x))
-
-
-def make_model_per_task(backbone: nn.Module):
-    """A ``MultiTaskModule`` with a fresh trainable copy of ``backbone`` + head per task.
-
-    ``initial_backbone`` (E0, frozen) is kept so that every new task starts from it;
-    it counts towards memory like every column. A column is created in training-mode
-    adaptation for an unseen task label, sized to the experience's largest label + 1.
-    """
-    from avalanche.models import MultiTaskModule
-
-    class ModelPerTask(MultiTaskModule):
-        def __init__(self):
-            super().__init__()
-            self.initial_backbone = copy.deepcopy(backbone).eval()
-            for p in self.initial_backbone.parameters():
-                p.requires_grad_(False)
-            self.columns = nn.ModuleDict()
-
-        def train(self, mode: bool = True):
-            super().train(mode)
-            self.initial_backbone.eval()
-            return self
-
-        def adaptation(self, experience):
-            super().adaptation(experience)
-            if not self.training:
-                return
-            n_classes = max(experience.classes_in_this_experience) + 1
-            for task in experience.task_labels:
-                key = str(int(task))
-                if key not in self.columns:
-                    column = nn.Sequential(
-                        _trainable_copy(self.initial_backbone),
-                        nn.Linear(self.initial_backbone.feature_dim, n_classes),
-                    )
-                    self.columns[key] = column.to(next(self.initial_backbone.parameters()).device)
-            # Earlier columns are final: freeze them so they neither train nor drift.
-            current = {str(int(t)) for t in experience.task_labels}
-            for key, column in self.columns.items():
-                for p in column.parameters():
-                    p.requires_grad_(key in current)
-                    if key not in current:
-                        p.grad = None
-
-        def forward_single_task(self, x, task_label):
-            return self.columns[str(int(task_label))](x)
-
-    return ModelPerTask()
 
 
 # --------------------------------------------------------------------- oracle
@@ -402,11 +296,12 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         a=8, b=16, generator=generator, base_vae=base_vae,
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
-    return SDRStrategy(
-        model=model, **preset.sdr, decision=decision, forward_transfer=forward_transfer,
-        elbo_samples=preset.elbo_samples, evaluator=evaluator, device=device, verbose=False,
-        detector=detector, two_sample=two_sample,
-    )
+    if detector is None:
+        detection = dict(decision=decision, elbo_samples=preset.elbo_samples, two_sample=two_sample)
+    else:  # an injected detector (the oracle) carries its own configuration
+        detection = dict(detector=detector)
+    return SDRStrategy(model=model, settings=preset.sdr, forward_transfer=forward_transfer, evaluator=evaluator,
+                       device=device, **detection)
 
 
 def build_sdr(backbone, benchmark, stream, preset, *, evaluator, device):
@@ -468,133 +363,48 @@ def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device):
                          detector=OracleDetector(benchmark.stream_groups))
 
 
-def _baseline_kwargs(model, preset: Preset, evaluator, device) -> Dict[str, Any]:
-    return dict(
-        model=model,
-        optimizer=torch.optim.Adam(model.parameters(), lr=preset.baseline_lr),
-        criterion=nn.CrossEntropyLoss(),
-        train_mb_size=preset.train_mb_size,
-        train_epochs=preset.baseline_epochs,
-        eval_mb_size=preset.eval_mb_size,
-        device=device,
-        evaluator=evaluator,
-    )
-
-
 def build_single_model(backbone, benchmark, stream, preset, *, evaluator, device):
     """Single Model per task: Naive on a fresh copy of E0 + head per task."""
-    from avalanche.training import Naive
-
-    return Naive(**_baseline_kwargs(make_model_per_task(backbone), preset, evaluator, device))
+    return baselines.single_model_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
 
 
 def build_new_head(backbone, benchmark, stream, preset, *, evaluator, device):
     """New-Head: Naive, shared backbone trained on all tasks, one head per task."""
-    from avalanche.training import Naive
-
-    return Naive(**_baseline_kwargs(make_multi_head_net(backbone), preset, evaluator, device))
+    return baselines.new_head_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
 
 
 def build_finetune(backbone, benchmark, stream, preset, *, evaluator, device):
     """Finetune: Naive, shared backbone and one shared head over the max classes."""
-    from avalanche.training import Naive
-
-    model = SingleHeadNet(backbone, _max_classes(benchmark))
-    return Naive(**_baseline_kwargs(model, preset, evaluator, device))
+    return baselines.finetune_strategy(backbone, num_classes=baselines.max_classes(benchmark.train_stream),
+                                       **preset.baselines.training(), evaluator=evaluator, device=device)
 
 
 def build_ewc(backbone, benchmark, stream, preset, *, evaluator, device):
     """Online EWC on the multi-head network."""
-    from avalanche.training import EWC
-
-    return EWC(
-        **_baseline_kwargs(make_multi_head_net(backbone), preset, evaluator, device),
-        ewc_lambda=preset.ewc_lambda, mode="online", decay_factor=preset.ewc_decay,
-    )
-
-
-def replay_mem_size(benchmark, per_class: int) -> int:
-    """``per_class`` x the number of (task, class) pairs over the whole stream."""
-    return per_class * sum(len(exp.classes_in_this_experience) for exp in benchmark.train_stream)
+    return baselines.ewc_strategy(backbone, **preset.baselines.training(), ewc_lambda=preset.baselines.ewc_lambda,
+                                  decay_factor=preset.baselines.ewc_decay, evaluator=evaluator, device=device)
 
 
 def build_replay(backbone, benchmark, stream, preset, *, evaluator, device):
     """ER: Avalanche Replay (experience-balanced buffer) on the multi-head network."""
-    from avalanche.training import Replay
-
-    return Replay(
-        **_baseline_kwargs(make_multi_head_net(backbone), preset, evaluator, device),
-        mem_size=replay_mem_size(benchmark, preset.replay_per_class),
+    return baselines.replay_strategy(
+        backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, preset.baselines.replay_per_class),
+        **preset.baselines.training(), evaluator=evaluator, device=device,
     )
-
-
-def make_feature_pnn(backbone: nn.Module, hidden: int = 64, num_layers: int = 2):
-    """Avalanche ``PNN`` (MLP columns, lateral adapters) on the features of a frozen E0.
-
-    Avalanche's PNN flattens its input and has MLP columns only (and ``PNNStrategy``
-    accepts only a ``PNN``), so this is a ``PNN`` subclass that first maps the images
-    through a frozen copy of E0 (``[N, feature_dim]``): the same frozen backbone as SDR.
-    One column per task is added by the PNN's own adaptation, which freezes the older
-    ones. ``forward(x [N,C,H,W], task_labels [N]) -> logits``.
-    """
-    from avalanche.models import PNN
-
-    class FeaturePNN(PNN):
-        def __init__(self):
-            super().__init__(num_layers=num_layers, in_features=backbone.feature_dim,
-                             hidden_features_per_column=hidden)
-            self.backbone = copy.deepcopy(backbone).eval()
-            for p in self.backbone.parameters():
-                p.requires_grad_(False)
-
-        def train(self, mode: bool = True):
-            super().train(mode)
-            self.backbone.eval()
-            return self
-
-        def forward_single_task(self, x, task_label):
-            with torch.no_grad():
-                features = self.backbone(x)
-            return super().forward_single_task(features, task_label)
-
-    return FeaturePNN()
 
 
 def build_pnn(backbone, benchmark, stream, preset, *, evaluator, device):
-    """PNN: Avalanche ``PNNStrategy`` on :func:`make_feature_pnn` (frozen E0 + MLP columns)."""
-    from avalanche.training import PNNStrategy
-
-    return PNNStrategy(**_baseline_kwargs(make_feature_pnn(backbone), preset, evaluator, device))
+    """PNN: Avalanche ``PNNStrategy`` on a frozen E0 + MLP columns."""
+    return baselines.pnn_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
 
 
 def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, device):
-    """DGR: Avalanche ``GenerativeReplay`` on :class:`SingleHeadNet`.
-
-    Avalanche's generative replay is task-free: replayed images are labelled by the
-    previous solver's argmax and given the current task label, and its solver is
-    called without task labels, so it runs on the one-head network (as Finetune).
-    The generator is Avalanche's ``MlpVAE`` (its default, ``nhid=2``) sized for the
-    stream's images and trained by Avalanche's ``VAETraining`` with the default's
-    settings (Adam lr 0.01, weight decay 1e-4) for ``preset.baseline_epochs`` epochs.
-    """
-    from avalanche.models import MlpVAE
-    from avalanche.models.generator import VAE_loss
-    from avalanche.training import GenerativeReplay, VAETraining
-    from avalanche.training.plugins import GenerativeReplayPlugin
-
-    shape = (stream.in_channels, stream.image_size, stream.image_size)
-    generator = MlpVAE(shape, nhid=2, device=device)
-    generator_strategy = VAETraining(
-        model=generator,
-        optimizer=torch.optim.Adam([p for p in generator.parameters() if p.requires_grad],
-                                   lr=0.01, weight_decay=1e-4),
-        criterion=VAE_loss, train_mb_size=preset.train_mb_size, train_epochs=preset.baseline_epochs,
-        eval_mb_size=preset.eval_mb_size, device=device, plugins=[GenerativeReplayPlugin()],
-        evaluator=None,
+    """DGR: Avalanche ``GenerativeReplay`` on the one-head network, an ``MlpVAE`` generator."""
+    return baselines.generative_replay_strategy(
+        backbone, num_classes=baselines.max_classes(benchmark.train_stream),
+        image_shape=(stream.in_channels, stream.image_size, stream.image_size),
+        **preset.baselines.training(), evaluator=evaluator, device=device,
     )
-    model = SingleHeadNet(backbone, _max_classes(benchmark))
-    return GenerativeReplay(**_baseline_kwargs(model, preset, evaluator, device),
-                            generator_strategy=generator_strategy)
 
 
 @dataclass(frozen=True)
@@ -640,7 +450,4 @@ METHODS: Dict[str, Method] = {
 }
 """Rows in the paper's order."""
 
-__all__ = [
-    "METHODS", "PRESETS", "STREAMS", "Method", "OracleDetector", "Preset", "SingleHeadNet",
-    "StreamSpec", "make_model_per_task", "make_multi_head_net", "oracle_choice", "replay_mem_size",
-]
+__all__ = ["METHODS", "PRESETS", "STREAMS", "Method", "OracleDetector", "Preset", "StreamSpec", "oracle_choice"]

@@ -3,8 +3,9 @@
 Every method of :mod:`benchmarks.methods` runs on the SAME mixed stream (same seed,
 same train/test data) starting from the SAME pretrained E0: a
 ``small_cnn_backbone(widths=(32, 64, 128))`` trained on the 3 warm-start tasks'
-training data (DESIGN.md option (b)), pretrained once per seed by this process and
-saved under ``OUT/backbones/``; every run loads it.
+training data (option (b) of docs/method.rst, "E0 without ImageNet weights"),
+pretrained once per seed by this process and saved under ``OUT/backbones/``; every
+run loads it.
 
 One run = one (method, seed). Runs are independent jobs executed by a local
 ``ProcessPoolExecutor`` (``--jobs N``, spawn context; each worker uses ``--threads``
@@ -12,7 +13,7 @@ torch threads, default 1: see ``--help``) or, with ``--executor ray``, as Ray ta
 (``--ray-address`` of a cluster, default a local Ray instance; optional extra
 ``ray``). Each finished run is written to
 ``OUT/runs/<stream>_<preset>_<method>_seed<k>.json`` atomically (temp file +
-``os.replace``) by the harness process; rerunning with the same ``--out`` skips runs
+``os.replace``, :func:`avalanche_sdr.cli.write_json`) by the harness process; rerunning with the same ``--out`` skips runs
 whose JSON exists. A line is printed per finished run, under a tqdm bar over runs.
 
 Measured the same way for every method:
@@ -48,7 +49,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -62,9 +62,8 @@ if __name__ in ("__main__", "__mp_main__"):
     # cannot act on before benchmarks.methods imports Avalanche (avalanche_sdr.cli).
     cli.install_warning_filters()
 
+from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
-
-MB = 2**20
 
 
 @dataclass(frozen=True)
@@ -90,24 +89,6 @@ def run_id(stream: str, preset: str, method: str, seed: int) -> str:
     return f"{stream}_{preset}_{method}_seed{seed}"
 
 
-def write_json_atomic(path: os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` via a temp file in the same folder + ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpec]:
     """The specs whose run JSON does not exist yet in ``runs_dir``."""
     runs_dir = Path(runs_dir)
@@ -115,17 +96,6 @@ def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpe
 
 
 # --------------------------------------------------------------------- running
-
-
-def _seed_everything(seed: int) -> None:
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _make_backbone(stream_name: str, weights: Optional[str] = None):
@@ -155,11 +125,12 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
     import torch
 
     from avalanche_sdr.training import pretrain_backbone
+    from avalanche_sdr.training.checkpoint import atomic_write
 
     path = Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
     if path.exists():
         return str(path)
-    _seed_everything(seed)
+    cli.seed_everything(seed)
     if STREAMS[stream].backbone == "cifar_resnet20":
         if not weights:
             raise SystemExit(f"--stream {stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
@@ -171,12 +142,10 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
         pretrain_backbone(backbone, warm, epochs=PRESETS[preset].pretrain_epochs, lr=2e-3,
                           batch_size=32, device=device, verbose=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=path.parent)
-    os.close(fd)
     # The RNG state after pretraining travels with E0: every run continues from it, as
     # examples/quickstart.py does after pretraining in the same process.
-    torch.save({"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
+    saved = {"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}
+    atomic_write(path, lambda f: torch.save(saved, f))
     return str(path)
 
 
@@ -206,7 +175,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     if spec.threads:
         torch.set_num_threads(spec.threads)
     method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
-    _seed_everything(spec.seed)
+    cli.seed_everything(spec.seed)
     benchmark = stream.build(spec.seed, preset.capped, spec.data_root)
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
@@ -214,7 +183,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device)
     detection = None
     if method.is_sdr:
-        sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed, log=None)
+        sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed)
         accuracies = [t["test_accuracy"] for t in sdr["tasks"]]
         memory_mb = sdr["memory_mb"]
         detection = dict(sdr["detection"], unique_tasks=sdr["unique_tasks"],
@@ -228,7 +197,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         for experience in benchmark.train_stream:
             strategy.train(experience, eval_streams=[])
         accuracies = final_test_accuracies(strategy, benchmark.test_stream)
-        memory_mb = repository_memory_bytes(strategy) / MB
+        memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
     wall = time.perf_counter() - start
     extra = {"sdr_results": sdr} if method.is_sdr else {}
     return {
@@ -347,7 +316,7 @@ def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=p
                 if isinstance(outcome, Exception):
                     line = f"{spec.run_id}: FAILED {type(outcome).__name__}: {outcome}"
                 else:
-                    write_json_atomic(runs_dir / f"{spec.run_id}.json", outcome)
+                    cli.write_json(runs_dir / f"{spec.run_id}.json", outcome)
                     line = _run_line(spec, outcome)
                 bar.write(line)
                 bar.update(1)
@@ -422,7 +391,7 @@ def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: 
             row = {k: r.get(k) for k in CSV_FIELDS}
             row.update({k: d.get(k) for k in ("correct", "miss", "incorrect", "unique_tasks")})
             writer.writerow(row)
-    write_json_atomic(out_dir / "runs.json", list(runs))
+    cli.write_json(out_dir / "runs.json", list(runs))
     return table
 
 

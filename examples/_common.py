@@ -1,37 +1,50 @@
-"""What the paper-stream examples (emnist_100, cifar10_10, cifar100_40, fashion_mnist_50) share.
+"""What the examples that read a data set share: emnist_100, cifar10_10, cifar100_40,
+fashion_mnist_50 and fashion_mnist (the quickstart stands alone).
 
-Seeding, the common command-line options (checked by the types of
-:mod:`avalanche_sdr.cli` while parsing, before anything is loaded or trained), the
-choice of E0, ``--max-tasks`` truncation, one SDR run, the ``--compare`` baselines
-(Avalanche's online EWC and Replay, built by :mod:`benchmarks.methods`) and writing
-the results JSON. Not a public
-module: the examples import it from their own folder; ``--compare`` imports
-``benchmarks.methods`` from the repository root (added to ``sys.path`` here), so the
-examples are meant to be run from a checkout, as ``python examples/<name>.py`` from
-the repository root.
+Importing this module installs the command-line warning filters
+(:func:`avalanche_sdr.cli.install_warning_filters`): it is imported only by those
+scripts, first thing, before anything imports Avalanche. Not a public module: the
+examples import it from their own folder (Python puts a script's folder first on its
+import path), so they run from any working directory.
+
+Every example is built by :func:`stream_example` (:func:`cifar_example`,
+:func:`fashion_example` for the two families) and shares:
+
+- the command-line options (:func:`add_common_arguments`), checked by the types of
+  :mod:`avalanche_sdr.cli` while parsing, before anything is loaded or trained
+  (usage errors exit with code 2); missing data and the library's other errors print
+  one message and exit with code 1 (``--debug``: with the traceback);
+- the choice of E0 (:func:`make_backbone`): ``--cifar-resnet-weights FILE`` (a frozen
+  CIFAR-10 ResNet-20/32/44/56, option (a) of docs/method.rst, "E0 without ImageNet
+  weights"; not offered on CIFAR streams, whose classes that backbone has seen),
+  ``--resnet18-weights FILE`` (torchvision ResNet18 from a local state_dict, frozen),
+  or by default a small CNN pretrained on the warm-start tasks' training data
+  (option (b));
+- ``--max-tasks N`` (keep the first N tasks: a smoke run, not the full stream, and
+  its numbers are not the paper's), one SDR run (:func:`run_sdr`), the ``--compare``
+  baselines (Avalanche's online EWC and Replay from :mod:`avalanche_sdr.baselines`,
+  :func:`run_baselines`) and the results JSON (``--output``, format in
+  :mod:`avalanche_sdr.training.stream_runner`, plus ``wall_seconds`` and
+  ``baselines``).
 """
 import argparse
 import dataclasses
-import json
+import importlib
 import os
-import random
-import sys
 import time
 import types
-from typing import Any, Callable, Dict, Optional
-
-import numpy as np
-import torch
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from avalanche_sdr import cli
 
-MB = 2**20
+cli.install_warning_filters()  # imported first by the example scripts, before Avalanche
 
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+GREY28 = dict(in_channels=1, image_size=28, latent_dim=16, vae_width=32)
+"""1x28x28 streams (EMNIST, Fashion-MNIST): image shape and the VAEs' latent size and width."""
+RGB32 = dict(in_channels=3, image_size=32, latent_dim=32, vae_width=32)
+"""3x32x32 streams (CIFAR-10, CIFAR-100): image shape and the VAEs' latent size and width."""
+FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
+"""Where the Debian package ``dataset-fashion-mnist`` puts Fashion-MNIST."""
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool) -> None:
@@ -71,33 +84,15 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
                         help="write a text log and CSV logs of the SDR run into this folder")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before the run starts)")
-    add_decision_arguments(parser)
+    cli.add_decision_arguments(parser)
     cli.add_debug_argument(parser)
-
-
-def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--decision NAME`` and ``--no-generators``, shared by every example."""
-    from avalanche_sdr.training.strategy import DETECTORS
-
-    parser.add_argument(
-        "--decision", default="agreement", choices=DETECTORS,
-        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated (likelihood gap "
-        "thresholds), two_sample (a level-0.01 repeat test on E0 features; docs/results/detection.md) "
-        "or expert_gate (Aljundi et al.'s autoencoder relatedness, a baseline)",
-    )
-    parser.add_argument(
-        "--no-generators", action="store_true",
-        help="build the repository without VAEs (only with --decision two_sample or expert_gate, "
-        "which do not use them): smaller entries, no VAE training",
-    )
 
 
 def check_arguments(parser: argparse.ArgumentParser, args) -> None:
     """Checks across options, as argparse errors (exit code 2) before anything runs:
     ``--no-generators`` with a rule that needs generators, a ``--device`` that is not
     there."""
-    if args.no_generators and args.decision in ("agreement", "calibrated"):
-        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
+    cli.check_decision_arguments(parser, args)
     cli.check_device(parser, args.device)
 
 
@@ -117,9 +112,10 @@ def truncate(benchmark, max_tasks: Optional[int]):
 def make_backbone(args, warm_start, in_channels: int):
     """E0 and a sentence saying which one it is (reported with the results).
 
-    ``--cifar-resnet-weights``: frozen CIFAR-10 ResNet (DESIGN.md option (a));
-    ``--resnet18-weights``: torchvision ResNet18 from a local state_dict; otherwise a
-    small CNN pretrained on the warm-start tasks' training data (option (b)).
+    ``--cifar-resnet-weights``: frozen CIFAR-10 ResNet (option (a) of docs/method.rst,
+    "E0 without ImageNet weights"); ``--resnet18-weights``: torchvision ResNet18 from a local
+    state_dict; otherwise a small CNN pretrained on the warm-start tasks' training data
+    (option (b)).
     """
     from avalanche_sdr.models import cifar_resnet_backbone, resnet18_backbone, small_cnn_backbone
     from avalanche_sdr.training import pretrain_backbone
@@ -139,22 +135,46 @@ def make_backbone(args, warm_start, in_channels: int):
     return backbone, f"small_cnn(32,64,128) pretrained {args.pretrain_epochs} epochs on the warm-start tasks"
 
 
-def sdr_settings(args) -> Dict[str, Any]:
-    """The preset's ``SDRStrategy`` settings with the command line's overrides."""
+def make_generator(args, warm_start, *, in_channels: int, image_size: int, latent_dim: int,
+                   vae_width: int) -> Tuple[Optional[str], Any, str]:
+    """The repository's generators: ``(generator, base_vae, note)`` for
+    ``build_sdr_model``, ``note`` reported with the results.
+
+    ``--no-generators``: none; ``--generator eft`` (``examples/fashion_mnist.py``): EFT
+    adapters on one base ConvVAE pretrained on the warm-start tasks' training inputs (10
+    epochs, Adam lr 2e-3); otherwise an independent ConvVAE per entry.
+    """
+    if args.no_generators:
+        return None, None, "none"
+    if getattr(args, "generator", "independent") == "eft":
+        from avalanche_sdr.models import ConvVAE
+        from avalanche_sdr.training import pretrain_vae
+
+        base_vae = pretrain_vae(ConvVAE(in_channels, image_size, latent_dim=latent_dim, width=vae_width),
+                                warm_start, epochs=10, lr=2e-3, device=args.device)
+        return "eft", base_vae, (f"EFT adapters on one base ConvVAE (latent {latent_dim}, width {vae_width}) "
+                                 "pretrained 10 epochs on the warm-start tasks")
+    return "independent", None, f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"
+
+
+def sdr_settings(args):
+    """The preset's :class:`~avalanche_sdr.training.SDRSettings` with the command line's overrides."""
     from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS
 
-    settings = dict(CPU_SETTINGS if args.preset == "cpu" else PAPER_SETTINGS)
-    if args.new_task_epochs is not None:
-        settings["new_task_epochs"] = args.new_task_epochs
-    if args.vae_epochs is not None:
-        settings["vae_epochs"] = args.vae_epochs
-    return settings
+    settings = CPU_SETTINGS if args.preset == "cpu" else PAPER_SETTINGS
+    overrides = {"new_task_epochs": args.new_task_epochs, "vae_epochs": args.vae_epochs}
+    return settings.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: int, image_size: int,
-            latent_dim: int, vae_width: int) -> Dict[str, Any]:
+def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Optional[str], base_vae=None,
+            in_channels: int, image_size: int, latent_dim: int, vae_width: int,
+            interactive: bool = False) -> Dict[str, Any]:
     """Train SDR (EFT for E, ``--decision`` rule) on the whole stream; the results dict of
-    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``."""
+    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``.
+
+    :param generator: ``build_sdr_model``'s ``generator`` (:func:`make_generator`).
+    :param interactive: Avalanche's progress-bar logger on stdout as well.
+    """
     import copy
 
     from avalanche_sdr import SDRStrategy, build_sdr_model
@@ -163,18 +183,17 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: i
 
     settings = sdr_settings(args)
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size, a=8, b=16,
-                            generator=None if args.no_generators else "independent", latent_dim=latent_dim,
-                            vae_width=vae_width)
-    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)
-    strategy = SDRStrategy(model=model, **settings, decision=args.decision, elbo_samples=8,
+                            generator=generator, base_vae=base_vae, latent_dim=latent_dim, vae_width=vae_width)
+    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive=interactive)
+    strategy = SDRStrategy(model=model, settings=settings, decision=args.decision, elbo_samples=8,
                            evaluator=evaluator, device=args.device)
     config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
-                  preset=args.preset, settings=settings, max_tasks=args.max_tasks)
-    print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=not args.no_generators)
+                  preset=args.preset, settings=settings.to_dict(), max_tasks=args.max_tasks)
+    print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=generator is not None)
           + "\n", flush=True)
     start = time.perf_counter()
     try:
-        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log_results=False)
+        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print)
     finally:
         evaluator.close()
     results["wall_seconds"] = time.perf_counter() - start
@@ -185,32 +204,35 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, in_channels: i
 
 
 def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
-    """Avalanche's online EWC and Replay (``benchmarks.methods`` builders, the harness
-    preset of the same name) on the same stream and E0: accuracy (mean over tasks of the
-    final test accuracy, task-aware) and memory (MB) measured as for SDR."""
+    """Avalanche's online EWC and Replay (:mod:`avalanche_sdr.baselines`, budget
+    ``BASELINE_SETTINGS[--preset]``, ``--new-task-epochs`` epochs when given) on the
+    same stream and E0: accuracy (mean over tasks of the final test accuracy,
+    task-aware) and memory (MB) measured as for SDR."""
     import warnings
 
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_sdr.evaluation import repository_memory_bytes
+    from avalanche_sdr import baselines
+    from avalanche_sdr.evaluation import BYTES_PER_MB, repository_memory_bytes
     from avalanche_sdr.training.stream_runner import final_test_accuracies
 
-    # ``python examples/x.py`` puts examples/, not the repository root, on sys.path.
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if repo_root not in sys.path:
-        sys.path.insert(0, repo_root)
-    from benchmarks.methods import METHODS, PRESETS
-
-    preset = PRESETS[args.preset]
+    s = baselines.BASELINE_SETTINGS[args.preset]
     if args.new_task_epochs is not None:
-        preset = dataclasses.replace(preset, baseline_epochs=args.new_task_epochs)
+        s = dataclasses.replace(s, epochs=args.new_task_epochs)
+    builders = {
+        "ewc": ("Online EWC", lambda **kw: baselines.ewc_strategy(
+            backbone, **s.training(), ewc_lambda=s.ewc_lambda, decay_factor=s.ewc_decay, **kw)),
+        "replay": ("ER", lambda **kw: baselines.replay_strategy(
+            backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, s.replay_per_class),
+            **s.training(), **kw)),
+    }
     out = {}
-    for name in ("ewc", "replay"):
-        seed_everything(args.seed)
+    for name, (label, build) in builders.items():
+        cli.seed_everything(args.seed)
         start = time.perf_counter()
-        evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
-        strategy = METHODS[name].build(backbone, benchmark, None, preset, evaluator=evaluator, device=args.device)
+        strategy = build(evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
+                         device=args.device)
         with warnings.catch_warnings():
             # Avalanche re-enables Replay's ``update`` DeprecationWarning on every call.
             warnings.showwarning = lambda *args, **kwargs: None
@@ -218,14 +240,14 @@ def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
                 strategy.train(experience, eval_streams=[])
         accuracies = final_test_accuracies(strategy, benchmark.test_stream)
         out[name] = {
-            "label": METHODS[name].label,
+            "label": label,
             "average_accuracy": sum(accuracies) / len(accuracies),
             "task_accuracies": accuracies,
-            "memory_mb": repository_memory_bytes(strategy) / MB,
+            "memory_mb": repository_memory_bytes(strategy) / BYTES_PER_MB,
             "wall_seconds": time.perf_counter() - start,
-            "settings": {"epochs": preset.baseline_epochs, "lr": preset.baseline_lr,
-                         "train_mb_size": preset.train_mb_size, "ewc_lambda": preset.ewc_lambda,
-                         "ewc_decay": preset.ewc_decay, "replay_per_class": preset.replay_per_class},
+            "settings": {"epochs": s.epochs, "lr": s.lr, "train_mb_size": s.train_mb_size,
+                         "ewc_lambda": s.ewc_lambda, "ewc_decay": s.ewc_decay,
+                         "replay_per_class": s.replay_per_class},
         }
     return out
 
@@ -241,48 +263,112 @@ def report(results: Dict[str, Any], baselines: Optional[Dict[str, Dict[str, Any]
         print(f"{label:<18} {100 * acc:>8.2f} {mem:>9.2f} {wall:>9.1f}")
 
 
-def write_json(path: Optional[str], data: Dict[str, Any]) -> None:
-    if not path:
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1)
-    print(f"wrote {path}")
-
-
 def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in_channels: int,
-                       image_size: int, latent_dim: int, vae_width: int,
-                       record_task_sizes: bool = False) -> Dict[str, Any]:
-    """The body every paper-stream example shares; returns (and writes) the results.
+                       image_size: int, latent_dim: int, vae_width: int, record_task_sizes: bool = False,
+                       interactive: bool = False) -> Dict[str, Any]:
+    """The body every example shares; returns (and writes) the results.
 
     Seeds everything, builds the stream (``build_stream()``), keeps ``--max-tasks``
-    tasks, makes E0 from the warm-start tasks, runs SDR (and with ``--compare`` the
-    baselines), prints the comparison and the wall time, writes ``--output``.
+    tasks, makes E0 (and a base VAE with ``--generator eft``) from the warm-start tasks,
+    runs SDR (and with ``--compare`` the baselines), prints the comparison and the wall
+    time, writes ``--output``.
 
     :param stream: the stream's name in the results' config.
     :param record_task_sizes: also put the full stream's ``task_sizes`` in the config
         (streams whose sizes are scaled to the data, e.g. EMNIST bymerge).
+    :param interactive: Avalanche's progress-bar logger during the SDR run.
     """
     start = time.perf_counter()
     threads = cli.set_threads(args.threads, args.device)
-    seed_everything(args.seed)
+    cli.seed_everything(args.seed)
     full = build_stream()
     benchmark = truncate(full, args.max_tasks)
     warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
     backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels)
-    config = {"stream": stream, "backbone": backbone_note,
-              "generator": "none" if args.no_generators else
-              f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})",
+    sizes = dict(in_channels=in_channels, image_size=image_size, latent_dim=latent_dim, vae_width=vae_width)
+    generator, base_vae, generator_note = make_generator(args, warm_start, **sizes)
+    config = {"stream": stream, "backbone": backbone_note, "generator": generator_note,
               "device": args.device, "torch_threads": threads}
     if record_task_sizes:
         config["task_sizes"] = getattr(full, "task_sizes", None)
-    results = run_sdr(args, benchmark, backbone, config, in_channels=in_channels, image_size=image_size,
-                      latent_dim=latent_dim, vae_width=vae_width)
+    results = run_sdr(args, benchmark, backbone, config, generator=generator, base_vae=base_vae,
+                      interactive=interactive, **sizes)
     results["baselines"] = run_baselines(args, benchmark, backbone) if args.compare else None
     report(results, results["baselines"])
     print(f"total wall time {time.perf_counter() - start:.1f}s, {threads} torch thread(s)")
-    write_json(args.output, results)
+    if args.output:
+        cli.write_json(args.output, results)
+        print(f"wrote {args.output}")
     return results
+
+
+def stream_example(doc: str, *, stream: Union[str, Callable[[Any], str]], build: Callable[[Any, Any], Any],
+                   images: Dict[str, int], data_root: str = "data", data_help: str, cifar_resnet: bool = True,
+                   add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+                   record_task_sizes: bool = False, interactive: bool = False):
+    """An example's ``(parse_args, main)``.
+
+    :param doc: the script's docstring (its first line is the ``--help`` description).
+    :param stream: the stream's name in the results' config, or ``stream(args) -> name``.
+    :param build: ``build(args, avalanche_sdr.benchmarks) -> benchmark`` (the stream).
+    :param images: :data:`GREY28` or :data:`RGB32` (image shape, VAE sizes).
+    :param data_root: default of ``--data-root``; ``data_help`` its help text.
+    :param cifar_resnet: offer ``--cifar-resnet-weights``.
+    :param add_arguments: adds the example's own options to the parser.
+    """
+    def parse_args(argv=None):
+        parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+        parser.add_argument("--data-root", default=data_root, metavar="DIR", help=data_help)
+        if add_arguments is not None:
+            add_arguments(parser)
+        add_common_arguments(parser, cifar_resnet=cifar_resnet)
+        args = parser.parse_args(argv)
+        check_arguments(parser, args)
+        return args
+
+    def main(args) -> dict:
+        benchmarks = importlib.import_module("avalanche_sdr.benchmarks")
+        return run_stream_example(args, lambda: build(args, benchmarks),
+                                  stream=stream(args) if callable(stream) else stream, **images,
+                                  record_task_sizes=record_task_sizes, interactive=interactive)
+
+    return parse_args, main
+
+
+def cifar_example(doc: str, n_classes: int):
+    """``(parse_args, main)`` of the CIFAR-``n_classes`` example (10 or 100):
+    ``MixedCIFAR10`` / ``MixedCIFAR100`` read from ``--data-root`` (torchvision layout)."""
+    folder = {10: "cifar-10-batches-py", 100: "cifar-100-python"}[n_classes]
+    name = f"MixedCIFAR{n_classes}"
+    return stream_example(
+        doc, stream=name, images=RGB32, cifar_resnet=False,
+        build=lambda args, b: getattr(b, name)(args.data_root, seed=args.seed, download=args.download),
+        data_help=f"folder holding {folder}/ (torchvision layout; default: data)",
+    )
+
+
+def fashion_example(doc: str, n_splits: Optional[int] = None):
+    """``(parse_args, main)`` of a ``MixedFashionMNIST`` example: ``n_splits`` fixed, or
+    ``None`` for ``--n-splits {2,10}`` and ``--generator {independent,eft}`` options and
+    Avalanche's progress bars (``examples/fashion_mnist.py``)."""
+    def add_arguments(parser):
+        parser.add_argument("--n-splits", type=int, default=2, choices=(2, 10),
+                            help="splits per group of 2 classes: 2 gives 10 tasks (default), 10 gives 50 tasks")
+        parser.add_argument("--generator", default="independent", choices=("independent", "eft"),
+                            help="independent: a VAE per entry (EFT for E; default); eft: EFT adapters on a base "
+                            "VAE pretrained on the warm-start tasks (EFT for E and G)")
+
+    def splits(args):
+        return n_splits or args.n_splits
+
+    return stream_example(
+        doc, stream=lambda args: f"MixedFashionMNIST(n_splits={splits(args)})", images=GREY28,
+        build=lambda args, b: b.MixedFashionMNIST(args.data_root, n_splits=splits(args), seed=args.seed,
+                                                  download=args.download),
+        data_root=FASHION_ROOT, add_arguments=None if n_splits else add_arguments, interactive=not n_splits,
+        data_help="folder with the four Fashion-MNIST idx files (Debian package dataset-fashion-mnist, "
+        "the default) or a torchvision root (DIR/FashionMNIST/raw)",
+    )
 
 
 def run_example(main: Callable, parse_args: Callable) -> None:

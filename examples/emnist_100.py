@@ -10,54 +10,35 @@ JSON): a stream that is not the paper's.
 
 E0, reported with the results: ``--cifar-resnet-weights FILE`` (a frozen CIFAR-10
 ResNet, He et al.'s published ``resnet20-*.th`` ..., an offline analogue of the
-paper's ImageNet backbone; grey images repeated to 3 channels),
-``--resnet18-weights FILE`` (torchvision ResNet18 from a local state_dict), or by default a small CNN pretrained on the 3
-warm-start tasks' training data. ``--compare`` also runs Avalanche's online EWC and
-Replay (``benchmarks.methods``) on the same stream and E0 and prints their accuracy and
-memory beside SDR's. ``--max-tasks N`` keeps the first N tasks only: a smoke run, not
-the paper's stream, and its numbers are not the paper's.
-
-Run from the repository root (``--compare`` imports ``benchmarks``). Arguments and
-output paths are checked before anything is loaded (exit code 2). Missing data: the
-message says which files and how to get them (README: Data); exit code 1.
+paper's ImageNet backbone; grey images repeated to 3 channels), ``--resnet18-weights
+FILE`` (torchvision ResNet18 from a local state_dict), or by default a small CNN
+pretrained on the 3 warm-start tasks' training data. ``--compare`` also runs
+Avalanche's online EWC and Replay on the same stream and E0 and prints their accuracy
+and memory beside SDR's; ``--max-tasks N`` keeps the first N tasks only (a smoke run,
+not the paper's stream). Arguments and output paths are checked before anything is
+loaded (exit code 2); missing data: the message says which files and how to get them
+(README: Data), exit code 1.
 
     python examples/emnist_100.py --data-root data --split balanced --download \\
         --preset paper --device cuda --compare --output results/emnist100/results.json
     python examples/emnist_100.py --data-root data --split bymerge \\
         --cifar-resnet-weights weights/resnet20-12fca82f.th
 """
-import argparse
-
-from avalanche_sdr import cli
-
-if __name__ == "__main__":
-    cli.install_warning_filters()  # before anything imports Avalanche
-
-import _common  # noqa: E402  (after the filters)
+import _common
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default="data", metavar="DIR",
-                        help="folder holding EMNIST/raw/emnist-<split>-*-ubyte (torchvision layout; default: data)")
+def _split_argument(parser):
     parser.add_argument("--split", default="balanced", choices=("balanced", "bymerge"),
                         help="balanced: the paper's split (default); bymerge: the same 47 classes, unbalanced, "
                         "per-task sizes scaled to the rarest class")
-    _common.add_common_arguments(parser, cifar_resnet=True)
-    args = parser.parse_args(argv)
-    _common.check_arguments(parser, args)
-    return args
 
 
-def main(args) -> dict:
-    from avalanche_sdr.benchmarks import MixedEMNIST
-
-    return _common.run_stream_example(
-        args, lambda: MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download),
-        stream=f"MixedEMNIST(split={args.split!r})", in_channels=1, image_size=28, latent_dim=16, vae_width=32,
-        record_task_sizes=True,
-    )
-
+parse_args, main = _common.stream_example(
+    __doc__, stream=lambda args: f"MixedEMNIST(split={args.split!r})", images=_common.GREY28,
+    build=lambda args, b: b.MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download),
+    data_help="folder holding EMNIST/raw/emnist-<split>-*-ubyte (torchvision layout; default: data)",
+    add_arguments=_split_argument, record_task_sizes=True,
+)
 
 if __name__ == "__main__":
     _common.run_example(main, parse_args)

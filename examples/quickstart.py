@@ -3,9 +3,10 @@
 The stream (``MixedDigits``) has 10 tasks: 5 groups of 2 digits x 2 disjoint splits,
 permuted by ``--seed`` with 3 dissimilar warm-start tasks first. Without ImageNet
 weights, the backbone E0 (a small CNN) is pretrained on the warm-start tasks'
-training data only (DESIGN.md option (b)); it is then frozen and every unique task
-gets EFT adapters (a=8, b=16) and a conv VAE. The 7 later tasks are each detected as
-new or similar before any training on them.
+training data only (option (b) of docs/method.rst, "E0 without ImageNet
+weights"); it is then frozen and every unique task gets EFT adapters (a=8, b=16) and
+a conv VAE. The 7 later tasks are each detected as new or similar before any training
+on them.
 
 Prints a legend, one line per task (decision, scores, seconds) and a final table
 (each task's decision against the ground truth, its test accuracy; detection,
@@ -26,9 +27,6 @@ errors of the library (e.g. an unusable checkpoint) print one message (exit code
     python examples/quickstart.py --seed 0 --checkpoint-dir runs/qs0 --output results/quickstart.json
 """
 import argparse
-import json
-import os
-import random
 import time
 
 from avalanche_sdr import cli
@@ -36,28 +34,14 @@ from avalanche_sdr import cli
 if __name__ == "__main__":
     cli.install_warning_filters()  # before anything imports Avalanche
 
-import numpy as np
-import torch
-
 
 def parse_args(argv=None):
-    from avalanche_sdr.training.strategy import DETECTORS
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the stream's task order and of training (default 0)")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before training starts)")
-    parser.add_argument(
-        "--decision", default="agreement", choices=DETECTORS,
-        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated "
-        "(likelihood gap, consistency lift and S against permuted labels), two_sample (a level-0.01 "
-        "repeat test on E0 features) or expert_gate (autoencoder relatedness); docs: Beyond the paper",
-    )
-    parser.add_argument(
-        "--no-generators", action="store_true",
-        help="no VAEs in the repository (only with --decision two_sample or expert_gate)",
-    )
+    cli.add_decision_arguments(parser)
     parser.add_argument(
         "--forward-transfer", action="store_true",
         help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
@@ -73,15 +57,8 @@ def parse_args(argv=None):
     cli.add_threads_argument(parser, default=1)
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
-    if args.no_generators and args.decision in ("agreement", "calibrated"):
-        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
+    cli.check_decision_arguments(parser, args)
     return args
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def main(args) -> dict:
@@ -89,14 +66,15 @@ def main(args) -> dict:
     from avalanche.training.plugins import EvaluationPlugin
     from avalanche.evaluation.metrics import accuracy_metrics
 
-    from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+    from avalanche_sdr import SDRStrategy, build_sdr_model
     from avalanche_sdr.benchmarks import MixedDigits
+    from avalanche_sdr.evaluation import DecisionLogger
     from avalanche_sdr.models import small_cnn_backbone
-    from avalanche_sdr.training import has_checkpoint, pretrain_backbone
+    from avalanche_sdr.training import CPU_SMALL_TASK_SETTINGS, has_checkpoint, pretrain_backbone
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
     threads = cli.set_threads(args.threads)
-    seed_everything(args.seed)
+    cli.seed_everything(args.seed)
     benchmark = MixedDigits(seed=args.seed)
     warm_start = [benchmark.train_stream[i] for i in range(3)]
 
@@ -113,15 +91,15 @@ def main(args) -> dict:
 
     # Digits tasks hold ~120 training images: the CPU preset's 2 head-only epochs are 8
     # Adam steps, too few for a fresh head, and 20 VAE epochs are cheap to double.
-    settings = dict(CPU_SETTINGS, reuse_epochs=10, reuse_lr=0.01, vae_epochs=40)
+    settings = CPU_SMALL_TASK_SETTINGS
     strategy = SDRStrategy(
         model=model,
-        **settings,
+        settings=settings,
         decision=args.decision,
         forward_transfer=args.forward_transfer,
         elbo_samples=8,
-        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-        verbose=not args.quiet,
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True),
+                                   loggers=[] if args.quiet else [DecisionLogger()]),
         checkpoint_dir=args.checkpoint_dir,
     )
     config = {
@@ -133,20 +111,18 @@ def main(args) -> dict:
         "forward_transfer": args.forward_transfer,
         "elbo_samples": 8,
         "pretrain_epochs": args.pretrain_epochs,
-        "settings": settings,
+        "settings": settings.to_dict(),
         "torch_threads": threads,
     }
     if not args.quiet:
         print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=not args.no_generators)
               + "\n", flush=True)
-    results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log_results=False)
+    results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print)
     print()
     print(cli.results_table(results))
     print(f"wall time  {time.perf_counter() - start:.1f}s after imports, {threads} torch thread(s)")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(results, f, indent=1)
+        cli.write_json(args.output, results)
         print(f"wrote {args.output}")
     return results
 

@@ -1,13 +1,16 @@
 """Shared test options.
 
-``--shared-data DIR`` (or the environment variable ``SDR_SHARED_DATA``) points at a
-folder laid out like the team's ``shared/data`` (``emnist/emnist_bymerge_test.npz``,
-``weights/resnet_cifar10/*.th``). Default: ``../shared/data`` beside the checkout.
+``--shared-data DIR`` (or the environment variable ``SDR_SHARED_DATA``) points at an
+optional data folder holding ``emnist/emnist_bymerge_test.npz`` and
+``weights/resnet_cifar10/*.th`` (README: Data). Default: ``../shared/data`` beside
+the checkout.
 Tests that need it skip, with the reason, where it is absent (a user's machine).
 """
 import os
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -28,3 +31,27 @@ def shared_data_dir(request) -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data folder {path} not found (set --shared-data or SDR_SHARED_DATA)")
     return path
+
+
+def _write_idx(path, array) -> None:
+    """An idx file (big-endian header, uint8 data) as the EMNIST and MNIST archives hold."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    with open(path, "wb") as f:
+        f.write(struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape))
+        f.write(array.tobytes())
+
+
+@pytest.fixture(scope="session")
+def write_emnist_root():
+    """``write(root, split, train, test)``: raw EMNIST idx files under ``root/EMNIST/raw``
+    from upright ``(images [N, 28, 28] uint8, labels [N])`` pairs, stored transposed as
+    torchvision writes them."""
+
+    def write(root, split, train, test):
+        raw = Path(root) / "EMNIST" / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        for part, (images, labels) in (("train", train), ("test", test)):
+            _write_idx(raw / f"emnist-{split}-{part}-images-idx3-ubyte", np.asarray(images).transpose(0, 2, 1))
+            _write_idx(raw / f"emnist-{split}-{part}-labels-idx1-ubyte", labels)
+
+    return write

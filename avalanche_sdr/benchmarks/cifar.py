@@ -1,16 +1,11 @@
 """``MixedCIFAR10`` and ``MixedCIFAR100``: the paper's CIFAR streams (Tables 3-4)."""
 
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from . import sources
-from .mixed_stream import (
-    MixedSimilarityBenchmark,
-    PerTask,
-    mixed_similarity_benchmark,
-    sizes_from_class_counts,
-)
+from .mixed_stream import MixedSimilarityBenchmark, PerTask, _stream_options_doc, _table3_benchmark
 
 #: Paper Table 4, CIFAR-10 groups (local label order as listed).
 CIFAR10_TABLE4_GROUPS = [
@@ -67,6 +62,7 @@ def _group_ids(table: Sequence[Sequence[str]], classes: List[str], dataset: str)
     return groups
 
 
+@_stream_options_doc
 def MixedCIFAR10(
     root: str,
     *,
@@ -78,6 +74,8 @@ def MixedCIFAR10(
     valid_per_task: PerTask = None,
     test_per_task: PerTask = None,
     scale_to_available: bool = False,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-10 stream: 5 groups of 2 (Table 4) x 2 splits = 10 tasks.
 
@@ -87,32 +85,13 @@ def MixedCIFAR10(
 
     :param root: directory holding ``cifar-10-batches-py/`` (torchvision layout).
     :param download: fetch with torchvision when files are missing.
-    :param seed: fixes the splits and the stream order.
-    :param n_warm_start: leading tasks with pairwise distinct groups.
-    :param n_splits: splits per class (tasks per group).
-    :param train_per_task: override (int or one per group); default above.
-    :param valid_per_task: override (int or one per group); default above.
-    :param test_per_task: override (int or one per group); default above.
+    {stream options}
     :param scale_to_available: see :func:`mixed_similarity_benchmark`.
     :raises sources.DatasetNotFoundError: if the files are missing.
     """
     train, test = sources.load_cifar10(root, download=download)
     groups = _group_ids(CIFAR10_TABLE4_GROUPS, train.classes, "CIFAR-10")
-    default_train, default_valid, default_test = sizes_from_class_counts(
-        groups, 5000, 1000, n_splits
-    )
-    return mixed_similarity_benchmark(
-        train,
-        test,
-        groups,
-        n_splits,
-        seed=seed,
-        n_warm_start=n_warm_start,
-        train_per_task=default_train if train_per_task is None else train_per_task,
-        valid_per_task=default_valid if valid_per_task is None else valid_per_task,
-        test_per_task=default_test if test_per_task is None else test_per_task,
-        scale_to_available=scale_to_available,
-    )
+    return _table3_benchmark(train, test, groups, (5000, 1000), locals())
 
 
 def _superclass_names(train, groups: List[List[int]]):
@@ -140,6 +119,7 @@ def _superclass_names(train, groups: List[List[int]]):
     return names
 
 
+@_stream_options_doc
 def MixedCIFAR100(
     root: str,
     *,
@@ -151,6 +131,8 @@ def MixedCIFAR100(
     valid_per_task: PerTask = None,
     test_per_task: PerTask = None,
     scale_to_available: bool = False,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-100 stream: 20 superclasses (Table 4) x 2 splits = 40 tasks.
 
@@ -163,32 +145,14 @@ def MixedCIFAR100(
 
     :param root: directory holding ``cifar-100-python/`` (torchvision layout).
     :param download: fetch with torchvision when files are missing.
-    :param seed: fixes the splits and the stream order.
-    :param n_warm_start: leading tasks with pairwise distinct groups.
-    :param n_splits: splits per class (tasks per group).
-    :param train_per_task: override (int or one per group); default above.
-    :param valid_per_task: override (int or one per group); default above.
-    :param test_per_task: override (int or one per group); default above.
+    {stream options}
     :param scale_to_available: see :func:`mixed_similarity_benchmark`.
     :raises sources.DatasetNotFoundError: if the files are missing.
     """
     train, test = sources.load_cifar100(root, download=download)
     groups = _group_ids(CIFAR100_TABLE4_GROUPS, train.classes, "CIFAR-100")
-    default_train, default_valid, default_test = sizes_from_class_counts(
-        groups, 500, 100, n_splits
-    )
-    return mixed_similarity_benchmark(
-        train,
-        test,
-        groups,
-        n_splits,
-        seed=seed,
-        n_warm_start=n_warm_start,
-        train_per_task=default_train if train_per_task is None else train_per_task,
-        valid_per_task=default_valid if valid_per_task is None else valid_per_task,
-        test_per_task=default_test if test_per_task is None else test_per_task,
-        scale_to_available=scale_to_available,
-        group_names=_superclass_names(train, groups),
+    return _table3_benchmark(
+        train, test, groups, (500, 100), locals(), group_names=_superclass_names(train, groups)
     )
 
 

@@ -1,6 +1,6 @@
 """``MixedDigits``: a 10-task mixed stream over scikit-learn's bundled digits (offline)."""
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -22,6 +22,8 @@ def MixedDigits(
     groups: Optional[Sequence[Sequence[int]]] = None,
     test_fraction: float = 0.2,
     valid_fraction: float = 0.125,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over ``sklearn.datasets.load_digits``.
 
@@ -43,6 +45,9 @@ def MixedDigits(
     :param groups: lists of digits (0..9); default :data:`DIGITS_GROUPS`.
     :param test_fraction: share of each digit's images used for testing, in (0, 1).
     :param valid_fraction: share of each training part used for validation, in [0, 1).
+    :param train_transform: transform group ``"train"`` (e.g. augmentation) on float32
+        [1, 8, 8] images in [0, 1]; see :func:`mixed_similarity_benchmark`.
+    :param eval_transform: transform group ``"eval"``, the same way.
     :return: a :class:`MixedSimilarityBenchmark` (see its attributes).
     """
     from sklearn.datasets import load_digits
@@ -75,6 +80,8 @@ def MixedDigits(
         seed=seed,
         n_warm_start=n_warm_start,
         valid_fraction=valid_fraction,
+        train_transform=train_transform,
+        eval_transform=eval_transform,
     )
 
 

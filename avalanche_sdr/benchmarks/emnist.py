@@ -1,14 +1,9 @@
 """``MixedEMNIST``: the paper's 100-task EMNIST stream (Tables 3-4)."""
 
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from . import sources
-from .mixed_stream import (
-    MixedSimilarityBenchmark,
-    PerTask,
-    mixed_similarity_benchmark,
-    sizes_from_class_counts,
-)
+from .mixed_stream import MixedSimilarityBenchmark, PerTask, _stream_options_doc, _table3_benchmark
 
 #: Paper Table 4, EMNIST groups, exactly as printed: 9 groups of 5 and 1 of 2.
 #: EMNIST balanced/bymerge merges the upper and lower case of c, i, j, k, l, m, o, p,
@@ -44,6 +39,7 @@ def emnist_groups() -> List[List[int]]:
     return [[emnist_class_id(n) for n in group] for group in EMNIST_TABLE4_GROUPS]
 
 
+@_stream_options_doc
 def MixedEMNIST(
     root: str,
     *,
@@ -56,6 +52,8 @@ def MixedEMNIST(
     valid_per_task: PerTask = None,
     test_per_task: PerTask = None,
     scale_to_available: Optional[bool] = None,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
 ) -> MixedSimilarityBenchmark:
     """The paper's EMNIST stream: 10 groups (Table 4) x 10 splits = 100 tasks, 1x28x28.
 
@@ -73,12 +71,7 @@ def MixedEMNIST(
     :param root: torchvision EMNIST root (``root/EMNIST/raw/emnist-<split>-...``).
     :param split: ``"balanced"`` or ``"bymerge"``.
     :param download: fetch the official archive with torchvision when files are missing.
-    :param seed: fixes the splits and the stream order.
-    :param n_warm_start: leading tasks with pairwise distinct groups.
-    :param n_splits: splits per class (tasks per group).
-    :param train_per_task: override (int or one per group); default above.
-    :param valid_per_task: override (int or one per group); default above.
-    :param test_per_task: override (int or one per group); default above.
+    {stream options}
     :param scale_to_available: None: True for bymerge, False for balanced.
     :raises sources.DatasetNotFoundError: if the files are missing.
     """
@@ -88,21 +81,7 @@ def MixedEMNIST(
         scale_to_available = split == "bymerge"
     groups = emnist_groups()
     train, test = sources.load_emnist(root, split=split, download=download)
-    default_train, default_valid, default_test = sizes_from_class_counts(
-        groups, 2400, 400, n_splits
-    )
-    return mixed_similarity_benchmark(
-        train,
-        test,
-        groups,
-        n_splits,
-        seed=seed,
-        n_warm_start=n_warm_start,
-        train_per_task=default_train if train_per_task is None else train_per_task,
-        valid_per_task=default_valid if valid_per_task is None else valid_per_task,
-        test_per_task=default_test if test_per_task is None else test_per_task,
-        scale_to_available=scale_to_available,
-    )
+    return _table3_benchmark(train, test, groups, (2400, 400), locals())
 
 
 __all__ = ["EMNIST_TABLE4_GROUPS", "MixedEMNIST", "emnist_class_id", "emnist_groups"]

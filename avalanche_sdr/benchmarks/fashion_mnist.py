@@ -1,20 +1,16 @@
 """``MixedFashionMNIST``: mixed streams over Fashion-MNIST (Debian package or torchvision root)."""
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from . import sources
-from .mixed_stream import (
-    MixedSimilarityBenchmark,
-    PerTask,
-    mixed_similarity_benchmark,
-    sizes_from_class_counts,
-)
+from .mixed_stream import MixedSimilarityBenchmark, PerTask, _stream_options_doc, _table3_benchmark
 
 #: Default grouping, consecutive labels: (T-shirt/top, Trouser), (Pullover, Dress),
 #: (Coat, Sandal), (Shirt, Sneaker), (Bag, Ankle boot).
 FASHION_MNIST_GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
 
 
+@_stream_options_doc
 def MixedFashionMNIST(
     root: str = "/usr/share/datasets/fashion-mnist",
     *,
@@ -27,6 +23,8 @@ def MixedFashionMNIST(
     valid_per_task: PerTask = None,
     test_per_task: PerTask = None,
     scale_to_available: bool = False,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over Fashion-MNIST (1x28x28).
 
@@ -40,34 +38,15 @@ def MixedFashionMNIST(
     :param root: directory with the idx files (Debian ``dataset-fashion-mnist`` layout,
         default ``/usr/share/datasets/fashion-mnist``) or a torchvision root
         (``root/FashionMNIST/raw``); see :func:`sources.load_fashion_mnist`.
-    :param n_splits: splits per class (tasks per group).
-    :param seed: fixes the splits and the stream order.
-    :param n_warm_start: leading tasks with pairwise distinct groups.
+    {stream options}
     :param download: fetch the files with torchvision when missing.
     :param groups: lists of labels 0..9; default :data:`FASHION_MNIST_GROUPS`.
-    :param train_per_task: override (int or one per group); default above.
-    :param valid_per_task: override (int or one per group); default above.
-    :param test_per_task: override (int or one per group); default above.
     :param scale_to_available: see :func:`mixed_similarity_benchmark`.
     :raises sources.DatasetNotFoundError: if the files are missing.
     """
     groups = FASHION_MNIST_GROUPS if groups is None else groups
     train, test = sources.load_fashion_mnist(root, download=download)
-    default_train, default_valid, default_test = sizes_from_class_counts(
-        groups, 6000, 1000, n_splits
-    )
-    return mixed_similarity_benchmark(
-        train,
-        test,
-        groups,
-        n_splits,
-        seed=seed,
-        n_warm_start=n_warm_start,
-        train_per_task=default_train if train_per_task is None else train_per_task,
-        valid_per_task=default_valid if valid_per_task is None else valid_per_task,
-        test_per_task=default_test if test_per_task is None else test_per_task,
-        scale_to_available=scale_to_available,
-    )
+    return _table3_benchmark(train, test, groups, (6000, 1000), locals())
 
 
 __all__ = ["FASHION_MNIST_GROUPS", "MixedFashionMNIST"]

@@ -1,9 +1,13 @@
-"""In-memory image datasets and conversion of torchvision-style datasets to arrays.
+"""In-memory image datasets, conversion of torchvision-style datasets to arrays, and
+lazy views of such datasets.
 
-Every image leaving this module is a float32 tensor in [0, 1] of shape [C, H, W].
-Images are *stored* compactly (uint8 where the source is 8-bit) together with the
-value that maps to 1.0 (``max_value``: 255 for 8-bit images, 16 for scikit-learn's
-digits, 1 for float images), and converted to float32 one sample at a time.
+In memory (the fast path), every image leaving this module is a float32 tensor in
+[0, 1] of shape [C, H, W]. Images are *stored* compactly (uint8 where the source is
+8-bit) together with the value that maps to 1.0 (``max_value``: 255 for 8-bit images,
+16 for scikit-learn's digits, 1 for float images), and converted to float32 one sample
+at a time. A :class:`DatasetView` instead reads a dataset's samples on demand, through
+the dataset's own transforms; :class:`ImageTransform` turns what a transform returns
+into a float32 tensor.
 """
 
 from typing import Any, List, Optional, Sequence, Tuple
@@ -130,7 +134,7 @@ def _image_to_tensor(image: Any) -> torch.Tensor:
     if Image is not None and isinstance(image, Image.Image):
         if image.mode not in ("L", "RGB", "RGBA"):
             image = image.convert("RGB")
-        image = np.asarray(image)
+        image = np.array(image)  # a writable copy (np.asarray of a PIL image is read-only)
     if isinstance(image, np.ndarray):
         if image.ndim == 2:
             image = image[None]
@@ -209,4 +213,76 @@ def gather_images(dataset: Any, indices: ArrayLike) -> Tuple[torch.Tensor, float
     return stacked, 1.0
 
 
-__all__ = ["ImageArrayDataset", "gather_images", "targets_array"]
+def to_float_image(image: Any) -> torch.Tensor:
+    """One image as a float32 tensor [C, H, W]: PIL images, numpy arrays ([H, W],
+    [H, W, C] or [C, H, W]) and uint8 tensors are scaled by 1/255 (like torchvision's
+    ``ToTensor``); float tensors are returned unchanged (any range, e.g. normalised);
+    other tensors are cast to float32. [H, W] inputs get a channel axis."""
+    tensor = _image_to_tensor(image)
+    if tensor.dtype == torch.uint8:
+        return tensor.to(torch.float32) / 255.0
+    return tensor
+
+
+class ImageTransform:
+    """A transform whose output is always a float32 tensor [C, H, W].
+
+    ``ImageTransform(t)(image)`` applies ``t`` (if not None) and converts its result
+    with :func:`to_float_image` unless it already is a floating-point tensor: a
+    torchvision pipeline may therefore end with or without ``ToTensor``.
+
+    :param transform: any callable on one image, or None (conversion only).
+    """
+
+    def __init__(self, transform: Optional[Any] = None):
+        self.transform = transform
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        if self.transform is not None:
+            image = self.transform(image)
+        if torch.is_tensor(image) and image.is_floating_point():
+            return image
+        return to_float_image(image)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.transform!r})"
+
+
+class DatasetView(Dataset):
+    """Selected samples of a dataset, read on demand, with new labels.
+
+    ``view[i] = (dataset[indices[i]][0], labels[i])``: the image as the dataset returns
+    it (after the dataset's own ``transform``, re-applied at every read), the label
+    from ``labels`` (a Python int; the dataset's own label and ``target_transform``
+    are ignored).
+
+    :param dataset: a map-style dataset, ``dataset[i] = (image, label)``.
+    :param indices: [n] int indices into ``dataset``.
+    :param labels: [n] int labels, one per selected sample.
+    """
+
+    def __init__(self, dataset: Any, indices: ArrayLike, labels: ArrayLike):
+        self.dataset = dataset
+        self.indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        if len(self.indices) != len(self.labels):
+            raise ValueError(
+                f"indices and labels differ in length: {len(self.indices)} indices, "
+                f"{len(self.labels)} labels"
+            )
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> Tuple[Any, int]:
+        return self.dataset[int(self.indices[index])][0], int(self.labels[index])
+
+
+__all__ = [
+    "DatasetView",
+    "ImageArrayDataset",
+    "ImageTransform",
+    "gather_images",
+    "targets_array",
+    "to_float_image",
+]

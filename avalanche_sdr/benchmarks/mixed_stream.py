@@ -11,14 +11,16 @@ The result is an Avalanche 0.6.0 benchmark built on the non-deprecated path
 (``ClassificationDataset`` with ``targets`` and ``TaskLabels`` ->
 ``benchmark_from_datasets``, experiences given the ``TaskAware`` and classes-timeline
 attributes) with ``train_stream``, ``valid_stream`` and ``test_stream`` of length T.
+Optional train and eval transforms become the datasets' Avalanche transform groups.
 """
 
+import re
 from copy import copy
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import Dataset
 
 from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
 from avalanche.benchmarks.scenarios.generic_scenario import (
@@ -29,8 +31,16 @@ from avalanche.benchmarks.scenarios.generic_scenario import (
 from avalanche.benchmarks.utils.classification_dataset import ClassificationDataset
 from avalanche.benchmarks.utils.data_attribute import DataAttribute, TaskLabels
 from avalanche.benchmarks.utils.flat_data import ConstantSequence
+from avalanche.benchmarks.utils.transform_groups import TransformGroups
 
-from .image_arrays import ImageArrayDataset, gather_images, targets_array
+from .image_arrays import (
+    DatasetView,
+    ImageArrayDataset,
+    ImageTransform,
+    _has_transforms,
+    gather_images,
+    targets_array,
+)
 
 PerTask = Optional[Union[int, Sequence[int]]]
 
@@ -53,8 +63,9 @@ class MixedSimilarityBenchmark(CLScenario):
       ``use_in_train=False, use_in_eval=False``: readable on the experience as handed
       out by the stream (logging mode) and on ``exp.logging()``; reading them on
       ``exp.train()`` / ``exp.eval()`` raises ``MaskedAttributeError``;
-    - batches ``(x, y, t)``: x float32 [N, C, H, W] in [0, 1], y int64 [N], t int64 [N];
-      samples are stored class by class (local label order): shuffle in the loader.
+    - batches ``(x, y, t)``: x float32 [N, C, H, W] in [0, 1] (or what the transform
+      groups make of it), y int64 [N], t int64 [N]; samples are stored class by class
+      (local label order): shuffle in the loader.
 
     Benchmark-level description (plain attributes, JSON-safe except ``sample_indices``):
 
@@ -229,6 +240,61 @@ def _class_indices(targets: np.ndarray, c: int, purpose: int, seed: int) -> np.n
     return idx[rng.permutation(len(idx))]
 
 
+def _count_per_split(
+    perms: Dict[int, np.ndarray],
+    group: List[int],
+    k: int,
+    n_splits: int,
+    need: int,
+    scale: bool,
+    names: Optional[Dict[int, str]],
+    kind: str,
+    request: str,
+    advice: str,
+) -> Tuple[int, bool, str]:
+    """Images a class per split for a request of ``need``, for every class of group k.
+
+    :param kind: ``"training"`` or ``"test"``, for messages.
+    :param request: how ``need`` was made up, for messages (e.g. ``"(8 train + 2 valid)"``).
+    :param advice: what to request instead, for messages.
+    :return: ``(count, scaled, head)``: ``need`` and False when the group's rarest class
+        (fewest images; the first in group order on ties) holds ``n_splits * need``;
+        otherwise, with ``scale``, what the rarest class holds per split and True.
+        ``head`` opens a message about the rarest class ("class 3 ('c3') of group 1 has
+        13 training images").
+    :raises ValueError: when the rarest class holds too few images and ``scale`` is False.
+    """
+    rarest = min(group, key=lambda c: len(perms[c]) // n_splits)
+    capacity = len(perms[rarest]) // n_splits
+    head = f"{_class_label(rarest, names)} of group {k} has {len(perms[rarest])} {kind} images"
+    if capacity >= need:
+        return need, False, head
+    if not scale:
+        raise ValueError(
+            f"{head}; {n_splits} splits x {request} = {n_splits * need} are needed. "
+            f"Request {advice} or pass scale_to_available=True"
+        )
+    return capacity, True, head
+
+
+def _split_parts(
+    perms: Dict[int, np.ndarray], group: List[int], n_splits: int, size: Optional[int] = None
+) -> List[List[np.ndarray]]:
+    """Index arrays [split][class]: each class's shuffled indices cut into ``n_splits``
+    near-equal parts (``np.array_split``; ``size`` None) or into consecutive blocks of
+    ``size`` (the rest unused)."""
+    parts: List[List[np.ndarray]] = [[None] * len(group) for _ in range(n_splits)]
+    for j, c in enumerate(group):
+        cut = (
+            np.array_split(perms[c], n_splits)
+            if size is None
+            else [perms[c][r * size:(r + 1) * size] for r in range(n_splits)]
+        )
+        for r, part in enumerate(cut):
+            parts[r][j] = part
+    return parts
+
+
 def _select_train(
     perms: Dict[int, np.ndarray],
     group: List[int],
@@ -241,51 +307,41 @@ def _select_train(
     names: Optional[Dict[int, str]],
 ) -> Tuple[List[List[np.ndarray]], List[List[np.ndarray]], bool]:
     """Train/valid indices [split][class] for one group, and whether sizes were scaled."""
-    train = [[None] * len(group) for _ in range(n_splits)]
-    valid = [[None] * len(group) for _ in range(n_splits)]
     scaled = False
     if n_train is None:
         # All the data: each class cut into n_splits near-equal parts.
+        parts = _split_parts(perms, group, n_splits)
+        n_valid_parts = [
+            [n_valid if n_valid is not None else _round_half_up(valid_fraction * len(p)) for p in split]
+            for split in parts
+        ]
         for j, c in enumerate(group):
-            parts = np.array_split(perms[c], n_splits)
-            for r, part in enumerate(parts):
-                nv = n_valid if n_valid is not None else _round_half_up(valid_fraction * len(part))
+            for r in range(n_splits):
+                part, nv = parts[r][j], n_valid_parts[r][j]
                 if len(part) - nv < 1:
                     raise ValueError(
                         f"{_class_label(c, names)} of group {k} has {len(perms[c])} training "
                         f"images: split {r} holds {len(part)}, too few for {nv} validation "
                         "images plus at least 1 training image"
                     )
-                valid[r][j] = part[:nv]
-                train[r][j] = part[nv:]
-        return train, valid, scaled
-    if n_valid is None:
-        n_valid = _round_half_up(n_train * valid_fraction / (1.0 - valid_fraction))
-    need = n_train + n_valid
-    capacity = {c: len(perms[c]) // n_splits for c in group}
-    rarest = min(group, key=lambda c: capacity[c])
-    if capacity[rarest] < need:
-        if not scale:
-            raise ValueError(
-                f"{_class_label(rarest, names)} of group {k} has {len(perms[rarest])} "
-                f"training images; {n_splits} splits x ({n_train} train + {n_valid} "
-                f"valid) = {n_splits * need} are needed. Request smaller per-task sizes "
-                "or pass scale_to_available=True"
-            )
-        m = capacity[rarest]
-        n_valid = _round_half_up(m * n_valid / need) if need > 0 else 0
-        n_train = m - n_valid
-        if n_train < 1:
-            raise ValueError(
-                f"{_class_label(rarest, names)} of group {k} has {len(perms[rarest])} "
-                f"training images, too few for {n_splits} splits even after scaling"
-            )
-        need, scaled = m, True
-    for j, c in enumerate(group):
-        for r in range(n_splits):
-            part = perms[c][r * need:(r + 1) * need]
-            valid[r][j] = part[:n_valid]
-            train[r][j] = part[n_valid:]
+    else:
+        if n_valid is None:
+            n_valid = _round_half_up(n_train * valid_fraction / (1.0 - valid_fraction))
+        need = n_train + n_valid
+        capacity, scaled, head = _count_per_split(
+            perms, group, k, n_splits, need, scale, names,
+            "training", f"({n_train} train + {n_valid} valid)", "smaller per-task sizes",
+        )
+        if scaled:
+            n_valid = _round_half_up(capacity * n_valid / need) if need > 0 else 0
+            n_train = capacity - n_valid
+            if n_train < 1:
+                raise ValueError(f"{head}, too few for {n_splits} splits even after scaling")
+            need = capacity
+        parts = _split_parts(perms, group, n_splits, need)
+        n_valid_parts = [[n_valid] * len(group) for _ in range(n_splits)]
+    valid = [[p[:nv] for p, nv in zip(split, nvs)] for split, nvs in zip(parts, n_valid_parts)]
+    train = [[p[nv:] for p, nv in zip(split, nvs)] for split, nvs in zip(parts, n_valid_parts)]
     return train, valid, scaled
 
 
@@ -299,38 +355,22 @@ def _select_test(
     names: Optional[Dict[int, str]],
 ) -> Tuple[List[List[np.ndarray]], bool]:
     """Test indices [split][class] for one group, and whether sizes were scaled."""
-    test = [[None] * len(group) for _ in range(n_splits)]
-    scaled = False
     if n_test is None:
+        parts = _split_parts(perms, group, n_splits)
         for j, c in enumerate(group):
-            parts = np.array_split(perms[c], n_splits)
-            for r, part in enumerate(parts):
-                if len(part) == 0:
-                    raise ValueError(
-                        f"{_class_label(c, names)} of group {k} has {len(perms[c])} test "
-                        f"images, fewer than the {n_splits} splits"
-                    )
-                test[r][j] = part
-        return test, scaled
-    capacity = {c: len(perms[c]) // n_splits for c in group}
-    rarest = min(group, key=lambda c: capacity[c])
-    if capacity[rarest] < n_test:
-        if not scale:
-            raise ValueError(
-                f"{_class_label(rarest, names)} of group {k} has {len(perms[rarest])} test "
-                f"images; {n_splits} splits x {n_test} = {n_splits * n_test} are needed. "
-                "Request a smaller test_per_task or pass scale_to_available=True"
-            )
-        n_test, scaled = capacity[rarest], True
-        if n_test < 1:
-            raise ValueError(
-                f"{_class_label(rarest, names)} of group {k} has {len(perms[rarest])} test "
-                f"images, fewer than the {n_splits} splits"
-            )
-    for j, c in enumerate(group):
-        for r in range(n_splits):
-            test[r][j] = perms[c][r * n_test:(r + 1) * n_test]
-    return test, scaled
+            if any(len(parts[r][j]) == 0 for r in range(n_splits)):
+                raise ValueError(
+                    f"{_class_label(c, names)} of group {k} has {len(perms[c])} test "
+                    f"images, fewer than the {n_splits} splits"
+                )
+        return parts, False
+    n_test, scaled, head = _count_per_split(
+        perms, group, k, n_splits, n_test, scale, names,
+        "test", str(n_test), "a smaller test_per_task",
+    )
+    if scaled and n_test < 1:
+        raise ValueError(f"{head}, fewer than the {n_splits} splits")
+    return _split_parts(perms, group, n_splits, n_test), scaled
 
 
 def _names_by_class(
@@ -344,17 +384,46 @@ def _names_by_class(
     return None
 
 
+def _uses_memory(dataset: Any, in_memory: Optional[bool], with_transforms: bool) -> bool:
+    """Whether a source dataset is read into memory (see ``in_memory`` of
+    :func:`mixed_similarity_benchmark`)."""
+    if in_memory is not None:
+        return bool(in_memory)
+    if isinstance(dataset, ImageArrayDataset):
+        return True
+    return not (with_transforms or _has_transforms(dataset))
+
+
+def _transform_groups(
+    train_transform: Optional[Callable],
+    eval_transform: Optional[Callable],
+    in_memory: bool,
+) -> Optional[TransformGroups]:
+    """Avalanche transform groups ``train`` / ``eval`` of one task dataset; None (no
+    groups: today's in-memory datasets) when nothing is to be transformed."""
+    if in_memory and train_transform is None and eval_transform is None:
+        return None
+
+    def group(transform):
+        # In memory, samples already are float32 tensors: a missing transform is none.
+        return None if in_memory and transform is None else ImageTransform(transform)
+
+    return TransformGroups({"train": group(train_transform), "eval": group(eval_transform)})
+
+
 def _task_dataset(
-    images: torch.Tensor, labels: np.ndarray, max_value: float, task_label: int
+    data: Dataset, labels: np.ndarray, task_label: int, transforms: Optional[TransformGroups]
 ) -> ClassificationDataset:
-    base = ImageArrayDataset(images, labels, max_value=max_value)
+    """An experience's dataset: ``data`` (samples ``(image, label)``) with the
+    ``targets`` and task-label attributes and the optional transform groups."""
     label_list = [int(v) for v in labels]
     return ClassificationDataset(
-        [base],
+        [data],
         data_attributes=[
             DataAttribute(label_list, "targets"),
             TaskLabels(ConstantSequence(task_label, len(label_list))),
         ],
+        transform_groups=transforms,
     )
 
 
@@ -393,12 +462,37 @@ def mixed_similarity_benchmark(
     scale_to_available: bool = False,
     class_names: Optional[Dict[int, str]] = None,
     group_names: Optional[Sequence[str]] = None,
+    train_transform: Optional[Callable] = None,
+    eval_transform: Optional[Callable] = None,
+    in_memory: Optional[bool] = None,
 ) -> MixedSimilarityBenchmark:
     """Build a stream of similar and dissimilar tasks T_{k,r} over a classification dataset.
 
+    Two data paths, chosen per source dataset by ``in_memory``:
+
+    - in memory (the fast path, default for :class:`ImageArrayDataset` s such as the
+      presets' data, and for datasets without any transform): the selected images are
+      read once into one tensor (uint8 where the source is 8-bit; for torchvision's
+      MNIST family and CIFAR straight from their ``data`` array) and each sample is
+      served as float32 [C, H, W] in [0, 1];
+    - lazy (default for other datasets when the dataset has a transform of its own or
+      ``train_transform`` / ``eval_transform`` is given): each experience indexes the
+      source dataset (``torchvision.datasets.FashionMNIST``, ``CIFAR10``,
+      ``ImageFolder``, ...) and reads ``dataset[i][0]`` at every access, through the
+      dataset's own ``transform``; only the labels come from ``targets``.
+
+    ``train_transform`` and ``eval_transform`` become the experiences' Avalanche
+    transform groups ``"train"`` and ``"eval"``: Avalanche strategies apply the first
+    while training (``dataset.train()``) and the second while evaluating
+    (``dataset.eval()``), and SDR's detection reads a task through the eval group
+    (:func:`avalanche_sdr.training.read_task_data`). Train-stream datasets start in the
+    train group, validation and test datasets in the eval group. Random transforms draw
+    from torch's global generator (per ``DataLoader`` worker), as in torchvision: seed
+    it for repeatable augmentation; the generator itself never draws from it.
+
     :param train_dataset: torchvision-style dataset (``targets`` and
-        ``dataset[i] = (image, label)``; images PIL, numpy or tensors, 8-bit or float in
-        [0, 1]). Source of each task's training and validation images.
+        ``dataset[i] = (image, label)``; images PIL, numpy or tensors; in memory 8-bit or
+        float in [0, 1]). Source of each task's training and validation images.
     :param test_dataset: the same kind of dataset; source of each task's test images.
     :param groups: K lists of original class ids; group k is the label set of tasks
         (k, r), local label j is ``groups[k][j]``. Groups must be disjoint.
@@ -430,9 +524,21 @@ def mixed_similarity_benchmark(
     :param class_names: optional ``{class id: name}``; default: ``train_dataset.classes``
         when it is a list of str.
     :param group_names: optional name of each group (e.g. CIFAR-100 superclasses).
+    :param train_transform: optional callable on one image, the ``"train"`` transform
+        group (e.g. a random augmentation). It receives what the data path serves: in
+        memory a float32 tensor [C, H, W] in [0, 1], lazily ``dataset[i][0]`` (a PIL
+        image for torchvision datasets without a transform of their own). None: no
+        transform. Whatever it returns that is not a floating-point tensor (a PIL
+        image, a uint8 tensor) is converted to float32 [C, H, W], uint8 values / 255.
+    :param eval_transform: the same for the ``"eval"`` group (deterministic, e.g.
+        ``Normalize``). None: no transform (not ``train_transform``).
+    :param in_memory: True: read every selected image into memory (through the
+        dataset's ``__getitem__`` when it has transforms; images must share one shape
+        and lie in [0, 1]); False: lazy; None: the default above.
     :return: a :class:`MixedSimilarityBenchmark` (an Avalanche ``CLScenario``).
     :raises ValueError: bad groups/sizes, a class with too few images, or
         ``n_warm_start`` > K.
+    :raises TypeError: a dataset without ``targets``.
     """
     groups = _check_groups(groups)
     if not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
@@ -482,11 +588,18 @@ def mixed_similarity_benchmark(
         for r in range(n_splits):
             selections[(k, r)] = {"train": tr[r], "valid": va[r], "test": te[r]}
 
-    # Gather every selected image once per source dataset, then slice per task.
-    sources = {"train": train_dataset, "valid": train_dataset, "test": test_dataset}
+    # In memory: gather every selected image once per source dataset, then slice per task.
+    sources = {"train": train_dataset, "test": test_dataset}
+    with_transforms = train_transform is not None or eval_transform is not None
+    memory = {
+        name: _uses_memory(dataset, in_memory, with_transforms)
+        for name, dataset in sources.items()
+    }
     gathered: Dict[str, Tuple[torch.Tensor, float]] = {}
     offsets: Dict[Tuple[str, int], int] = {}
     for source_name, parts in (("train", ("train", "valid")), ("test", ("test",))):
+        if not memory[source_name]:
+            continue
         chunks = []
         position = 0
         for i, task in enumerate(order):
@@ -511,11 +624,20 @@ def mixed_similarity_benchmark(
             labels = np.concatenate(
                 [np.full(len(p), j, dtype=np.int64) for j, p in enumerate(per_class)]
             )
-            images, max_value = gathered["test" if part == "test" else "train"]
-            start = offsets[(part, i)]
-            datasets[part].append(
-                _task_dataset(images[start:start + len(idx)], labels, max_value, i)
-            )
+            source_name = "test" if part == "test" else "train"
+            if memory[source_name]:
+                images, max_value = gathered[source_name]
+                start = offsets[(part, i)]
+                data = ImageArrayDataset(
+                    images[start:start + len(idx)], labels, max_value=max_value
+                )
+            else:
+                data = DatasetView(sources[source_name], idx, labels)
+            transforms = _transform_groups(train_transform, eval_transform, memory[source_name])
+            dataset = _task_dataset(data, labels, i, transforms)
+            if transforms is not None and part != "train":
+                dataset = dataset.eval()
+            datasets[part].append(dataset)
             sizes[part] = int(len(idx))
             sizes[f"{part}_per_class"] = [int(len(p)) for p in per_class]
             indices[part] = idx
@@ -546,6 +668,83 @@ def mixed_similarity_benchmark(
         stream_splits=[r for _, r in order],
         task_sizes=task_sizes,
         sample_indices=sample_indices,
+    )
+
+
+#: The keyword arguments every preset forwards to :func:`mixed_similarity_benchmark`.
+_PRESET_STREAM_OPTIONS = (
+    "n_splits",
+    "seed",
+    "n_warm_start",
+    "train_per_task",
+    "valid_per_task",
+    "test_per_task",
+    "scale_to_available",
+    "train_transform",
+    "eval_transform",
+)
+
+
+_STREAM_OPTIONS_DOC = """\
+:param n_splits: splits per class (tasks per group).
+:param seed: fixes the splits and the stream order.
+:param n_warm_start: leading tasks with pairwise distinct groups.
+:param train_per_task: override (int or one per group); default above.
+:param valid_per_task: override (int or one per group); default above.
+:param test_per_task: override (int or one per group); default above.
+:param train_transform: transform group ``"train"`` (e.g. augmentation) on the float32
+    [C, H, W] images in [0, 1]; see :func:`mixed_similarity_benchmark`.
+:param eval_transform: transform group ``"eval"``, the same way.
+"""
+
+
+def _stream_options_doc(preset: Callable) -> Callable:
+    """Decorator of the presets: replaces the line ``{stream options}`` of the
+    preset's docstring by the descriptions of the stream options it shares with the
+    other presets (``n_splits``, ``seed``, ``n_warm_start``, the per-task sizes and
+    the transforms), indented like that line."""
+    doc = preset.__doc__ or ""
+    match = re.search(r"^( *)\{stream options\}\n", doc, flags=re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{preset.__name__}'s docstring has no line '{{stream options}}'")
+    block = "".join(match.group(1) + line for line in _STREAM_OPTIONS_DOC.splitlines(True))
+    preset.__doc__ = doc[:match.start()] + block + doc[match.end():]
+    return preset
+
+
+def _table3_benchmark(
+    train_dataset: Any,
+    test_dataset: Any,
+    groups: Sequence[Sequence[int]],
+    images_per_class: Tuple[int, int],
+    arguments: Dict[str, Any],
+    **extra: Any,
+) -> MixedSimilarityBenchmark:
+    """A preset's stream: :func:`mixed_similarity_benchmark` with per-task sizes that
+    default to the paper's Table 3 rule for a balanced dataset.
+
+    :param train_dataset: the preset's training data (see
+        :func:`mixed_similarity_benchmark`).
+    :param test_dataset: the preset's test data.
+    :param groups: K lists of class ids.
+    :param images_per_class: ``(train, test)`` images a class in the full balanced
+        dataset (e.g. ``(6000, 1000)`` for Fashion-MNIST), for
+        :func:`sizes_from_class_counts`.
+    :param arguments: the preset's arguments (its ``locals()``); the entries named in
+        ``_PRESET_STREAM_OPTIONS`` are forwarded, and a ``train_per_task``,
+        ``valid_per_task`` or ``test_per_task`` of None is replaced by its Table 3
+        default.
+    :param extra: further keyword arguments of :func:`mixed_similarity_benchmark`
+        (e.g. ``group_names``).
+    """
+    options = {name: arguments[name] for name in _PRESET_STREAM_OPTIONS if name in arguments}
+    defaults = sizes_from_class_counts(groups, *images_per_class, options["n_splits"])
+    for name, default in zip(("train_per_task", "valid_per_task", "test_per_task"), defaults):
+        if options.get(name) is None:
+            options[name] = default
+    n_splits = options.pop("n_splits")
+    return mixed_similarity_benchmark(
+        train_dataset, test_dataset, groups, n_splits, **options, **extra
     )
 
 

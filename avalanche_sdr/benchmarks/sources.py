@@ -16,6 +16,28 @@ With ``download=True`` missing files are fetched with torchvision's own dataset 
 first; without it a :class:`DatasetNotFoundError` lists the missing files and how to
 get them. A file that exists but cannot be read (truncated download, broken gzip
 stream, wrong format) raises :class:`CorruptDatasetError` naming it.
+
+Why the files are parsed here and not by torchvision's dataset classes (which
+:func:`~avalanche_sdr.benchmarks.mixed_similarity_benchmark` accepts as well, with their
+transforms):
+
+- idx files (Fashion-MNIST, EMNIST): ``torchvision.datasets.FashionMNIST`` and
+  ``EMNIST`` read only *uncompressed* files under ``root/<Class>/raw``; ``.gz`` files
+  are only unpacked by their ``download()``, which goes to the network. The Debian
+  package installs the four gzipped files directly in its directory, a layout
+  torchvision cannot read offline. torchvision's idx reader also fails on a
+  truncated or foreign file with a bare ``AssertionError``, where :func:`read_idx`
+  names the file (:class:`CorruptDatasetError`). torchvision's EMNIST returns the
+  images as stored (transposed); :func:`load_emnist` returns them upright.
+- CIFAR pickles: ``torchvision.datasets.CIFAR10`` / ``CIFAR100`` compute the MD5 of
+  every file (about 180 MB) each time a dataset is built and refuse files that are
+  not byte-identical to the official ones, and ``CIFAR100`` keeps only the fine
+  labels: the coarse labels, which name the paper's Table 4 groups and are checked
+  against them (:func:`~avalanche_sdr.benchmarks.MixedCIFAR100`), are dropped.
+- Each split is read into one uint8 tensor [N, C, H, W] (:class:`ImageArrayDataset`),
+  the generator's in-memory fast path, without a PIL image per sample.
+
+The library reads no other format by hand (no npz files).
 """
 
 import gzip
@@ -291,20 +313,34 @@ def _unpickle(path: str) -> Dict[str, Any]:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
-def _cifar_files(root: str, folder: str, names: Sequence[str]) -> Tuple[List[str], List[str]]:
+def _cifar_paths(
+    root: str, folder: str, names: Sequence[str], download: bool, dataset: str, cls: str
+) -> List[str]:
+    """The paths of a CIFAR version's pickles ``root/folder/name``, fetched first with
+    ``torchvision.datasets.<cls>(root, download=True)`` when some are missing and
+    ``download`` is set.
+
+    :param dataset: the dataset's name, for messages (``"CIFAR-10"``).
+    :param cls: the torchvision class that downloads it (``"CIFAR10"``).
+    :raises DatasetNotFoundError: if files are (still) missing.
+    """
     paths = [os.path.join(root, folder, name) for name in names]
-    return paths, [p for p in paths if not os.path.isfile(p)]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing and download:
+        import torchvision.datasets
 
-
-def _cifar_missing(name: str, root: str, missing: List[str], cls: str):
-    return DatasetNotFoundError(
-        name,
-        root,
-        missing,
-        f"Pass download=True (the examples' --download) to fetch and extract the python version with "
-        f"torchvision.datasets.{cls}(root, download=True), or extract the official "
-        f"'python version' archive into root.",
-    )
+        getattr(torchvision.datasets, cls)(root, train=True, download=True)
+        missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise DatasetNotFoundError(
+            dataset,
+            root,
+            missing,
+            f"Pass download=True (the examples' --download) to fetch and extract the python version with "
+            f"torchvision.datasets.{cls}(root, download=True), or extract the official "
+            f"'python version' archive into root.",
+        )
+    return paths
 
 
 def _cifar_images(entries: List[Dict[str, Any]], path: str) -> np.ndarray:
@@ -323,14 +359,7 @@ def load_cifar10(root: str, download: bool = False) -> Tuple[ImageArrayDataset, 
     :raises DatasetNotFoundError: if the files are missing and not downloaded.
     """
     root = os.path.expanduser(str(root))
-    paths, missing = _cifar_files(root, "cifar-10-batches-py", _CIFAR10_FILES)
-    if missing and download:
-        from torchvision.datasets import CIFAR10
-
-        CIFAR10(root, train=True, download=True)
-        paths, missing = _cifar_files(root, "cifar-10-batches-py", _CIFAR10_FILES)
-    if missing:
-        raise _cifar_missing("CIFAR-10", root, missing, "CIFAR10")
+    paths = _cifar_paths(root, "cifar-10-batches-py", _CIFAR10_FILES, download, "CIFAR-10", "CIFAR10")
     meta = _unpickle(paths[-1])
     classes = [str(n) for n in meta.get("label_names", CIFAR10_CLASSES)]
     out = []
@@ -355,14 +384,7 @@ def load_cifar100(root: str, download: bool = False) -> Tuple[ImageArrayDataset,
     :raises DatasetNotFoundError: if the files are missing and not downloaded.
     """
     root = os.path.expanduser(str(root))
-    paths, missing = _cifar_files(root, "cifar-100-python", _CIFAR100_FILES)
-    if missing and download:
-        from torchvision.datasets import CIFAR100
-
-        CIFAR100(root, train=True, download=True)
-        paths, missing = _cifar_files(root, "cifar-100-python", _CIFAR100_FILES)
-    if missing:
-        raise _cifar_missing("CIFAR-100", root, missing, "CIFAR100")
+    paths = _cifar_paths(root, "cifar-100-python", _CIFAR100_FILES, download, "CIFAR-100", "CIFAR100")
     meta = _unpickle(paths[2])
     if "fine_label_names" not in meta:
         raise ValueError(f"{paths[2]}: no 'fine_label_names' entry")

@@ -4,18 +4,20 @@ The rule (paper §4.2): with ``b = argmax_j p(P_t = P_j)`` (distributional
 consistency) and ``a = argmin_j S(j, t)`` (complexity measure) over the same
 candidates, the new task is *similar* to candidate ``a`` when ``a == b`` and *new*
 otherwise.
+
+Also the parts shared by the detectors: :func:`candidate_entries` and
+:class:`FeatureRuleDetector`, the base of the rules that need no generators.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
-DECISIONS = ("warm_start", "new", "reuse")
-"""Allowed values of :attr:`DetectionRecord.decision`."""
+from avalanche_sdr.vocabulary import DECISIONS  # allowed values of DetectionRecord.decision
 
 EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value")
 """Optional per-candidate evidence lists of :class:`DetectionRecord` (the ELBO and
@@ -63,6 +65,57 @@ def candidate_entries(model, num_classes: int, match_class_count: bool) -> list[
     if not match_class_count:
         return list(model.entries)
     return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
+
+
+class FeatureRuleDetector:
+    """What the detectors that decide from encoder features alone, without
+    generators, share (:class:`~avalanche_sdr.detection.two_sample.TwoSampleDetector`,
+    :class:`~avalanche_sdr.detection.expert_gate.ExpertGateDetector`): the settings'
+    type check, the candidate filter, the choice of the best-scoring candidate and the
+    features kept from the last ``detect``.
+
+    Subclasses set ``rule`` (the name stored in :attr:`DetectionRecord.rule`) and
+    ``settings_type`` (a frozen settings dataclass with a bool ``match_class_count``),
+    and their ``detect`` stores ``(task, features, ...)`` in ``self._last``.
+
+    :param settings: an instance of ``settings_type``.
+    :param batch_size: batch size of the feature pass (images).
+    :raises TypeError: if ``settings`` is not one.
+    :raises ValueError: if ``batch_size`` is not a positive int.
+    """
+
+    rule: str
+    settings_type: type
+    needs_generators = False
+
+    def __init__(self, settings, batch_size: int = 256) -> None:
+        if not isinstance(settings, self.settings_type):
+            name = self.settings_type.__name__
+            article = "an" if name[0] in "AEIOU" else "a"
+            raise TypeError(f"settings must be {article} {name}, got {type(settings).__name__}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.settings = settings
+        self.batch_size = batch_size
+        self._last: Optional[tuple] = None  # (task, features, ...) of the last detect
+
+    def candidates(self, model, num_classes: int) -> list[int]:
+        """Entries compared against (:func:`candidate_entries`, with the settings'
+        ``match_class_count``)."""
+        return candidate_entries(model, num_classes, self.settings.match_class_count)
+
+    def cached_features(self, task: int) -> Optional[torch.Tensor]:
+        """The features computed by the last ``detect`` if it was for ``task``, else
+        ``None``: E0's [n, D] float32 (Expert Gate) or the projected [n, dim] float64
+        (two-sample rule in E0's feature space), on the CPU."""
+        last = self._last
+        return last[1] if last is not None and last[0] == int(task) else None
+
+    @staticmethod
+    def best_candidate(scores: Sequence[float]) -> Optional[int]:
+        """Index of the highest of the per-candidate ``scores`` (ties: the lowest
+        index); ``None`` when there are no candidates."""
+        return max(range(len(scores)), key=lambda i: (scores[i], -i)) if scores else None
 
 
 @dataclass
@@ -265,5 +318,5 @@ def _as_float_list(values: Any, name: str, allow_nan: bool = False) -> list[floa
     return out
 
 
-__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "agreement_decision",
-           "candidate_entries"]
+__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "FeatureRuleDetector",
+           "agreement_decision", "candidate_entries"]

@@ -48,12 +48,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from avalanche_sdr.detection.decision import DetectionRecord, candidate_entries
+from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
 
 STD_FLOOR = 1e-6
 """Lower clamp of the per-feature std of an AE's input standardisation."""
@@ -214,7 +214,7 @@ def relatedness(error_candidate: float, error_own: float) -> float:
 # ---------------------------------------------------------------------- detector
 
 
-class ExpertGateDetector:
+class ExpertGateDetector(FeatureRuleDetector):
     """Decision rule ``"expert_gate"``: reuse the most related entry when its
     relatedness reaches ``threshold`` (module doc).
 
@@ -224,20 +224,15 @@ class ExpertGateDetector:
     one for tasks that were not detected, e.g. warm-start tasks). Needs no generators.
 
     :param settings: :class:`ExpertGateSettings` (default :data:`DEFAULT_EXPERT_GATE`).
-    :param batch_size: batch size of the E0 feature pass.
+    :param batch_size: batch size of the E0 feature pass (see the base class).
     """
 
     rule = "expert_gate"
-    needs_generators = False
+    settings_type = ExpertGateSettings
 
     def __init__(self, settings: ExpertGateSettings = DEFAULT_EXPERT_GATE, batch_size: int = 256):
-        if not isinstance(settings, ExpertGateSettings):
-            raise TypeError(f"settings must be an ExpertGateSettings, got {type(settings).__name__}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self.settings = settings
-        self.batch_size = batch_size
-        # task -> (E0 features [n, D] float32 CPU, own AE) of the last detect
+        super().__init__(settings, batch_size)
+        # (task, E0 features [n, D] float32 CPU, own AE) of the last detect
         self._last: Optional[Tuple[int, Tensor, Dict[str, Tensor]]] = None
 
     # -------------------------------------------------------------- features
@@ -245,10 +240,6 @@ class ExpertGateDetector:
     def features(self, model, x: Tensor) -> Tensor:
         """E0 features of ``x`` ([n, C, H, W]): [n, D] float32 on the CPU."""
         return _check_features(model.batched_features(x, None, self.batch_size).float())
-
-    def cached_features(self, task: int) -> Optional[Tensor]:
-        """The E0 features computed by the last :meth:`detect` if it was for ``task``."""
-        return self._last[1] if self._last is not None and self._last[0] == int(task) else None
 
     # -------------------------------------------------------------- autoencoders
     def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
@@ -286,10 +277,6 @@ class ExpertGateDetector:
         return {k: state[k] for k in AE_STATE_KEYS}
 
     # -------------------------------------------------------------- decision
-    def candidates(self, model, num_classes: int) -> List[int]:
-        """Entries compared against (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
-        return candidate_entries(model, num_classes, self.settings.match_class_count)
-
     def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
         """Score the task's relatedness to every candidate entry and decide (no model
         change; the own AE is kept for :meth:`remember`).
@@ -307,7 +294,7 @@ class ExpertGateDetector:
         self._last = (int(task), feats, own)
         error_own = reconstruction_error(own, feats)
         scores = [relatedness(reconstruction_error(ae, feats), error_own) for ae in stored]
-        best = max(range(len(entries)), key=lambda i: (scores[i], -i)) if entries else None
+        best = self.best_candidate(scores)
         reused = entries[best] if best is not None and scores[best] >= s.threshold else None
         return DetectionRecord.decided(
             model, task=task, entries=entries, reused=reused, rule=self.rule,

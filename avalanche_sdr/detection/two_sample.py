@@ -52,7 +52,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
-from avalanche_sdr.detection.decision import DetectionRecord, candidate_entries
+from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
 
 TESTS = ("hotelling", "energy")
 """Per-class two-sample tests of :class:`TwoSampleDetector`."""
@@ -253,7 +253,7 @@ def _subsample(n: int, k: int, generator: torch.Generator) -> Tensor:
     return torch.sort(torch.randperm(n, generator=generator)[:k]).values
 
 
-class TwoSampleDetector:
+class TwoSampleDetector(FeatureRuleDetector):
     """Decision rule ``"two_sample"``: reuse an entry only when a level-``alpha``
     test does not reject "this task repeats it" and had the power to (module doc).
 
@@ -266,13 +266,10 @@ class TwoSampleDetector:
     """
 
     rule = "two_sample"
-    needs_generators = False
+    settings_type = TwoSampleSettings
 
     def __init__(self, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: int = 256):
-        if not isinstance(settings, TwoSampleSettings):
-            raise TypeError(f"settings must be a TwoSampleSettings, got {type(settings).__name__}")
-        self.settings = settings
-        self.batch_size = int(batch_size)
+        super().__init__(settings, batch_size)
         self._projection: Optional[Tensor] = None
         self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
         self._cache_owner = None  # the model the _distinct cache refers to
@@ -406,10 +403,6 @@ class TwoSampleDetector:
         return rejected / s.n_decoys
 
     # -------------------------------------------------------------- decision
-    def candidates(self, model, num_classes: int) -> List[int]:
-        """Entries compared against (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
-        return candidate_entries(model, num_classes, self.settings.match_class_count)
-
     def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
         """Test the task against every candidate entry and decide (no model change)."""
         start = time.perf_counter()
@@ -436,7 +429,7 @@ class TwoSampleDetector:
                 feats = self.project(model, x, e)
             gp = _task_generator(s.seed, task * 100_003 + e, _PERMUTE)
             combined.append(bonferroni([self._pvalue(feats[rows[j]], refs[e][j], gp) for j in range(num_classes)]))
-        best = max(range(len(entries)), key=lambda i: (combined[i], -i)) if entries else None
+        best = self.best_candidate(combined)
         power = None
         reused = None
         if best is not None and combined[best] >= s.alpha:
@@ -448,11 +441,6 @@ class TwoSampleDetector:
             detection_seconds=time.perf_counter() - start, p_value=combined, power=power,
             class_count_filter=s.match_class_count,
         )
-
-    def cached_features(self, task: int) -> Optional[Tensor]:
-        """The projected features computed by the last :meth:`detect` if it was for ``task``."""
-        last = self._last
-        return last[1] if last is not None and last[0] == int(task) else None
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""

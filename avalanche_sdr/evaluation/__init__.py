@@ -8,8 +8,11 @@
 - :mod:`~avalanche_sdr.evaluation.evaluator`: :func:`sdr_evaluation_plugin`.
 - :mod:`~avalanche_sdr.evaluation.metric_csv_logger`: :class:`MetricCSVLogger`,
   every metric value as CSV rows.
+- :mod:`~avalanche_sdr.evaluation.decision_logger`: :class:`DecisionLogger`, SDR's
+  one-line decision per task and nothing else.
 """
 
+from avalanche_sdr.evaluation.decision_logger import DecisionLogger
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics, experience_ground_truth
 from avalanche_sdr.evaluation.evaluator import SDREvaluationPlugin, sdr_evaluation_plugin
 from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
@@ -36,6 +39,7 @@ from avalanche_sdr.evaluation.outcomes import (
 __all__ = [
     "BYTES_PER_MB",
     "CORRECT",
+    "DecisionLogger",
     "INCORRECT",
     "MISS",
     "OUTCOMES",

@@ -16,6 +16,7 @@ from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, t
 from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
 from avalanche.training.plugins import EvaluationPlugin
 
+from avalanche_sdr.evaluation.decision_logger import DecisionLogger
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics
 from avalanche_sdr.evaluation.memory import RepositoryMemory
 from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
@@ -64,6 +65,7 @@ def sdr_evaluation_plugin(
     csv: bool = True,
     text_log: Union[None, bool, str, os.PathLike, IO[str]] = None,
     interactive: bool = True,
+    decision_lines: bool = True,
     extra_metrics: Sequence[Any] = (),
 ) -> SDREvaluationPlugin:
     """Build the evaluation plugin for SDR and baseline runs.
@@ -97,6 +99,9 @@ def sdr_evaluation_plugin(
         (overwritten); an open text file: ``TextLogger`` to it (not closed by
         the plugin).
     :param interactive: add an ``InteractiveLogger``.
+    :param decision_lines: without ``interactive``, add a :class:`DecisionLogger`: SDR's
+        one-line decision per task on stdout (the ``InteractiveLogger`` prints those
+        lines among the other metrics).
     :param extra_metrics: more ``PluginMetric``\\ s (or lists of them, as the
         Avalanche ``*_metrics`` helpers return), e.g. ``loss_metrics(...)``.
     :return: an :class:`SDREvaluationPlugin` (an ``EvaluationPlugin``), to pass
@@ -118,6 +123,8 @@ def sdr_evaluation_plugin(
         Path(log_dir).mkdir(parents=True, exist_ok=True)
     if interactive:
         loggers.append(InteractiveLogger())
+    elif decision_lines:
+        loggers.append(DecisionLogger())
 
     if text_log is None:
         text_log = Path(log_dir) / TEXT_LOG_NAME if log_dir is not None else False

@@ -1,8 +1,8 @@
 """Repository memory: bytes a continual learner keeps, and a plugin metric for it.
 
-Definition (``DESIGN.md``, "Memory (MB)"): bytes of everything a method must
-keep to predict every task seen and to continue the stream, at the stored
-dtype, divided by 2**20. Counted here as
+Definition (:ref:`definitions`, in docs/method.rst, "Memory (MB)"): bytes of
+everything a method must keep to predict every task seen and to continue the
+stream, at the stored dtype, divided by 2**20 (:data:`BYTES_PER_MB`). Counted here as
 
 ``bytes(strategy.model)`` + ``bytes(strategy.memory_extra_modules())`` (if the
 strategy has that hook) + exemplar buffers held by the strategy itself

@@ -3,8 +3,8 @@
 Pure functions, no Avalanche import: usable by the plugin metrics, by scripts
 that write results files and by the plots.
 
-Definitions (``DESIGN.md``, "Definitions used everywhere"): two tasks are
-*similar* when they have the same group ``k``. For a scored task:
+Definitions (:ref:`definitions`, in docs/method.rst): two tasks are *similar*
+when they have the same group ``k``. For a scored task:
 
 - **correct**: a new task detected as new, or a repeated task mapped to an
   entry created by an earlier task of the same group;
@@ -18,15 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
-CORRECT = "correct"
-MISS = "miss"
-INCORRECT = "incorrect"
-OUTCOMES = (CORRECT, MISS, INCORRECT)
-
-DECISION_WARM_START = "warm_start"
-DECISION_NEW = "new"
-DECISION_REUSE = "reuse"
-DECISIONS = (DECISION_WARM_START, DECISION_NEW, DECISION_REUSE)
+from avalanche_sdr.vocabulary import (  # defined once for records, scoring and plots
+    CORRECT,
+    DECISION_NEW,
+    DECISION_REUSE,
+    DECISION_WARM_START,
+    DECISIONS,
+    INCORRECT,
+    MISS,
+    OUTCOMES,
+)
 
 
 def _check_int(name: str, value: Any) -> int:

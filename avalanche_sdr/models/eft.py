@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import operator
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -107,7 +107,45 @@ def _key(key: EntryKey) -> str:
     return str(key)
 
 
-class EFTConv2d(nn.Module):
+class _PerEntryLayer(nn.Module):
+    """A frozen layer plus one trainable module per entry: the entry bookkeeping
+    shared by :class:`EFTConv2d` (adapters) and :class:`TaskBatchNorm2d` (BatchNorm
+    copies).
+
+    Subclasses set ``_store`` (the name of their ``nn.ModuleDict`` of per-entry
+    modules, keyed by ``str(entry key)``), ``_noun`` and ``_a_noun`` (what one such
+    module is called in error messages), and keep the routed entry's key (a str, or
+    ``None``) in ``self.active``.
+    """
+
+    _store: str
+    _noun: str
+    _a_noun: str
+
+    def _add(self, key: EntryKey, init_from: Optional[EntryKey], make: Callable[[], nn.Module]) -> nn.Module:
+        """Store entry ``key``'s module: ``make()`` when ``init_from`` is ``None``,
+        else a deep copy of entry ``init_from``'s; it is made trainable.
+
+        :raises ValueError: if ``key`` has a module. :raises KeyError: if
+            ``init_from`` has none.
+        """
+        modules = getattr(self, self._store)
+        k = _key(key)
+        if k in modules:
+            raise ValueError(f"entry {key!r} already has {self._a_noun}")
+        if init_from is None:
+            module = make()
+        else:
+            src = _key(init_from)
+            if src not in modules:
+                raise KeyError(f"init_from entry {init_from!r} has no {self._noun}; entries: {list(modules)}")
+            module = copy.deepcopy(modules[src])
+        module.requires_grad_(True)
+        modules[k] = module
+        return module
+
+
+class EFTConv2d(_PerEntryLayer):
     """A frozen convolution followed by the active entry's EFT adapter.
 
     :param conv: the ``nn.Conv2d`` or ``nn.ConvTranspose2d`` to wrap; its parameters
@@ -119,6 +157,8 @@ class EFTConv2d(nn.Module):
     ``adapters`` is an ``nn.ModuleDict`` keyed by ``str(entry key)``. With no active
     entry (``active is None``) the layer computes exactly the frozen convolution.
     """
+
+    _store, _noun, _a_noun = "adapters", "adapter", "an adapter"
 
     def __init__(self, conv: nn.Module, a: int = 8, b: int = 16, gamma: float = 1.0):
         super().__init__()
@@ -146,27 +186,14 @@ class EFTConv2d(nn.Module):
         :param init: ``"identity"`` or ``"random"`` (see :class:`EFTAdapter`).
         :return: the new adapter (trainable).
         """
-        k = _key(key)
-        if k in self.adapters:
-            raise ValueError(f"entry {key!r} already has an adapter")
-        if init_from is None:
-            adapter = EFTAdapter(self.out_channels, self.a, self.b, self.gamma, init=init)
-            adapter.to(device=self.conv.weight.device, dtype=self.conv.weight.dtype)
-        else:
-            src = _key(init_from)
-            if src not in self.adapters:
-                raise KeyError(f"init_from entry {init_from!r} has no adapter; entries: {list(self.adapters)}")
-            adapter = copy.deepcopy(self.adapters[src])
-        adapter.requires_grad_(True)
-        self.adapters[k] = adapter
-        return adapter
 
-    def remove_adapter(self, key: EntryKey) -> None:
-        """Delete the adapter of entry ``key`` (deactivating it if active)."""
-        k = _key(key)
-        del self.adapters[k]
-        if self.active == k:
-            self.active = None
+        def fresh() -> EFTAdapter:
+            weight = self.conv.weight
+            return EFTAdapter(self.out_channels, self.a, self.b, self.gamma, init=init).to(
+                device=weight.device, dtype=weight.dtype
+            )
+
+        return self._add(key, init_from, fresh)
 
     def set_active(self, key: Optional[EntryKey]) -> None:
         """Route the forward pass through entry ``key``'s adapter (``None``: none)."""
@@ -186,7 +213,7 @@ class EFTConv2d(nn.Module):
         return out
 
 
-class TaskBatchNorm2d(nn.Module):
+class TaskBatchNorm2d(_PerEntryLayer):
     """A frozen BatchNorm2d plus one trainable copy per entry.
 
     The base layer always normalises with its stored running statistics and never
@@ -197,6 +224,8 @@ class TaskBatchNorm2d(nn.Module):
 
     :param bn: the ``nn.BatchNorm2d`` to wrap (kept frozen as ``self.base``).
     """
+
+    _store, _noun, _a_noun = "copies", "BatchNorm copy", "a BatchNorm copy"
 
     def __init__(self, bn: nn.BatchNorm2d):
         super().__init__()
@@ -213,39 +242,27 @@ class TaskBatchNorm2d(nn.Module):
 
     def add_copy(self, key: EntryKey, init_from: Optional[EntryKey] = None) -> nn.BatchNorm2d:
         """Create entry ``key``'s BatchNorm copy, from the base or from ``init_from``."""
-        k = _key(key)
-        if k in self.copies:
-            raise ValueError(f"entry {key!r} already has a BatchNorm copy")
-        if init_from is None:
-            base = self.base
-            bn = nn.BatchNorm2d(base.num_features, eps=base.eps, momentum=base.momentum, affine=True)
-            ref = base.weight if base.weight is not None else base.running_mean
-            if ref is not None:
-                bn.to(device=ref.device, dtype=ref.dtype)
-            with torch.no_grad():
-                if base.affine:
-                    bn.weight.copy_(base.weight)
-                    bn.bias.copy_(base.bias)
-                if base.track_running_stats:
-                    bn.running_mean.copy_(base.running_mean)
-                    bn.running_var.copy_(base.running_var)
-                    bn.num_batches_tracked.copy_(base.num_batches_tracked)
-        else:
-            src = _key(init_from)
-            if src not in self.copies:
-                raise KeyError(f"init_from entry {init_from!r} has no BatchNorm copy; entries: {list(self.copies)}")
-            bn = copy.deepcopy(self.copies[src])
-        bn.requires_grad_(True)
+        bn = self._add(key, init_from, self._copy_of_base)
         bn.train(self.training)
-        self.copies[k] = bn
         return bn
 
-    def remove_copy(self, key: EntryKey) -> None:
-        """Delete entry ``key``'s copy (deactivating it if active)."""
-        k = _key(key)
-        del self.copies[k]
-        if self.active == k:
-            self.active = None
+    def _copy_of_base(self) -> nn.BatchNorm2d:
+        """A new ``nn.BatchNorm2d`` (affine) with the base's values: affine parameters
+        and running statistics, on the base's device and dtype."""
+        base = self.base
+        bn = nn.BatchNorm2d(base.num_features, eps=base.eps, momentum=base.momentum, affine=True)
+        ref = base.weight if base.weight is not None else base.running_mean
+        if ref is not None:
+            bn.to(device=ref.device, dtype=ref.dtype)
+        with torch.no_grad():
+            if base.affine:
+                bn.weight.copy_(base.weight)
+                bn.bias.copy_(base.bias)
+            if base.track_running_stats:
+                bn.running_mean.copy_(base.running_mean)
+                bn.running_var.copy_(base.running_var)
+                bn.num_batches_tracked.copy_(base.num_batches_tracked)
+        return bn
 
     def set_active(self, key: Optional[EntryKey]) -> None:
         """Use entry ``key``'s copy; ``None`` or an entry without a copy uses the base."""
@@ -279,7 +296,66 @@ def check_entry_key(key) -> int:
         raise TypeError(f"entry key must be an int, got {key!r} ({type(key).__name__})") from None
 
 
-class EFTEncoder(nn.Module):
+class EntryBookkeeping(nn.Module):
+    """Entry keys (ints, in creation order) and the active entry: the bookkeeping
+    shared by :class:`EFTEncoder` and the generator banks of
+    :mod:`avalanche_sdr.models.vae`.
+
+    ``_entry_noun`` is what an entry is called in error messages.
+    """
+
+    _entry_noun = "entry"
+
+    def __init__(self):
+        super().__init__()
+        self._entries: List[int] = []
+        self._active: Optional[int] = None
+
+    @property
+    def entries(self) -> List[int]:
+        """Entry keys, in creation order."""
+        return list(self._entries)
+
+    @property
+    def active(self) -> Optional[int]:
+        """The entry the forward pass uses (``None``: none; for :class:`EFTEncoder`
+        plain E0, for :class:`~avalanche_sdr.models.vae.EFTVAEBank` the plain base)."""
+        return self._active
+
+    def _known(self, key) -> int:
+        """``key`` as an int (:func:`check_entry_key`). :raises KeyError: if it is not an entry."""
+        key = check_entry_key(key)
+        if key not in self._entries:
+            raise KeyError(f"{self._entry_noun} {key} does not exist; entries: {self._entries}")
+        return key
+
+    def _new(self, key) -> int:
+        """``key`` as an int (:func:`check_entry_key`). :raises ValueError: if it is an entry."""
+        key = check_entry_key(key)
+        if key in self._entries:
+            raise ValueError(f"{self._entry_noun} {key} already exists; entries: {self._entries}")
+        return key
+
+    def _routed_layers(self) -> Iterable[nn.Module]:
+        """The wrapped layers that :meth:`set_active` switches (each has its own
+        ``set_active(key)``); none by default."""
+        return ()
+
+    def set_active(self, key: Optional[int]) -> None:
+        """Route the forward pass through entry ``key`` (``None``: no entry, i.e. plain
+        E0 for :class:`EFTEncoder`, the plain base VAE for
+        :class:`~avalanche_sdr.models.vae.EFTVAEBank`).
+
+        :raises KeyError: if ``key`` is not an entry.
+        """
+        if key is not None:
+            key = self._known(key)
+        for layer in self._routed_layers():
+            layer.set_active(key)
+        self._active = key
+
+
+class EFTEncoder(EntryBookkeeping):
     """A frozen backbone E0 with per-entry EFT adapters on every convolution.
 
     Every ``nn.Conv2d`` / ``nn.ConvTranspose2d`` of ``backbone`` (downsample and
@@ -318,8 +394,6 @@ class EFTEncoder(nn.Module):
         if not self.convs:
             raise ValueError(f"backbone {type(backbone).__name__} has no Conv2d layer to adapt")
         self.backbone = backbone
-        self._entries: List[int] = []
-        self._active: Optional[int] = None
         self.train(self.training)
 
     def _wrap(self, module: nn.Module, done: Dict[int, nn.Module]) -> None:
@@ -362,16 +436,6 @@ class EFTEncoder(nn.Module):
         """K of every adapted convolution, in module order."""
         return [c.out_channels for c in self.convs]
 
-    @property
-    def entries(self) -> List[int]:
-        """Entry keys, in creation order."""
-        return list(self._entries)
-
-    @property
-    def active(self) -> Optional[int]:
-        """The entry the forward pass uses (``None``: plain E0)."""
-        return self._active
-
     def add_entry(self, key: int, init_from: Optional[int] = None, init: str = "identity") -> None:
         """Create entry ``key``: one adapter per convolution (and BatchNorm copies).
 
@@ -382,9 +446,7 @@ class EFTEncoder(nn.Module):
         :param init: ``"identity"`` or ``"random"`` when ``init_from`` is ``None``.
         :raises ValueError: if ``key`` exists. :raises KeyError: unknown ``init_from``.
         """
-        key = check_entry_key(key)
-        if key in self._entries:
-            raise ValueError(f"entry {key} already exists; entries: {self._entries}")
+        key = self._new(key)
         if init_from is not None:
             init_from = check_entry_key(init_from)
             if init_from not in self._entries:
@@ -397,35 +459,13 @@ class EFTEncoder(nn.Module):
         self._entries.append(key)
         self.train(self.training)
 
-    def remove_entry(self, key: int) -> None:
-        """Delete entry ``key`` and its parameters (deactivating it if active)."""
-        key = check_entry_key(key)
-        if key not in self._entries:
-            raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
-        for conv in self.convs:
-            conv.remove_adapter(key)
-        if self.task_batchnorm:
-            for norm in self.norms:
-                norm.remove_copy(key)
-        self._entries.remove(key)
-        if self._active == key:
-            self.set_active(None)
-
-    def set_active(self, key: Optional[int]) -> None:
-        """Route the forward pass through entry ``key`` (``None``: plain E0)."""
-        if key is not None:
-            key = check_entry_key(key)
-            if key not in self._entries:
-                raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
-        for layer in (*self.convs, *self.norms):
-            layer.set_active(key)
-        self._active = key
+    def _routed_layers(self) -> Iterable[nn.Module]:
+        """Every wrapped convolution and BatchNorm layer."""
+        return (*self.convs, *self.norms)
 
     def entry_modules(self, key: int) -> List[nn.Module]:
         """The adapters and BatchNorm copies of entry ``key`` (for memory accounting)."""
-        key = check_entry_key(key)
-        if key not in self._entries:
-            raise KeyError(f"entry {key} does not exist; entries: {self._entries}")
+        key = self._known(key)
         mods: List[nn.Module] = [c.adapters[str(key)] for c in self.convs]
         if self.task_batchnorm:
             mods += [n.copies[str(key)] for n in self.norms]

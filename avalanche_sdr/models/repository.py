@@ -12,13 +12,22 @@ continue the stream (paper Fig. 2):
   (:meth:`SDRModel.set_detection_state`: e.g. reference features per class, or an
   autoencoder's weights); they count in the entry's memory and are checkpointed,
 - one classification head f_t per *task* t,
-- the map task t -> entry m(t) and entry m -> the task that created it.
+- the map task t -> entry m(t) and entry m -> the task that created it,
+- for a task trained on global class ids (labels not 0..c-1, e.g. {4, 7}), its
+  sorted class ids (:meth:`SDRModel.class_ids`): its head has c local outputs and
+  :meth:`SDRModel.forward` puts them at the class-id columns, so predictions are the
+  original class ids.
 
 Task t is predicted by ``f_t(E_{m(t)}(x))``. Entries are numbered 0, 1, 2, ... in the
 order they are created; tasks are Avalanche task labels.
+
+A task that has not been trained yet (Avalanche's loops evaluate the whole test
+stream after every experience) is answered by E0 features through a fresh, untrained
+head: see :meth:`SDRModel.forward_single_task`.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -51,6 +60,14 @@ class TensorSet(nn.Module):
         return {name: [list(t.shape), str(t.dtype).replace("torch.", "")] for name, t in self.named_buffers()}
 
 
+UNTRAINED_HEAD_SEED = 0x5D2
+"""Base seed of the untrained heads that answer untrained tasks (task t: this + t)."""
+
+
+class UntrainedTaskWarning(UserWarning):
+    """A task that has not been trained was evaluated: E0 and an untrained head answer it."""
+
+
 class SDRModel(MultiTaskModule):
     """Knowledge repository: frozen E0, unique adapter sets and VAEs, a head per task.
 
@@ -79,9 +96,18 @@ class SDRModel(MultiTaskModule):
         self.head_hidden = head_hidden
         self.heads = nn.ModuleDict()
         self.detection_states = nn.ModuleDict()
+        self.head_class_ids = nn.ModuleDict()
+        """Per task trained on global class ids: a :class:`TensorSet` with ``ids``, the
+        sorted class ids [c] int64 of its head's c outputs (absent for local labels)."""
         self.task_to_entry: Dict[int, int] = {}
         self.entry_creator: Dict[int, int] = {}
         self._entry_in_training: Optional[int] = None
+        # Untrained tasks (see forward_single_task): class ids announced by an
+        # evaluation experience, and the untrained heads built for them. Plain
+        # attributes: not in the state_dict, the memory or any checkpoint.
+        self._untrained_class_ids: Dict[int, List[int]] = {}
+        self._untrained_heads: Dict[Tuple[int, Tuple[int, ...]], nn.Module] = {}
+        self._warned_untrained: set = set()
 
     # ------------------------------------------------------------------ entries
     @property
@@ -182,17 +208,23 @@ class SDRModel(MultiTaskModule):
         "task_to_entry": [[task, entry], ...] (training order),
         "heads": [[task, classes], ...] (creation order),
         "max_class_label": int,
-        "detection_states": [[entry, {name: [shape, dtype]}], ...]}`` — what
+        "detection_states": [[entry, {name: [shape, dtype]}], ...],
+        "class_ids": [[task, [class ids]], ...]}`` — what
         :meth:`restore_layout` needs to rebuild an empty repository so that a saved
-        ``state_dict`` loads into it.
+        ``state_dict`` loads into it. ``"class_ids"`` lists the tasks trained on global
+        class ids (:meth:`set_class_ids`) and is left out when there are none.
         """
-        return {
+        layout = {
             "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
             "task_to_entry": [[int(t), int(e)] for t, e in self.task_to_entry.items()],
             "heads": [[int(key), self.head_num_classes(int(key))] for key in self.heads],
             "max_class_label": int(self.max_class_label),
             "detection_states": [[int(key), state.shapes()] for key, state in self.detection_states.items()],
         }
+        if len(self.head_class_ids):
+            layout["class_ids"] = [[int(key), [int(v) for v in ids.ids.tolist()]]
+                                   for key, ids in self.head_class_ids.items()]
+        return layout
 
     def restore_layout(self, layout: Mapping[str, Any]) -> None:
         """Rebuild the entries, task map and heads of :meth:`layout` in this empty repository.
@@ -204,7 +236,7 @@ class SDRModel(MultiTaskModule):
         :raises RuntimeError: if the repository already holds entries or heads.
         :raises ValueError: if the layout's entries are not numbered 0, 1, 2, ...
         """
-        if self.entry_creator or len(self.heads):
+        if self.entry_creator or len(self.heads) or len(self.head_class_ids):
             raise RuntimeError(
                 f"restore_layout needs an empty repository; this one holds entries {self.entries} "
                 f"and heads for tasks {[int(k) for k in self.heads]}"
@@ -222,6 +254,8 @@ class SDRModel(MultiTaskModule):
             })
         for task, entry in layout["task_to_entry"]:
             self.assign_task(int(task), int(entry))
+        for task, ids in layout.get("class_ids", []):
+            self.set_class_ids(int(task), ids)
         for task, num_classes in layout["heads"]:
             self.add_head(int(task), int(num_classes))
         # Avalanche's MultiTaskModule bookkeeping, as adaptation() left it.
@@ -254,17 +288,80 @@ class SDRModel(MultiTaskModule):
     def head_num_classes(self, task: int) -> int:
         """Number of outputs of the head of ``task``."""
         head = self.heads[str(int(task))]
+        return self._head_outputs(head)
+
+    @staticmethod
+    def _head_outputs(head: nn.Module) -> int:
         last = head if isinstance(head, nn.Linear) else head[-1]
         return last.out_features
+
+    def is_trained(self, task: int) -> bool:
+        """Whether ``task`` has a head (trained, or being trained)."""
+        return str(int(task)) in self.heads
+
+    # ------------------------------------------------------------------ class ids
+    def set_class_ids(self, task: int, class_ids) -> None:
+        """Record the class ids of ``task``'s head outputs (before its head is added).
+
+        Local labels (``class_ids`` == 0..c-1) store nothing: the head's output k is
+        class k. Other ids (global class ids, e.g. ``[4, 7]``) are kept as a buffer
+        (state_dict, checkpoints, memory): output k of the head is class
+        ``class_ids[k]`` and :meth:`forward` returns the logits at those columns.
+
+        :param task: task label.
+        :param class_ids: the task's distinct class ids, in increasing order, >= 0.
+        :raises ValueError: ids not strictly increasing or negative, or ``task``
+            already has other class ids or a head of another width.
+        """
+        ids = torch.as_tensor(class_ids, dtype=torch.long).detach().flatten().cpu()
+        if ids.numel() == 0 or int(ids.min()) < 0 or bool((ids[1:] <= ids[:-1]).any()):
+            raise ValueError(
+                f"task {task}: class ids must be distinct, increasing and >= 0, got {ids.tolist()}"
+            )
+        key = str(int(task))
+        identity = torch.equal(ids, torch.arange(ids.numel()))
+        if key in self.heads or key in self.head_class_ids:
+            if ids.tolist() != self.class_ids(task):
+                raise ValueError(f"task {task} already has class ids {self.class_ids(task)}, got {ids.tolist()}")
+            return
+        if identity:
+            return
+        device = next(self.encoder.parameters()).device
+        self.head_class_ids[key] = TensorSet({"ids": ids}).to(device)
+
+    def class_ids(self, task: int) -> List[int]:
+        """The class id of each output of ``task``'s head (``[0, ..., c-1]`` for local labels).
+
+        Detection records and detector states use local labels 0..c-1; local label k
+        of the task is class ``class_ids(task)[k]``.
+
+        :raises KeyError: ``task`` has neither a head nor recorded class ids.
+        """
+        key = str(int(task))
+        if key in self.head_class_ids:
+            return [int(v) for v in self.head_class_ids[key].ids.tolist()]
+        if key in self.heads:
+            return list(range(self.head_num_classes(task)))
+        raise KeyError(f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}")
 
     def adaptation(self, experience) -> None:
         """Avalanche hook: add the head of the experience's task when training.
 
-        The experience's task must already be mapped to an entry (the strategy does
-        this before model adaptation); labels are local, 0..c-1.
+        Training: the experience's task must already be mapped to an entry (the
+        strategy does this before model adaptation); its head gets one output per
+        class of the experience (labels 0..c-1, or c global class ids, see
+        :meth:`set_class_ids`).
+
+        Evaluation: for a task without a head, the experience's classes are noted:
+        they size the untrained head that answers it (:meth:`forward_single_task`).
+        Nothing is added to the repository.
         """
         super().adaptation(experience)
+        classes = sorted({int(c) for c in experience.classes_in_this_experience})
         if not self.training:
+            for task in experience.task_labels:
+                if not self.is_trained(task):
+                    self._untrained_class_ids[int(task)] = classes
             return
         for task in experience.task_labels:
             if int(task) not in self.task_to_entry:
@@ -272,8 +369,12 @@ class SDRModel(MultiTaskModule):
                     f"task {task} reached SDRModel.adaptation without an entry: SDRModel is "
                     "trained through SDRStrategy, which maps each task before adaptation"
                 )
-            classes = list(experience.classes_in_this_experience)
-            self.add_head(task, int(max(classes)) + 1)
+            self.set_class_ids(task, classes)
+            self.add_head(task, len(self.class_ids(task)) if str(int(task)) in self.head_class_ids
+                          else int(max(classes)) + 1)
+            self._untrained_class_ids.pop(int(task), None)
+            for cached in [k for k in self._untrained_heads if k[0] == int(task)]:
+                del self._untrained_heads[cached]
 
     # ------------------------------------------------------------------ forward
     def features(self, x: Tensor, entry: Optional[int]) -> Tensor:
@@ -302,32 +403,96 @@ class SDRModel(MultiTaskModule):
             self.train(was_training)
 
     def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
-        """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t]."""
-        entry = self.entry_of(task_label)
+        """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t].
+
+        With global class ids (:meth:`set_class_ids`) the c local logits are placed
+        at the task's class-id columns of an [N, max id + 1] tensor whose other
+        columns hold the lowest finite value of the dtype: the argmax is the original
+        class id, and a softmax or cross-entropy over the row equals the one over
+        the c local logits.
+
+        A task that has not been trained (no head) is answered by **E0 features
+        (no adapters) through a fresh, untrained head** with one output per class the
+        evaluated experience announced in model adaptation (Avalanche does this
+        before every evaluation experience). That head is initialised from a seed
+        derived from the task label (:data:`UNTRAINED_HEAD_SEED` + t) without
+        touching the global RNG, so the answer is reproducible; it is not stored in
+        the repository (no memory, not in the ``state_dict`` or checkpoints). The
+        first such answer per task issues an :class:`UntrainedTaskWarning`.
+
+        :raises KeyError: an untrained task no evaluation experience announced.
+        """
         key = str(int(task_label))
         if key not in self.heads:
-            raise KeyError(f"task {task_label} has no head yet")
-        return self.heads[key](self.features(x, entry))
+            if int(task_label) in self.task_to_entry:
+                raise KeyError(f"task {task_label} has no head yet")
+            return self._untrained_forward(x, int(task_label))
+        entry = self.entry_of(task_label)
+        logits = self.heads[key](self.features(x, entry))
+        if key in self.head_class_ids:
+            logits = self._at_class_ids(logits, self.head_class_ids[key].ids)
+        return logits
+
+    @staticmethod
+    def _at_class_ids(logits: Tensor, ids: Tensor) -> Tensor:
+        """Local logits [N, c] -> [N, max id + 1] with column ids[k] = logits[:, k]."""
+        ids = ids.to(logits.device)
+        out = torch.full((logits.shape[0], int(ids.max()) + 1), torch.finfo(logits.dtype).min,
+                         device=logits.device, dtype=logits.dtype)
+        return out.index_copy(1, ids, logits)
+
+    def _untrained_forward(self, x: Tensor, task: int) -> Tensor:
+        """E0 features through the untrained head of ``task`` (see forward_single_task)."""
+        if task not in self._untrained_class_ids:
+            raise KeyError(
+                f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}; "
+                "an untrained task is answered (by E0 and an untrained head) only when evaluated through an "
+                "Avalanche strategy, whose model adaptation announces the task's classes"
+            )
+        classes = tuple(self._untrained_class_ids[task])
+        head = self._untrained_heads.get((task, classes))
+        if head is None:
+            with torch.random.fork_rng(devices=[]):
+                torch.random.default_generator.manual_seed(UNTRAINED_HEAD_SEED + task)
+                head = self._make_head(len(classes))
+            head.requires_grad_(False)
+            self._untrained_heads[(task, classes)] = head
+        if task not in self._warned_untrained:
+            self._warned_untrained.add(task)
+            warnings.warn(
+                f"task {task} has not been trained: it is answered by E0 features (no adapters) and an "
+                f"untrained head over its {len(classes)} classes {list(classes)} (chance-level predictions)",
+                UntrainedTaskWarning, stacklevel=3,
+            )
+        head = head.to(device=x.device)
+        self._untrained_heads[(task, classes)] = head
+        logits = head(self.features(x, None))
+        if list(classes) != list(range(len(classes))):
+            logits = self._at_class_ids(logits, torch.tensor(classes))
+        return logits
 
     def forward(self, x: Tensor, task_labels) -> Tensor:
         """Task-aware forward on a mini-batch that may mix tasks.
 
         :param x: [N, C, H, W] images in [0, 1].
         :param task_labels: int, or [N] int tensor of task labels.
-        :return: [N, max classes] logits; columns beyond a task's own classes hold
-            the lowest finite value of the dtype, so they never win an argmax and add
-            nothing to a softmax.
+        :return: [N, max classes] logits (columns: local labels, or class ids for a
+            task trained on global class ids); columns beyond a task's own classes
+            hold the lowest finite value of the dtype, so they never win an argmax and
+            add nothing to a softmax.
         """
         if isinstance(task_labels, int):
             return self.forward_single_task(x, task_labels)
         tasks = torch.unique(task_labels)
         if len(tasks) == 1:
             return self.forward_single_task(x, int(tasks[0]))
-        width = max(self.head_num_classes(int(t)) for t in tasks)
-        out = torch.full((x.shape[0], width), torch.finfo(x.dtype).min, device=x.device, dtype=x.dtype)
+        parts = []
         for t in tasks:
             mask = task_labels == t
-            logits = self.forward_single_task(x[mask], int(t))
+            parts.append((mask, self.forward_single_task(x[mask], int(t))))
+        width = max(logits.shape[1] for _, logits in parts)
+        out = torch.full((x.shape[0], width), torch.finfo(x.dtype).min, device=x.device, dtype=x.dtype)
+        for mask, logits in parts:
             out[mask, : logits.shape[1]] = logits
         return out
 
@@ -440,4 +605,4 @@ def build_sdr_model(
     return SDRModel(encoder, bank, head_hidden=head_hidden)
 
 
-__all__ = ["SDRModel", "TensorSet", "build_sdr_model"]
+__all__ = ["SDRModel", "TensorSet", "UNTRAINED_HEAD_SEED", "UntrainedTaskWarning", "build_sdr_model"]

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from avalanche_sdr.models.eft import EFTConv2d, check_entry_key
+from avalanche_sdr.models.eft import EFTConv2d, EntryBookkeeping
 
 LOG_SCALE_MIN = math.log(0.01)
 """Smallest pixel log-std (std 0.01 of [0, 1] pixels): bounds the density at ~3.7 nats/pixel."""
@@ -227,40 +227,19 @@ class ConvVAE(nn.Module):
         return self.reconstruct(x)
 
 
-class _BankBase(nn.Module):
-    """Entry bookkeeping shared by the generator banks.
+class _BankBase(EntryBookkeeping):
+    """Entry bookkeeping shared by the generator banks (:attr:`entries`,
+    :attr:`active`: the entry :meth:`forward` uses) and their reference ELBOs.
 
     Subclasses define ``entry_modules(key)``, ``elbo(x, key, ...)``, ``add_entry``.
     """
 
-    def __init__(self):
-        super().__init__()
-        self._entries: List[int] = []
-        self._active: Optional[int] = None
-
-    @property
-    def entries(self) -> List[int]:
-        """Entry keys, in creation order."""
-        return list(self._entries)
-
-    @property
-    def active(self) -> Optional[int]:
-        """Entry used by :meth:`forward`."""
-        return self._active
-
-    def _known(self, key) -> int:
-        key = check_entry_key(key)
-        if key not in self._entries:
-            raise KeyError(f"generator entry {key} does not exist; entries: {self._entries}")
-        return key
+    _entry_noun = "generator entry"
 
     # -- reference likelihood of each entry on its own held-out data --------------
     def _add_reference(self, key: int) -> None:
         """Register entry ``key``'s reference ELBO buffer (NaN until set)."""
         self.register_buffer(f"reference_elbo_{key}", torch.full((2,), math.nan, dtype=torch.float64))
-
-    def _remove_reference(self, key: int) -> None:
-        delattr(self, f"reference_elbo_{key}")
 
     def set_reference_elbo(self, key: int, mean: float, std: float) -> None:
         """Store entry ``key``'s ELBO on inputs of its own task that it was not fitted on.
@@ -320,9 +299,7 @@ class IndependentVAEBank(_BankBase):
 
         :return: the entry's :class:`ConvVAE` (trainable).
         """
-        key = check_entry_key(key)
-        if key in self._entries:
-            raise ValueError(f"generator entry {key} already exists; entries: {self._entries}")
+        key = self._new(key)
         if init_from is None:
             vae = ConvVAE(**self.config).to(self._device_ref.device)
         else:
@@ -334,22 +311,9 @@ class IndependentVAEBank(_BankBase):
         self._add_reference(key)
         return vae
 
-    def remove_entry(self, key: int) -> None:
-        """Delete entry ``key``."""
-        key = self._known(key)
-        del self.vaes[str(key)]
-        self._entries.remove(key)
-        self._remove_reference(key)
-        if self._active == key:
-            self._active = None
-
     def vae(self, key: int) -> ConvVAE:
         """The :class:`ConvVAE` of entry ``key``."""
         return self.vaes[str(self._known(key))]
-
-    def set_active(self, key: Optional[int]) -> None:
-        """Entry used by :meth:`forward` (``None``: none)."""
-        self._active = None if key is None else self._known(key)
 
     def entry_modules(self, key: int) -> List[nn.Module]:
         """``[vae]`` of entry ``key`` (for memory accounting)."""
@@ -389,11 +353,6 @@ class PerEntryCopies(nn.Module):
         mod = copy.deepcopy(src).requires_grad_(True)
         self.copies[str(key)] = mod
         return mod
-
-    def remove_copy(self, key: int) -> None:
-        del self.copies[str(key)]
-        if self.active == str(key):
-            self.active = None
 
     def set_active(self, key: Optional[int]) -> None:
         self.active = None if key is None else str(key)
@@ -443,9 +402,7 @@ class EFTVAEBank(_BankBase):
 
     def add_entry(self, key: int, init_from: Optional[int] = None) -> None:
         """Create entry ``key`` from the base, or from entry ``init_from``'s values."""
-        key = check_entry_key(key)
-        if key in self._entries:
-            raise ValueError(f"generator entry {key} already exists; entries: {self._entries}")
+        key = self._new(key)
         if init_from is not None:
             init_from = self._known(init_from)
         for conv in self.convs:
@@ -456,25 +413,9 @@ class EFTVAEBank(_BankBase):
         self._add_reference(key)
         self.train(self.training)
 
-    def remove_entry(self, key: int) -> None:
-        """Delete entry ``key`` and its parameters."""
-        key = self._known(key)
-        for conv in self.convs:
-            conv.remove_adapter(key)
-        for mod in self.copied:
-            mod.remove_copy(key)
-        self._entries.remove(key)
-        self._remove_reference(key)
-        if self._active == key:
-            self.set_active(None)
-
-    def set_active(self, key: Optional[int]) -> None:
-        """Route the base VAE through entry ``key`` (``None``: the plain base)."""
-        if key is not None:
-            key = self._known(key)
-        for layer in (*self.convs, *self.copied):
-            layer.set_active(key)
-        self._active = key
+    def _routed_layers(self) -> Iterable[nn.Module]:
+        """The base VAE's adapted convolutions and per-entry copies."""
+        return (*self.convs, *self.copied)
 
     def entry_modules(self, key: int) -> List[nn.Module]:
         """Adapters, linear copies and log-scale copy of entry ``key``."""

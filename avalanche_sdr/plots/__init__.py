@@ -5,24 +5,8 @@ every figure as PNG; the functions below draw one figure each on a
 matplotlib ``Axes`` (a new figure when none is given).
 """
 
-from avalanche_sdr.plots.figures import (
-    make_all_plots,
-    plot_complexity_heatmap,
-    plot_consistency_heatmap,
-    plot_detection_example,
-    plot_memory,
-    plot_task_accuracy,
-)
+from avalanche_sdr.plots import figures as _figures
+from avalanche_sdr.plots.figures import *  # noqa: F401,F403 -- one function per figure (figures.__all__)
 from avalanche_sdr.plots.results import ResultsFormatError, load_results, task_label
 
-__all__ = [
-    "ResultsFormatError",
-    "load_results",
-    "make_all_plots",
-    "plot_complexity_heatmap",
-    "plot_consistency_heatmap",
-    "plot_detection_example",
-    "plot_memory",
-    "plot_task_accuracy",
-    "task_label",
-]
+__all__ = list(_figures.__all__) + ["ResultsFormatError", "load_results", "task_label"]

@@ -33,8 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-DECISIONS = ("warm_start", "new", "reuse")
-OUTCOMES = ("correct", "miss", "incorrect")
+from avalanche_sdr.vocabulary import DECISIONS, OUTCOMES
 
 TASK_KEYS_DETECTION = ("task", "group", "split", "decision", "entry", "detection")
 TASK_KEYS_MEMORY = ("task", "memory_mb")

@@ -35,6 +35,16 @@ tensors, the decision records, the clock and finally the RNG states, so the next
 experience starts from exactly the state an uninterrupted run has at that point:
 on CPU the rest of the run is bit-identical. A checkpoint made with another
 configuration is refused with :class:`CheckpointMismatchError`.
+
+Why not Avalanche's own checkpointing: Avalanche 0.6.0 has no
+``avalanche.training.checkpoint`` module, and ``avalanche.checkpointing.save_checkpoint``
+pickles the whole strategy with dill, which fails here on a plain ``Naive`` strategy
+with ``PicklingError: Can't pickle sentinel: it's not the same object as
+typing_extensions.sentinel`` (dill 0.4.1, typing_extensions 4.16.0). A pickle of
+the whole strategy would also have to be read back with full unpickling (arbitrary
+code on load) and is written in place, so a kill during the write leaves a broken
+file. This module saves tensors only (read with ``weights_only=True``) plus a JSON
+manifest, both written atomically.
 """
 from __future__ import annotations
 
@@ -141,9 +151,20 @@ def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
     _fsync_directory(path.parent)
 
 
-def atomic_write_json(path: PathLike, value: Any) -> None:
-    """:func:`atomic_write` of ``value`` as strict JSON (no NaN/Inf), UTF-8, indented."""
-    text = json.dumps(value, indent=1, allow_nan=False)
+def atomic_write_json(path: PathLike, value: Any, *, allow_nan: bool = False) -> None:
+    """:func:`atomic_write` of ``value`` as JSON: the package's one JSON file writer.
+
+    The bytes are those of ``json.dump(value, f, indent=1)``: one space of indent per
+    level, non-ASCII characters escaped (so the file is ASCII, hence UTF-8), no
+    trailing newline. Checkpoint manifests use strict JSON (``allow_nan=False``:
+    ``ValueError`` on NaN or infinity); the scripts' results files pass
+    ``allow_nan=True`` and get ``NaN`` / ``Infinity`` as ``json.dump`` writes them.
+
+    :param path: target file; its directory must exist.
+    :param value: JSON-serialisable value (dicts, lists, str, int, float, bool, None).
+    :param allow_nan: write NaN and infinities instead of raising ``ValueError``.
+    """
+    text = json.dumps(value, indent=1, allow_nan=allow_nan)
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
@@ -199,30 +220,20 @@ def repository_fingerprint(model: SDRModel) -> Dict[str, Any]:
 def strategy_fingerprint(strategy) -> Dict[str, Any]:
     """The training settings of an :class:`~avalanche_sdr.training.SDRStrategy` (JSON-safe).
 
-    Everything that changes what the remaining experiences would compute: the SDR
-    plugin's epochs, learning rates and generator settings, the detector's
-    configuration (its ``config()``: rule and every setting that changes decisions),
-    and the mini-batch sizes.
+    Everything that changes what the remaining experiences would compute: every
+    field of its :class:`~avalanche_sdr.training.SDRSettings` (epochs, learning
+    rates, mini-batch sizes, generator fitting), ``n_warm_start``,
+    ``forward_transfer`` and the detector's configuration (its ``config()``: rule and
+    every setting that changes decisions).
     """
     sdr = strategy.sdr
     detector = sdr.detector
     return _json_value(
         dict(
+            sdr.settings.to_dict(),
             n_warm_start=sdr.n_warm_start,
-            new_task_epochs=sdr.new_task_epochs,
-            new_task_lr=sdr.new_task_lr,
-            lr_milestones=list(sdr.lr_milestones),
-            lr_decay=sdr.lr_decay,
-            reuse_epochs=sdr.reuse_epochs,
-            reuse_lr=sdr.reuse_lr,
-            vae_epochs=sdr.vae_epochs,
-            vae_lr=sdr.vae_lr,
-            vae_mb_size=sdr.vae_mb_size,
-            vae_patience=sdr.vae_patience,
             forward_transfer=sdr.forward_transfer,
             detector=detector.config() if hasattr(detector, "config") else {"rule": getattr(detector, "rule", None)},
-            train_mb_size=strategy.train_mb_size,
-            eval_mb_size=strategy.eval_mb_size,
         )
     )
 
@@ -377,11 +388,6 @@ class SDRCheckpointPlugin(SupervisedPlugin):
         self.progress: List[Dict[str, Any]] = []
         self.run_info: Optional[Dict[str, Any]] = None
         self._attached = False
-
-    @property
-    def finished_experiences(self) -> int:
-        """Training experiences finished by this run, restored ones included."""
-        return len(self.progress)
 
     # ------------------------------------------------------------------ hooks
     def before_training(self, strategy, **kwargs):

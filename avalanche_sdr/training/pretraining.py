@@ -1,17 +1,24 @@
 """Offline pretraining of the backbone E0 and the base VAE on warm-start tasks.
 
 The paper starts from an ImageNet-pretrained ResNet18 (and an ImageNette VAE). Where
-no such weights exist (offline machines, CPU runs), DESIGN.md allows E0 — and the
-base VAE of the "EFT for E and G" variant — to be pretrained on the warm-start tasks'
-*training* data only. These functions do that, explicitly, before the stream starts;
-results produced this way must say so (the examples record it in their JSON).
+no such weights exist (offline machines, CPU runs), E0 — and the base VAE of the "EFT
+for E and G" variant — may instead be pretrained on the warm-start tasks' *training*
+data only (option (b) of :ref:`method-backbone`). These functions do that, explicitly,
+before the stream starts; results produced this way must say so (the examples record
+it in their JSON).
+
+Progress: with ``verbose=True`` each function shows a tqdm bar on stderr (one step
+per epoch, the last epoch's mean loss or ELBO beside it), in the style of
+Avalanche's ``InteractiveLogger``; the bar is disabled where stderr is not a
+terminal.
 
 Pretraining is task-aware like the stream: one temporary linear head per warm-start
 experience, discarded afterwards. Nothing of a later task is seen.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import sys
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -29,6 +36,35 @@ def _warm_start_tensors(experiences: Sequence):
         ys.append(y)
         ts.append(torch.full_like(y, i))
     return torch.cat(xs), torch.cat(ys), torch.cat(ts)
+
+
+def _set_trainable(module: nn.Module, trainable: bool) -> None:
+    """Unfreeze ``module``'s parameters, or freeze them and drop their gradients."""
+    for p in module.parameters():
+        p.requires_grad_(trainable)
+        if not trainable:
+            p.grad = None
+
+
+def _run_epochs(n: int, *, epochs: int, batch_size: int, step: Callable[[torch.Tensor], float],
+                desc: str, quantity: str, verbose: bool) -> None:
+    """``epochs`` passes over ``n`` samples in random mini-batches (indices from the global
+    torch RNG, as every training loop of a seeded script); ``step(indices)`` trains on one
+    mini-batch and returns the batch's summed ``quantity`` (loss or ELBO)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=epochs, desc=desc, unit="epoch", file=sys.stderr, leave=False, dynamic_ncols=True,
+               disable=None if verbose else True)
+    try:
+        for _ in range(epochs):
+            perm = torch.randperm(n)
+            total = 0.0
+            for i in range(0, n, batch_size):
+                total += step(perm[i : i + batch_size])
+            bar.set_postfix({quantity: f"{total / n:.4g}"})
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 def pretrain_backbone(
@@ -49,7 +85,7 @@ def pretrain_backbone(
     :param lr: Adam learning rate.
     :param batch_size: mini-batch size.
     :param device: torch device.
-    :param verbose: print one line per epoch (mean loss).
+    :param verbose: show a progress bar with each epoch's mean loss (see the module doc).
     :return: the same backbone, trained, in eval mode.
     """
     x, y, t = _warm_start_tensors(experiences)
@@ -59,30 +95,25 @@ def pretrain_backbone(
     )
     backbone.to(device).train()
     heads.to(device).train()
-    for p in backbone.parameters():
-        p.requires_grad_(True)
+    _set_trainable(backbone, True)
     optimizer = torch.optim.Adam(list(backbone.parameters()) + list(heads.parameters()), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
-    for epoch in range(1, epochs + 1):
-        perm = torch.randperm(x.shape[0])
-        total = 0.0
-        for i in range(0, x.shape[0], batch_size):
-            idx = perm[i : i + batch_size]
-            xb, yb, tb = x[idx].to(device), y[idx].to(device), t[idx]
-            feats = backbone(xb)
-            loss = sum(
-                loss_fn(heads[task](feats[tb == task]), yb[tb == task]) * (tb == task).sum()
-                for task in torch.unique(tb).tolist()
-            ) / len(idx)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(idx)
-        if verbose:
-            print(f"[pretrain E0] epoch {epoch}/{epochs} loss={total / x.shape[0]:.4f}", flush=True)
-    for p in backbone.parameters():
-        p.requires_grad_(False)
-        p.grad = None
+
+    def step(idx: torch.Tensor) -> float:
+        xb, yb, tb = x[idx].to(device), y[idx].to(device), t[idx]
+        feats = backbone(xb)
+        loss = sum(
+            loss_fn(heads[task](feats[tb == task]), yb[tb == task]) * (tb == task).sum()
+            for task in torch.unique(tb).tolist()
+        ) / len(idx)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.item() * len(idx)
+
+    _run_epochs(x.shape[0], epochs=epochs, batch_size=batch_size, step=step, desc="pretrain E0",
+                quantity="loss", verbose=verbose)
+    _set_trainable(backbone, False)
     return backbone.eval()
 
 
@@ -104,29 +135,24 @@ def pretrain_vae(
     :param lr: Adam learning rate.
     :param batch_size: mini-batch size.
     :param device: torch device.
-    :param verbose: print one line per epoch (mean ELBO, nats per image).
+    :param verbose: show a progress bar with each epoch's mean ELBO (nats per image).
     :return: the same VAE, trained, frozen, in eval mode.
     """
     x, _, _ = _warm_start_tensors(experiences)
     vae.to(device).train()
-    for p in vae.parameters():
-        p.requires_grad_(True)
+    _set_trainable(vae, True)
     optimizer = torch.optim.Adam(vae.parameters(), lr=lr)
-    for epoch in range(1, epochs + 1):
-        perm = torch.randperm(x.shape[0])
-        total = 0.0
-        for i in range(0, x.shape[0], batch_size):
-            xb = x[perm[i : i + batch_size]].to(device)
-            elbo = vae.elbo(xb)
-            optimizer.zero_grad(set_to_none=True)
-            (-elbo.mean()).backward()
-            optimizer.step()
-            total += elbo.sum().item()
-        if verbose:
-            print(f"[pretrain VAE] epoch {epoch}/{epochs} elbo={total / x.shape[0]:.1f} nats", flush=True)
-    for p in vae.parameters():
-        p.requires_grad_(False)
-        p.grad = None
+
+    def step(idx: torch.Tensor) -> float:
+        elbo = vae.elbo(x[idx].to(device))
+        optimizer.zero_grad(set_to_none=True)
+        (-elbo.mean()).backward()
+        optimizer.step()
+        return elbo.sum().item()
+
+    _run_epochs(x.shape[0], epochs=epochs, batch_size=batch_size, step=step, desc="pretrain VAE",
+                quantity="elbo (nats)", verbose=verbose)
+    _set_trainable(vae, False)
     return vae.eval()
 
 

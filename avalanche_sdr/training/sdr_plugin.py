@@ -1,6 +1,10 @@
 """The SDR behaviour as an Avalanche plugin: detect, then grow or reuse, then fit G.
 
-Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES):
+Hook order inside one training experience (Avalanche 0.6.0's
+``BaseSGDTemplate._before_training_exp``: the plugins' ``before_train_dataset_adaptation``,
+then dataset adaptation, the train data loader, ``check_model_and_optimizer`` — model
+adaptation, then ``make_optimizer`` — and only then the plugins' ``before_training_exp``;
+so a decision that changes the model must be taken in the first of these hooks):
 
 1. ``before_train_dataset_adaptation`` — before the model or optimizer is touched:
    read the experience's training data, run detection against the repository
@@ -12,11 +16,17 @@ Hook order inside one training experience (Avalanche 0.6.0, see AVALANCHE-NOTES)
 3. ``before_training_epoch`` — the learning-rate schedule of new entries.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
    training inputs (when the repository keeps generators); then freeze everything
-   and print one line.
+   and report the experience to the strategy's loggers.
 
-With ``verbose=True`` a task's training epochs and its generator's epochs also show
-tqdm progress bars on stderr while they run (only where stderr is a terminal; they
-are removed when done, so logs hold the per-task lines only).
+Reporting goes through Avalanche's loggers, as Avalanche's own metrics do: after each
+training experience the plugin publishes, through the strategy's ``EvaluationPlugin``
+(``publish_metric_value``), the metric values named in :data:`REPORTED_VALUES` for
+the task (``.../Task003``): a one-line description of the decision (a ``str``, printed
+by ``TextLogger`` and ``InteractiveLogger``; scalar loggers skip it) and numbers
+(CSV and TensorBoard loggers). Training epochs show Avalanche's own progress bars
+(``InteractiveLogger``); the generator's epochs, which run outside Avalanche's
+training loop, show a tqdm bar on stderr in the same style when the evaluator has an
+``InteractiveLogger`` (removed when done).
 
 A detector may keep per-entry state of its own (the two-sample rule's reference
 features, Expert Gate's autoencoders): if it has a ``remember(model, entry, task, x,
@@ -26,7 +36,8 @@ detector's ``remember_after_training`` is true (references in the entry's own fe
 space).
 
 Evaluation is checked too: ``before_eval_exp`` checks that the labels of a trained
-task fit its head (0..c-1), so a malformed test set fails with a named error instead
+task fit its head (0..c-1, or the task's class ids when it was trained on global class
+ids), so a malformed test set fails with a named error instead
 of an index error inside the loss, and ``before_eval_forward`` refuses mini-batches
 with NaN or Inf inputs, whose arbitrary predictions would otherwise count in the
 accuracy.
@@ -35,78 +46,61 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metric_results import MetricValue
+from avalanche.logging import InteractiveLogger
 
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
-from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
+from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
+from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
+from avalanche_sdr.training.presets import SDRSettings
+
+REPORTED_VALUES = {
+    DECISION_METRIC: "str: the decision in one line (scores, chosen entry, seconds, generator fit)",
+    "SDR_Reused": "1.0 when the task reuses an entry, 0.0 when it gets a new one (warm start too)",
+    "SDR_Entry": "the entry the task is mapped to",
+    "SDR_Entries": "unique entries in the repository after the task",
+    "SDR_Detection_Seconds": "wall-clock seconds of detection (0.0 for a warm-start task)",
+    "SDR_Generator_Heldout_ELBO": "held-out ELBO of the new entry's generator, nats per image "
+                                  "(only for a new entry of a repository with generators)",
+}
+"""Metric values the plugin publishes after each training experience, with their meaning.
+Full names follow Avalanche's: ``<name>/train_phase/train_stream/Task<ttt>``."""
 
 
 class SDRPlugin(SupervisedPlugin):
     """Similar-task detection and repurposing for an :class:`SDRModel` (see module doc).
 
+    The plugin is built by :class:`~avalanche_sdr.training.SDRStrategy`, which
+    documents the options; it needs the strategy's optimizer set-up and is not meant
+    to be added to another strategy.
+
     :param detector: the detector to score new tasks with: a
         :class:`SimilarTaskDetector` or any object with its ``detect`` method (and
         optionally ``remember``).
-    :param n_warm_start: number of first tasks trained as new without detection.
-    :param new_task_epochs: epochs for a new entry's adapters and head.
-    :param new_task_lr: initial learning rate for a new entry.
-    :param lr_milestones: epochs (0-based, of a new entry) at which the learning
-        rate is multiplied by ``lr_decay``.
-    :param lr_decay: factor of each milestone.
-    :param reuse_epochs: epochs of head-only training on a reused entry.
-    :param reuse_lr: learning rate of head-only training.
-    :param vae_epochs: maximum epochs of a new entry's generator.
-    :param vae_lr: generator learning rate.
-    :param vae_mb_size: generator mini-batch size.
-    :param vae_patience: early-stopping patience of the generator (epochs).
-    :param forward_transfer: initialise a new entry's adapters from the entry with
-        the lowest S(j, t) (for rules without S: the candidate with the highest
-        p-value or relatedness) instead of the identity (paper's future work; off by
-        default).
-    :param verbose: print one line per experience, and show progress bars of the
-        training and generator epochs on a terminal.
+    :param settings: the training settings (:class:`~avalanche_sdr.training.SDRSettings`).
+    :param n_warm_start: number of first tasks trained as new without detection (>= 1).
+    :param forward_transfer: initialise a new entry's adapters from the nearest entry
+        instead of the identity.
     """
 
-    def __init__(
-        self,
-        *,
-        detector: SimilarTaskDetector,
-        n_warm_start: int,
-        new_task_epochs: int,
-        new_task_lr: float,
-        lr_milestones: Sequence[int],
-        lr_decay: float,
-        reuse_epochs: int,
-        reuse_lr: float,
-        vae_epochs: int,
-        vae_lr: float,
-        vae_mb_size: int,
-        vae_patience: int,
-        forward_transfer: bool = False,
-        verbose: bool = True,
-    ):
+    def __init__(self, *, detector: SimilarTaskDetector, settings: SDRSettings, n_warm_start: int,
+                 forward_transfer: bool):
         super().__init__()
-        if n_warm_start < 1:
-            raise ValueError(f"n_warm_start must be >= 1 (detection needs entries to compare to), got {n_warm_start}")
+        if not isinstance(settings, SDRSettings):
+            raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
+        if isinstance(n_warm_start, bool) or not isinstance(n_warm_start, int) or n_warm_start < 1:
+            raise ValueError(f"n_warm_start must be an int >= 1 (detection needs entries to compare to), "
+                             f"got {n_warm_start!r}")
         self.detector = detector
-        self.n_warm_start = int(n_warm_start)
-        self.new_task_epochs = int(new_task_epochs)
-        self.new_task_lr = float(new_task_lr)
-        self.lr_milestones = tuple(int(m) for m in lr_milestones)
-        self.lr_decay = float(lr_decay)
-        self.reuse_epochs = int(reuse_epochs)
-        self.reuse_lr = float(reuse_lr)
-        self.vae_epochs = int(vae_epochs)
-        self.vae_lr = float(vae_lr)
-        self.vae_mb_size = int(vae_mb_size)
-        self.vae_patience = int(vae_patience)
+        self.settings = settings
+        self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
-        self.verbose = verbose
         self.records: List[DetectionRecord] = []
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
@@ -134,10 +128,11 @@ class SDRPlugin(SupervisedPlugin):
 
     def learning_rate(self, epoch: int) -> float:
         """Learning rate of epoch ``epoch`` (0-based) of the current experience."""
+        settings = self.settings
         if not self.training_new_entry:
-            return self.reuse_lr
-        passed = sum(1 for m in self.lr_milestones if epoch >= m)
-        return self.new_task_lr * self.lr_decay**passed
+            return settings.reuse_lr
+        passed = sum(1 for m in settings.lr_milestones if epoch >= m)
+        return settings.new_task_lr * settings.lr_decay**passed
 
     # ------------------------------------------------------------------ hooks
     def before_train_dataset_adaptation(self, strategy, **kwargs):
@@ -156,7 +151,10 @@ class SDRPlugin(SupervisedPlugin):
             )
         self._close_progress()  # a bar left open by an experience that failed
         x, y = read_task_data(experience)
-        num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape)
+        num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape, class_ids=True)
+        # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
+        # records and the detectors' states use; the model keeps the class ids.
+        y, class_ids = local_labels(y)
         self._train_start = time.perf_counter()
         if len(self.records) < self.n_warm_start:
             entry = model.create_entry(task)
@@ -177,11 +175,13 @@ class SDRPlugin(SupervisedPlugin):
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
+        model.set_class_ids(task, class_ids)
         model.to(strategy.device)
         self.records.append(record)
         self.epoch_accuracies.append([])
         self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
-        strategy.train_epochs = self.new_task_epochs if self.training_new_entry else self.reuse_epochs
+        strategy.train_epochs = (self.settings.new_task_epochs if self.training_new_entry
+                                 else self.settings.reuse_epochs)
 
     @staticmethod
     def _nearest_entry(record: DetectionRecord) -> Optional[int]:
@@ -204,14 +204,36 @@ class SDRPlugin(SupervisedPlugin):
         features = cached(task) if cached is not None else None
         remember(model, entry, task, x, y, num_classes, features=features)
 
-    def _progress(self, total: int, desc: str):
-        """A tqdm bar on stderr (``None`` when not verbose); disabled off a terminal."""
-        if not self.verbose:
+    @staticmethod
+    def _progress(strategy, total: int, desc: str):
+        """A tqdm bar on stderr when the strategy's evaluator shows progress bars (has an
+        Avalanche ``InteractiveLogger``), else ``None``; disabled off a terminal."""
+        loggers = getattr(getattr(strategy, "evaluator", None), "loggers", ())
+        if not any(isinstance(logger, InteractiveLogger) for logger in loggers):
             return None
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit="epoch", file=sys.stderr, leave=False, disable=None,
                     dynamic_ncols=True)
+
+    def _publish(self, strategy, record: DetectionRecord, line: str, heldout_elbo: Optional[float]) -> None:
+        """Hand the experience's :data:`REPORTED_VALUES` to the strategy's loggers."""
+        evaluator = getattr(strategy, "evaluator", None)
+        if evaluator is None or not getattr(evaluator, "active", True):
+            return
+        x_plot = strategy.clock.train_iterations
+        values = {
+            DECISION_METRIC: line,
+            "SDR_Reused": 1.0 if record.decision == "reuse" else 0.0,
+            "SDR_Entry": record.entry if record.decision != "reuse" else record.reused_entry,
+            "SDR_Entries": strategy.model.num_entries,
+            "SDR_Detection_Seconds": float(record.detection_seconds),
+        }
+        if heldout_elbo is not None:
+            values["SDR_Generator_Heldout_ELBO"] = float(heldout_elbo)
+        for name, value in values.items():
+            full_name = f"{name}/train_phase/train_stream/Task{record.task:03d}"
+            evaluator.publish_metric_value(MetricValue(self, full_name, value, x_plot))
 
     def _close_progress(self) -> None:
         if self._bar is not None:
@@ -219,9 +241,6 @@ class SDRPlugin(SupervisedPlugin):
             self._bar = None
 
     def before_training_epoch(self, strategy, **kwargs):
-        if self._bar is None:
-            what = "new entry" if self.training_new_entry else "head only"
-            self._bar = self._progress(strategy.train_epochs, f"task {self.current.task} ({what})")
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
         for group in strategy.optimizer.param_groups:
             group["lr"] = lr
@@ -236,36 +255,34 @@ class SDRPlugin(SupervisedPlugin):
     def after_training_epoch(self, strategy, **kwargs):
         right, seen = self._epoch_counts
         self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
-        if self._bar is not None:
-            self._bar.update(1)
 
     def after_training_exp(self, strategy, **kwargs):
         record = self.current
         model = strategy.model
+        settings = self.settings
         fit_note = ""
+        heldout_elbo = None
         self._close_progress()
         if self.training_new_entry and model.has_generators:
-            self._bar = self._progress(self.vae_epochs, f"task {record.task} (VAE G_{record.entry})")
+            self._bar = self._progress(strategy, settings.vae_epochs, f"task {record.task} (VAE G_{record.entry})")
             try:
                 report = fit_generator(
                     model.generators, record.entry, self._task_inputs.to(strategy.device),
-                    epochs=self.vae_epochs, lr=self.vae_lr, batch_size=self.vae_mb_size,
-                    patience=self.vae_patience,
+                    epochs=settings.vae_epochs, lr=settings.vae_lr, batch_size=settings.vae_mb_size,
+                    patience=settings.vae_patience,
                     on_epoch=None if self._bar is None else (lambda epoch: self._bar.update(1)),
                 )
             finally:
                 self._close_progress()
-            fit_note = (
-                f" | G_{record.entry}: {report.epochs_run} epochs, "
-                f"held-out ELBO {report.best_holdout_elbo:.1f} nats"
-            )
+            heldout_elbo = report.best_holdout_elbo
+            fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
         if self.training_new_entry:
             self._remember(model, record.entry, record.task, self._task_inputs, self._task_labels,
                            self._task_classes, after_training=True)
         model.freeze_all()
         self._task_inputs = self._task_labels = None
-        if self.verbose:
-            print(self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note, flush=True)
+        line = self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note
+        self._publish(strategy, record, line, heldout_elbo)
 
     def before_eval_exp(self, strategy, **kwargs):
         experience = strategy.experience
@@ -276,14 +293,20 @@ class SDRPlugin(SupervisedPlugin):
         labels = getattr(targets, "uniques", None)
         labels = set(targets) if labels is None else labels
         for task in experience.task_labels:
-            if str(int(task)) not in model.heads:
-                continue  # an untrained task: the model's forward names it
-            c = model.head_num_classes(int(task))
-            outside = sorted(int(v) for v in labels if not 0 <= int(v) < c)
-            if outside:
+            if not model.is_trained(task):
+                continue  # untrained: E0 and an untrained head answer it (SDRModel.forward_single_task)
+            ids = model.class_ids(int(task))
+            c = len(ids)
+            outside = sorted(int(v) for v in labels if int(v) not in set(ids))
+            if outside and ids == list(range(c)):
                 raise InvalidTaskDataError(
                     f"task {int(task)}: evaluation labels {outside} lie outside 0..{c - 1}, "
                     f"the {c} classes its head was trained on"
+                )
+            if outside:
+                raise InvalidTaskDataError(
+                    f"task {int(task)}: evaluation labels {outside} are not among the class ids {ids} "
+                    "its head was trained on"
                 )
 
     def before_eval_forward(self, strategy, **kwargs):
@@ -319,4 +342,4 @@ class SDRPlugin(SupervisedPlugin):
         return head + verdict + f" [{scores}]"
 
 
-__all__ = ["SDRPlugin"]
+__all__ = ["REPORTED_VALUES", "SDRPlugin"]

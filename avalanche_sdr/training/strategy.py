@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Sequence, Union
+import inspect
+from typing import List, Optional, Tuple, Union
 
 import torch
-from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
@@ -13,8 +13,9 @@ from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import DECISION_RULES, SimilarTaskDetector
 from avalanche_sdr.detection.expert_gate import ExpertGateDetector
 from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDetector, TwoSampleSettings
-from avalanche_sdr.models.repository import SDRModel
+from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
+from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
 
 
@@ -24,12 +25,28 @@ DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
 
 def make_detector(decision: str, *, thresholds: Optional[CalibrationThresholds] = None,
                   two_sample: Optional[TwoSampleSettings] = None, prior: str = "uniform",
-                  elbo_samples: int = 1, max_samples: Optional[int] = None, match_class_count: bool = False):
+                  elbo_samples: int = 1, max_detection_samples: Optional[int] = None,
+                  match_class_count: bool = False):
     """The detector of a decision rule name in :data:`DETECTORS`.
 
     ``"agreement"`` / ``"calibrated"``: a :class:`SimilarTaskDetector` (generators and
     the complexity measure); ``"two_sample"``: a :class:`TwoSampleDetector`;
     ``"expert_gate"``: an :class:`ExpertGateDetector`.
+
+    :param decision: the rule's name.
+    :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
+        ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
+    :param two_sample: :class:`~avalanche_sdr.detection.TwoSampleSettings` of the
+        ``"two_sample"`` rule (``None``: :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`).
+    :param prior: ``"agreement"`` / ``"calibrated"``: mixing weights π_j of eq. 5,
+        ``"uniform"`` or ``"tasks"``.
+    :param elbo_samples: ``"agreement"`` / ``"calibrated"``: Monte-Carlo samples per ELBO.
+    :param max_detection_samples: ``"agreement"`` / ``"calibrated"``: cap on the training
+        samples used for detection (``None``: all, as in the paper).
+    :param match_class_count: ``"agreement"`` / ``"calibrated"``: compare a new task only
+        with entries whose creating task has its class count (off: the paper's method;
+        the two-sample and Expert Gate rules take it from their own settings).
+    :raises ValueError: an unknown rule name.
     """
     if decision == "two_sample":
         return TwoSampleDetector(DEFAULT_TWO_SAMPLE if two_sample is None else two_sample)
@@ -38,163 +55,186 @@ def make_detector(decision: str, *, thresholds: Optional[CalibrationThresholds] 
     if decision not in DECISION_RULES:
         raise ValueError(f"unknown decision rule {decision!r}; available: {list(DETECTORS)}")
     return SimilarTaskDetector(
-        rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_samples,
+        rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples,
         thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
         match_class_count=match_class_count,
     )
 
 
+DETECTOR_OPTIONS = tuple(inspect.signature(make_detector).parameters)[1:]
+"""Keyword options of :func:`make_detector` (besides the rule's name) that
+:class:`SDRStrategy` passes on to it."""
+
+MODEL_OPTIONS = tuple(
+    name for name in inspect.signature(build_sdr_model).parameters if name not in ("backbone", "in_channels", "image_size")
+)
+"""Keywords of :func:`~avalanche_sdr.models.build_sdr_model` that
+:meth:`SDRStrategy.from_benchmark` passes on to it."""
+
+
+class _Routed:
+    """Shown as the default of a keyword that :class:`SDRStrategy` passes on elsewhere."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def __repr__(self) -> str:
+        return f"<{self.where}>"
+
+
+def _with_routed_keywords(init):
+    """``init``'s signature with the keywords it routes by name (settings fields and
+    detector options) listed as keyword-only parameters.
+
+    Avalanche's templates refuse keywords that no ``__init__`` of the class hierarchy
+    names (a guard against misspellings); listing the routed names here keeps that
+    guard working, and shows them in ``help(SDRStrategy)``, without defining them a
+    second time.
+    """
+    signature = inspect.signature(init)
+    params = list(signature.parameters.values())
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SDRSettings.field_names()]
+    routed += [inspect.Parameter(name, keyword, default=_Routed("make_detector")) for name in DETECTOR_OPTIONS]
+    init.__signature__ = signature.replace(parameters=params[:-1] + routed + params[-1:])
+    return init
+
+
+def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
+    """The (C, H, W) shape of one input of ``benchmark``'s first training experience.
+
+    :param benchmark: an Avalanche benchmark (``train_stream`` of experiences whose
+        datasets yield ``(x, y, task)`` with ``x`` a C x H x W tensor).
+    :raises ValueError: an empty first experience, or inputs that are not C x H x W
+        tensors (e.g. PIL images without a ``ToTensor`` transform).
+    """
+    experience = next(iter(benchmark.train_stream))
+    dataset = experience.dataset
+    if len(dataset) == 0:
+        raise ValueError("the benchmark's first training experience is empty; cannot read the input shape")
+    x = dataset[0][0]
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(
+            f"the benchmark's inputs must be C x H x W tensors, got {type(x).__name__}"
+            f"{' of shape ' + str(tuple(x.shape)) if isinstance(x, torch.Tensor) else ''}; "
+            "add a ToTensor transform"
+        )
+    return tuple(int(d) for d in x.shape)
+
+
 class SDRStrategy(SupervisedTemplate):
     """Similar-task Detection and Repurposing (Wang et al., 2022) for task-aware CL.
 
-    For every training experience (one task, task labels given, labels local
-    0..c-1) the strategy first decides — on the task's training data, before any
-    training — whether an earlier unique entry of the repository is similar:
+    For every training experience (one task, task labels given) the strategy first
+    decides — on the task's training data, before any training — whether an earlier
+    unique entry of the repository is similar:
 
     - the first ``n_warm_start`` tasks are trained as new without detection;
     - afterwards the detector scores every entry j with p(P_t = P_j) (VAE ELBO
       consistency, eq. 5) and S(j, t) (complexity measure, eqs. 7–8) and applies
       the ``decision`` rule (paper: reuse when argmax p == argmin S);
     - *reuse*: the task is mapped to that entry and only its new head trains
-      (``reuse_epochs`` at ``reuse_lr``);
-    - *new*: a new EFT adapter set and head train (``new_task_epochs`` at
-      ``new_task_lr`` with step decay), then a new generator G.
+      (``settings.reuse_epochs`` at ``settings.reuse_lr``);
+    - *new*: a new EFT adapter set and head train (``settings.new_task_epochs`` at
+      ``settings.new_task_lr`` with step decay), then a new generator G.
 
     Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)).
 
     The decision of every experience is in :attr:`detection_records`
-    (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON).
-    Default values are the paper's (``PAPER_SETTINGS``); ``CPU_SETTINGS`` is a
-    short preset for CPU runs.
+    (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON) and
+    goes to the evaluator's loggers (:data:`~avalanche_sdr.training.sdr_plugin.REPORTED_VALUES`).
+    :meth:`from_benchmark` builds the repository and the strategy in one call.
 
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
-    :param new_task_epochs: epochs to train a new entry's adapters and head (paper 100).
-    :param new_task_lr: initial Adam learning rate for a new entry (paper 0.01).
-    :param lr_milestones: 0-based epochs of a new entry at which the learning rate
-        is multiplied by ``lr_decay`` (paper: (50,)).
-    :param lr_decay: learning-rate factor at each milestone (paper 0.1).
-    :param reuse_epochs: epochs of head-only training on a reused entry (paper 2).
-    :param reuse_lr: Adam learning rate of head-only training (paper 0.001).
-    :param train_mb_size: training mini-batch size (paper 128).
-    :param eval_mb_size: evaluation mini-batch size.
-    :param vae_epochs: maximum epochs of a new generator (paper 2000, early stopped).
-    :param vae_lr: generator learning rate (paper 1e-4).
-    :param vae_mb_size: generator mini-batch size (paper 64).
-    :param vae_patience: generator early-stopping patience in epochs.
-    :param n_warm_start: number of first tasks trained as new without detection
-        (paper 3).
-    :param decision: decision rule name: ``"agreement"`` (the paper's rule, default),
-        ``"calibrated"`` (:func:`~avalanche_sdr.detection.calibrated_decision`),
-        ``"two_sample"`` (:class:`~avalanche_sdr.detection.TwoSampleDetector`: a
-        level-``alpha`` repeat test on E0 features; needs no generators) or
-        ``"expert_gate"`` (:class:`~avalanche_sdr.detection.ExpertGateDetector`,
-        Aljundi et al.'s autoencoder relatedness on E0 features, a baseline).
-    :param two_sample: :class:`~avalanche_sdr.detection.TwoSampleSettings` of the
-        ``"two_sample"`` rule (``None``: :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`).
-    :param match_class_count: ``"agreement"`` / ``"calibrated"`` only: compare a new
-        task only with entries whose creating task has its class count (off: the
-        paper's method; the two-sample and Expert Gate rules take it from their settings).
+    :param settings: the training settings, an
+        :class:`~avalanche_sdr.training.SDRSettings` (default: the paper's,
+        :data:`~avalanche_sdr.training.PAPER_SETTINGS`; ``CPU_SETTINGS`` is a short
+        preset for CPU runs).
+    :param decision: decision rule name, one of :data:`DETECTORS` (see
+        :func:`make_detector`): ``"agreement"`` (the paper's rule, default),
+        ``"calibrated"``, ``"two_sample"`` (a level-``alpha`` repeat test on E0
+        features; needs no generators) or ``"expert_gate"`` (a baseline).
     :param detector: an already built detector (any object with
         ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
-        ``remember(...)``); overrides ``decision`` and the detector settings. A
-        detector is assumed to read the generators unless it has
-        ``needs_generators = False``.
-    :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
-        ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
-    :param prior: mixing weights π_j of eq. 5, ``"uniform"`` or ``"tasks"``.
-    :param elbo_samples: Monte-Carlo samples per ELBO in detection.
-    :param max_detection_samples: cap on the training samples used for detection
-        (``None``: all, as in the paper).
+        ``remember(...)``); replaces ``decision`` and the detector options. A detector
+        is assumed to read the generators unless it has ``needs_generators = False``.
+    :param n_warm_start: number of first tasks trained as new without detection
+        (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
         from the identity (off: the paper's method).
-    :param device: torch device.
-    :param plugins: further Avalanche plugins.
-    :param evaluator: Avalanche ``EvaluationPlugin`` (or factory).
-    :param eval_every: Avalanche periodic evaluation setting.
-    :param verbose: print one line per experience with the decision and scores, and show
-        progress bars of its training and generator epochs on a terminal (stderr).
     :param checkpoint_dir: directory to save a checkpoint to after every finished
         training experience (:class:`~avalanche_sdr.training.checkpoint.SDRCheckpointPlugin`,
         run after every other plugin); :meth:`restore_checkpoint` resumes from it.
         ``None`` (default): no checkpoints.
+    :param kwargs: by name, each of
+
+        - a setting of :class:`~avalanche_sdr.training.SDRSettings` (e.g.
+          ``reuse_epochs=10``): replaces that value of ``settings``;
+        - an option of :func:`make_detector` for the rule named by ``decision``
+          (``thresholds``, ``two_sample``, ``match_class_count``, ``prior``,
+          ``elbo_samples``, ``max_detection_samples``);
+        - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
+          ``plugins``, ``evaluator``, ``eval_every``, ``peval_mode``, ...), passed
+          through. ``optimizer``, ``criterion`` and ``train_epochs`` are SDR's own
+          and refused.
+    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself.
+    :raises ValueError: a rule that needs generators on a repository without them;
+        a detector option together with ``detector``.
     """
 
+    @_with_routed_keywords
     def __init__(
         self,
         *,
         model: SDRModel,
-        new_task_epochs: int = 100,
-        new_task_lr: float = 0.01,
-        lr_milestones: Sequence[int] = (50,),
-        lr_decay: float = 0.1,
-        reuse_epochs: int = 2,
-        reuse_lr: float = 0.001,
-        train_mb_size: int = 128,
-        eval_mb_size: int = 256,
-        vae_epochs: int = 2000,
-        vae_lr: float = 1e-4,
-        vae_mb_size: int = 64,
-        vae_patience: int = 20,
-        n_warm_start: int = 3,
+        settings: SDRSettings = PAPER_SETTINGS,
         decision: str = "agreement",
-        thresholds: Optional[CalibrationThresholds] = None,
-        two_sample: Optional[TwoSampleSettings] = None,
-        match_class_count: bool = False,
         detector=None,
-        prior: str = "uniform",
-        elbo_samples: int = 1,
-        max_detection_samples: Optional[int] = None,
+        n_warm_start: int = 3,
         forward_transfer: bool = False,
-        device: Union[str, torch.device] = "cpu",
-        plugins: Optional[List] = None,
-        evaluator=default_evaluator,
-        eval_every: int = -1,
-        verbose: bool = True,
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
+        **kwargs,
     ):
         if not isinstance(model, SDRModel):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
-        if detector is None:
-            detector = make_detector(
-                decision, thresholds=thresholds, two_sample=two_sample, prior=prior, elbo_samples=elbo_samples,
-                max_samples=max_detection_samples, match_class_count=match_class_count,
+        if not isinstance(settings, SDRSettings):
+            raise TypeError(f"settings must be an SDRSettings (e.g. CPU_SETTINGS), got {type(settings).__name__}")
+        own = sorted(set(kwargs) & {"optimizer", "criterion", "train_epochs"})
+        if own:
+            raise TypeError(f"SDRStrategy sets {own} itself (per experience); remove them")
+        if "verbose" in kwargs:
+            raise TypeError(
+                "SDRStrategy has no verbose option: its per-task lines go to the evaluator's loggers "
+                "(silence them with evaluator=EvaluationPlugin(..., loggers=[]))"
             )
+        settings = settings.replace(**{k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()})
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in DETECTOR_OPTIONS}
+        if detector is None:
+            detector = make_detector(decision, **options)
+        elif options:
+            raise ValueError(f"detector options {sorted(options)} have no effect with detector=...; "
+                             "set them when building the detector")
         if getattr(detector, "needs_generators", True) and not model.has_generators:
             raise ValueError(
                 f"decision rule {getattr(detector, 'rule', type(detector).__name__)!r} scores entries with "
                 "their generators, but the model was built with generator=None; build it with "
                 "generator='independent' or use decision='two_sample'"
             )
-        self.sdr = SDRPlugin(
-            detector=detector,
-            n_warm_start=n_warm_start,
-            new_task_epochs=new_task_epochs,
-            new_task_lr=new_task_lr,
-            lr_milestones=lr_milestones,
-            lr_decay=lr_decay,
-            reuse_epochs=reuse_epochs,
-            reuse_lr=reuse_lr,
-            vae_epochs=vae_epochs,
-            vae_lr=vae_lr,
-            vae_mb_size=vae_mb_size,
-            vae_patience=vae_patience,
-            forward_transfer=forward_transfer,
-            verbose=verbose,
-        )
+        self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
+                             forward_transfer=forward_transfer)
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
-        initial_optimizer = torch.optim.Adam(model.parameters(), lr=new_task_lr)
+        initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
+        plugins = [self.sdr] + list(kwargs.pop("plugins", None) or [])
         super().__init__(
             model=model,
             optimizer=initial_optimizer,
             criterion=torch.nn.CrossEntropyLoss(),
-            train_mb_size=train_mb_size,
-            train_epochs=new_task_epochs,
-            eval_mb_size=eval_mb_size,
-            device=device,
-            plugins=[self.sdr] + list(plugins or []),
-            evaluator=evaluator,
-            eval_every=eval_every,
+            train_mb_size=settings.train_mb_size,
+            train_epochs=settings.new_task_epochs,
+            eval_mb_size=settings.eval_mb_size,
+            plugins=plugins,
+            **kwargs,
         )
         self.checkpoint: Optional[SDRCheckpointPlugin] = None
         if checkpoint_dir is not None:
@@ -202,6 +242,30 @@ class SDRStrategy(SupervisedTemplate):
             # is taken once everything else has finished the experience.
             self.checkpoint = SDRCheckpointPlugin(checkpoint_dir)
             self.plugins.append(self.checkpoint)
+
+    @classmethod
+    def from_benchmark(cls, backbone: torch.nn.Module, benchmark, **kwargs) -> "SDRStrategy":
+        """Build the repository around ``backbone`` for ``benchmark``'s images, and the strategy.
+
+        The image shape (C, H, W) is read from the first training experience
+        (:func:`benchmark_input_shape`), so nothing the benchmark knows is restated.
+
+        :param backbone: E0 (e.g. :func:`~avalanche_sdr.models.small_cnn_backbone`,
+            usually pretrained); frozen in place.
+        :param benchmark: an Avalanche benchmark with a ``train_stream`` of square
+            images.
+        :param kwargs: by name, keywords of :func:`~avalanche_sdr.models.build_sdr_model`
+            (``generator``, ``a``, ``b``, ``latent_dim``, ``vae_width``, ...) and
+            everything :class:`SDRStrategy` takes (``settings``, ``decision``, ...).
+        :return: the strategy; its repository is ``strategy.model``.
+        :raises ValueError: the benchmark's images are not square C x H x W tensors.
+        """
+        channels, height, width = benchmark_input_shape(benchmark)
+        if height != width:
+            raise ValueError(f"SDR's generators model square images; the benchmark's are {height}x{width}")
+        model_options = {k: kwargs.pop(k) for k in list(kwargs) if k in MODEL_OPTIONS}
+        model = build_sdr_model(backbone, in_channels=channels, image_size=height, **model_options)
+        return cls(model=model, **kwargs)
 
     @property
     def detection_records(self) -> List[DetectionRecord]:
@@ -240,4 +304,4 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["DETECTORS", "SDRStrategy", "make_detector"]
+__all__ = ["DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "SDRStrategy", "benchmark_input_shape", "make_detector"]

@@ -14,7 +14,7 @@ The results dictionary is the one the examples write with ``--output`` and
                 each epoch, 0-1), "memory_mb", "detection": {...}}, ...]}
 
 The dictionary holds no wall-clock values, so identical runs give identical results
-(timings are printed instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
+(timings go to the strategy's loggers instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
 logging mode, after training: the strategy never sees it.
 
 With a strategy built with ``checkpoint_dir``, the run resumes from the checkpoint
@@ -25,13 +25,10 @@ nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from avalanche_sdr.evaluation import classify_detection, detection_summary, repository_memory_bytes
+from avalanche_sdr.evaluation import BYTES_PER_MB, classify_detection, detection_summary, repository_memory_bytes
 from avalanche_sdr.training.checkpoint import CheckpointMismatchError
-
-MB = 2**20
 
 
 def _accuracy_key(experience) -> str:
@@ -84,8 +81,7 @@ def run_sdr_stream(
     *,
     config: Optional[Dict[str, Any]] = None,
     seed: Optional[int] = None,
-    log=print,
-    log_results: bool = True,
+    log: Optional[Callable[[str], None]] = None,
 ) -> Dict[str, Any]:
     """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
     then evaluate every task on ``benchmark.test_stream``; return the results dict.
@@ -95,10 +91,10 @@ def run_sdr_stream(
         and ``split`` attributes).
     :param config: settings to record under ``"config"``.
     :param seed: seed to record.
-    :param log: callable for progress lines (``None``: silent).
-    :param log_results: also log one line per scored task and a summary line at the
-        end (``False``: only the resume line; the examples print
-        :func:`avalanche_sdr.cli.results_table` instead).
+    :param log: called with one line when the run resumes from a checkpoint (e.g.
+        ``print`` in a script; ``None``: silent). Per-experience lines go to the
+        strategy's loggers (``SDR_Decision``); :func:`avalanche_sdr.cli.results_table`
+        prints the results as a table.
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
         checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
@@ -119,14 +115,12 @@ def run_sdr_stream(
                     checkpoint.directory,
                     [(f"stream experience {done['experience']} task", done["task"], int(experience.task_labels[0]))],
                 )
-        memory_after = [done["memory_bytes"] / MB for done in checkpoint.progress]
+        memory_after = [done["memory_bytes"] / BYTES_PER_MB for done in checkpoint.progress]
         if finished and log is not None:
             log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
-    start = time.perf_counter()
     for experience in list(train_stream)[finished:]:
         strategy.train(experience, eval_streams=[])
-        memory_after.append(repository_memory_bytes(strategy) / MB)
-    train_seconds = time.perf_counter() - start
+        memory_after.append(repository_memory_bytes(strategy) / BYTES_PER_MB)
     accuracies = final_test_accuracies(strategy, test_stream)
 
     model = strategy.model
@@ -163,11 +157,6 @@ def run_sdr_stream(
                 "detection": _without_timing(record.to_dict()),
             }
         )
-        if log is not None and log_results and record.decision != "warm_start":
-            log(
-                f"task {record.task:3d} (group {group}, split {split}): {record.decision:>5s}"
-                f" chosen={chosen_task} -> {outcome:9s} test acc {accuracy:.3f}"
-            )
     summary = detection_summary(outcomes)
     results = {
         "config": dict(config or {}),
@@ -175,18 +164,10 @@ def run_sdr_stream(
         "detection": summary,
         "average_accuracy": sum(accuracies) / len(accuracies),
         "memory_mb": memory_after[-1],
-        "memory_mb_all_new": all_new_memory_bytes(strategy, len(tasks)) / MB,
+        "memory_mb_all_new": all_new_memory_bytes(strategy, len(tasks)) / BYTES_PER_MB,
         "unique_tasks": model.num_entries,
         "tasks": tasks,
     }
-    if log is not None and log_results:
-        log(
-            f"Correct {summary['correct']:.1%}  Miss {summary['miss']:.1%}  "
-            f"Incorrect {summary['incorrect']:.1%} of {summary['n_scored']} scored tasks | "
-            f"average accuracy {results['average_accuracy']:.3f} | "
-            f"memory {results['memory_mb']:.2f} MB ({results['unique_tasks']} unique entries; "
-            f"all-new {results['memory_mb_all_new']:.2f} MB) | training {train_seconds:.1f}s"
-        )
     return results
 
 

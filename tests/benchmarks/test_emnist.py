@@ -1,7 +1,6 @@
 """MixedEMNIST: Table 4 groups, Table 3 sizes, upright images, bymerge scaling, real data."""
 
 import os
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -21,22 +20,6 @@ from avalanche_sdr.benchmarks import sources
 
 SHARED_DATA = Path(os.environ.get("SDR_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 REAL_NPZ = SHARED_DATA / "emnist" / "emnist_bymerge_test.npz"
-
-
-def write_idx(path, array):
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    with open(path, "wb") as f:
-        f.write(struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape))
-        f.write(array.tobytes())
-
-
-def write_emnist_root(root, split, train, test):
-    """Raw EMNIST files from upright (images [N, 28, 28], labels [N]) pairs."""
-    raw = os.path.join(root, "EMNIST", "raw")
-    os.makedirs(raw, exist_ok=True)
-    for part, (images, labels) in (("train", train), ("test", test)):
-        write_idx(os.path.join(raw, f"emnist-{split}-{part}-images-idx3-ubyte"), images.transpose(0, 2, 1))
-        write_idx(os.path.join(raw, f"emnist-{split}-{part}-labels-idx1-ubyte"), labels)
 
 
 def fake_split(counts, seed):
@@ -67,7 +50,7 @@ def test_table4_groups_partition_the_47_classes():
     assert [EMNIST_CLASSES[c] for c in groups[4]] == ["T", "a", "b", "C", "d"]
 
 
-def test_balanced_root_hundred_tasks_upright(tmp_path):
+def test_balanced_root_hundred_tasks_upright(tmp_path, write_emnist_root):
     per_task = [5] * 9 + [2]  # 1 image a class
     train = fake_split(22, seed=0)  # 10 splits x (1 train + 1 valid) + 2 spare
     test = fake_split(10, seed=1)
@@ -135,7 +118,7 @@ def test_missing_files_messages(tmp_path):
 
 
 @pytest.mark.skipif(not REAL_NPZ.is_file(), reason=f"real EMNIST npz not found at {REAL_NPZ} (set SDR_SHARED_DATA)")
-def test_real_bymerge_hundred_task_stream(tmp_path):
+def test_real_bymerge_hundred_task_stream(tmp_path, write_emnist_root):
     data = np.load(REAL_NPZ)
     x, y = data["x"], data["y"]
     parts = {part: data[f"{part}_index"] for part in ("train", "test")}

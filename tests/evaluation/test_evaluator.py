@@ -10,49 +10,28 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
 from avalanche.benchmarks.scenarios.generic_scenario import (
     ExperienceAttribute,
     MaskedAttributeError,
 )
-from avalanche.benchmarks.scenarios.task_aware import with_task_labels
-from avalanche.benchmarks.utils.classification_dataset import TaskAwareClassificationDataset
-from avalanche.benchmarks.utils.data_attribute import DataAttribute
-from avalanche.benchmarks.utils.flat_data import ConstantSequence
 from avalanche.evaluation.metrics import loss_metrics
 from avalanche.logging import CSVLogger, TextLogger
 from avalanche.training import Naive
 from avalanche.training.plugins import SupervisedPlugin
 from torch import nn
-from torch.utils.data import TensorDataset
 
-from avalanche_sdr.evaluation import SDREvaluationPlugin, sdr_evaluation_plugin
+from avalanche_sdr.evaluation import DecisionLogger, SDREvaluationPlugin, sdr_evaluation_plugin
 
 GROUPS = [0, 1, 0, 2]
 
 
-def _dataset(n, task, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 6, generator=g)
-    y = torch.arange(n) % 2
-    return TaskAwareClassificationDataset(
-        [TensorDataset(x, y)],
-        data_attributes=[
-            DataAttribute(y.tolist(), "targets"),
-            DataAttribute(ConstantSequence(task, n), "targets_task_labels", use_in_getitem=True),
-        ],
-    )
-
-
-def grouped_benchmark(groups):
-    bm = with_task_labels(
-        benchmark_from_datasets(
-            train=[_dataset(8, t, t) for t in range(len(groups))],
-            test=[_dataset(4, t, 100 + t) for t in range(len(groups))],
-        )
-    )
+@pytest.fixture
+def grouped_benchmark(tiny_benchmark):
+    """One experience per entry of GROUPS (task label t, samples x [6] float32), whose
+    experiences carry the hidden ``group`` attribute GROUPS[t]."""
+    bm = tiny_benchmark(range(len(GROUPS)), [100 + t for t in range(len(GROUPS))], (6,))
     for stream in (bm.train_stream, bm.test_stream):
-        for exp, k in zip(stream, groups):
+        for exp, k in zip(stream, GROUPS):
             exp.group = ExperienceAttribute(k)
     return bm
 
@@ -88,7 +67,7 @@ class FakeDetectionPlugin(SupervisedPlugin):
         strategy.detection_records.append(record)
 
 
-def run(evaluator):
+def run(evaluator, bm):
     torch.manual_seed(0)
     model = nn.Linear(6, 2)
     model.entry_creator = {}
@@ -103,18 +82,17 @@ def run(evaluator):
         evaluator=evaluator,
     )
     strategy.detection_records = []
-    bm = grouped_benchmark(GROUPS)
     for experience in bm.train_stream:
         strategy.train(experience, eval_streams=[])
         strategy.eval(bm.test_stream[: experience.current_experience + 1])
     return strategy
 
 
-def test_plugin_logs_detection_memory_accuracy(tmp_path):
+def test_plugin_logs_detection_memory_accuracy(tmp_path, grouped_benchmark):
     evaluator = sdr_evaluation_plugin(log_dir=tmp_path, interactive=False)
     assert isinstance(evaluator, SDREvaluationPlugin)
     with evaluator:
-        run(evaluator)
+        run(evaluator, grouped_benchmark)
     last = evaluator.get_last_metrics()
     assert last["Detection_Correct/train_phase/train_stream"] == 1.0
     assert last["Detection_Scored/train_phase/train_stream"] == 2
@@ -141,12 +119,12 @@ def test_plugin_options():
     evaluator = sdr_evaluation_plugin(
         interactive=False, text_log=buffer, extra_metrics=[loss_metrics(stream=True)]
     )
-    assert [type(lg) for lg in evaluator.loggers] == [TextLogger]
+    assert [type(lg) for lg in evaluator.loggers] == [DecisionLogger, TextLogger]
     assert any(str(m).startswith("Loss_Stream") for m in evaluator.metrics)
     evaluator.close()
     assert not buffer.closed  # files the caller opened stay open
 
-    quiet = sdr_evaluation_plugin(interactive=False, csv=True)  # no log_dir: no files
+    quiet = sdr_evaluation_plugin(interactive=False, decision_lines=False, csv=True)  # no log_dir: no files
     assert quiet.loggers == []
     with pytest.raises(TypeError, match="text_log"):
         sdr_evaluation_plugin(text_log=3)

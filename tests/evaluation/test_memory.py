@@ -4,18 +4,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
-from avalanche.benchmarks.scenarios.task_aware import with_task_labels
-from avalanche.benchmarks.utils.classification_dataset import TaskAwareClassificationDataset
-from avalanche.benchmarks.utils.data_attribute import DataAttribute
-from avalanche.benchmarks.utils.flat_data import ConstantSequence
 from avalanche.models import PNN
 from avalanche.training import EWC, GenerativeReplay, LwF, PNNStrategy, Replay
 from avalanche.training.plugins import EvaluationPlugin, GenerativeReplayPlugin, ReplayPlugin
 from avalanche.training.storage_policy import ReservoirSamplingBuffer
 from avalanche.training.supervised.expert_gate import ExpertGateStrategy
 from torch import nn
-from torch.utils.data import TensorDataset
 
 from avalanche_sdr.evaluation import (
     BYTES_PER_MB,
@@ -34,20 +28,6 @@ def strategy_with(model, plugins=(), **extra):
 
 def linear_bytes(n_in, n_out, itemsize=FLOAT32):
     return (n_in * n_out + n_out) * itemsize
-
-
-def tiny_dataset(n, task=0, seed=0, shape=(1, 4, 4)):
-    """n samples: x float32 ``shape``, y int64 tensor, t int -> 4*prod(shape)+8+8 bytes each."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, *shape, generator=g)
-    y = torch.arange(n) % 2
-    return TaskAwareClassificationDataset(
-        [TensorDataset(x, y)],
-        data_attributes=[
-            DataAttribute(y.tolist(), "targets"),
-            DataAttribute(ConstantSequence(task, n), "targets_task_labels", use_in_getitem=True),
-        ],
-    )
 
 
 def test_linear_model_is_220_bytes():
@@ -85,7 +65,7 @@ def test_memory_extra_modules_hook_and_shared_modules():
     assert repository_memory_bytes(strategy) == 220 + linear_bytes(2, 2)
 
 
-def test_replay_buffer_counts_exemplars_not_full_dataset():
+def test_replay_buffer_counts_exemplars_not_full_dataset(tiny_dataset):
     full = tiny_dataset(100)
     policy = ReservoirSamplingBuffer(max_size=6)
     policy.buffer = full.subset(list(range(6)))
@@ -135,15 +115,13 @@ def test_missing_model_is_a_clear_error():
         repository_memory_bytes(SimpleNamespace(model=None))
 
 
-def _two_task_stream():
-    bm = benchmark_from_datasets(
-        train=[tiny_dataset(8, 0, 1, (10,)), tiny_dataset(8, 1, 2, (10,))],
-        test=[tiny_dataset(4, 0, 3, (10,)), tiny_dataset(4, 1, 4, (10,))],
-    )
-    return with_task_labels(bm).train_stream
+@pytest.fixture
+def two_task_stream(tiny_benchmark):
+    """Two experiences (task labels 0, 1) of 8 samples x [10] float32 each."""
+    return tiny_benchmark([1, 2], [3, 4], (10,)).train_stream
 
 
-def _train(strategy_cls, model, **kwargs):
+def _train(stream, strategy_cls, model, **kwargs):
     torch.manual_seed(0)
     strategy = strategy_cls(
         model=model,
@@ -154,34 +132,34 @@ def _train(strategy_cls, model, **kwargs):
         evaluator=EvaluationPlugin(loggers=[]),
         **kwargs,
     )
-    for experience in _two_task_stream():
+    for experience in stream:
         strategy.train(experience, eval_streams=[])
     return strategy
 
 
 @pytest.mark.filterwarnings("ignore:No loggers")
-def test_real_ewc_separate_keeps_all_experiences():
-    strategy = _train(EWC, nn.Linear(10, 5), ewc_lambda=1.0)
+def test_real_ewc_separate_keeps_all_experiences(two_task_stream):
+    strategy = _train(two_task_stream, EWC, nn.Linear(10, 5), ewc_lambda=1.0)
     # model + (importances + anchors) for each of the 2 experiences
     assert repository_memory_bytes(strategy) == 220 + 2 * (220 + 220)
 
 
 @pytest.mark.filterwarnings("ignore:No loggers")
-def test_real_ewc_online_keeps_last_experience():
-    strategy = _train(EWC, nn.Linear(10, 5), ewc_lambda=1.0, mode="online", decay_factor=0.9)
+def test_real_ewc_online_keeps_last_experience(two_task_stream):
+    strategy = _train(two_task_stream, EWC, nn.Linear(10, 5), ewc_lambda=1.0, mode="online", decay_factor=0.9)
     assert repository_memory_bytes(strategy) == 220 + (220 + 220)
 
 
 @pytest.mark.filterwarnings("ignore:No loggers")
-def test_real_replay_counts_balanced_buffer():
-    strategy = _train(Replay, nn.Linear(10, 5), mem_size=6)
+def test_real_replay_counts_balanced_buffer(two_task_stream):
+    strategy = _train(two_task_stream, Replay, nn.Linear(10, 5), mem_size=6)
     per_sample = 10 * FLOAT32 + 8 + 8  # x [10] float32, y int64, t int
     assert repository_memory_bytes(strategy) == 220 + 6 * per_sample
 
 
 @pytest.mark.filterwarnings("ignore:No loggers")
-def test_real_lwf_counts_previous_model():
-    strategy = _train(LwF, nn.Linear(10, 5), alpha=1.0, temperature=2.0)
+def test_real_lwf_counts_previous_model(two_task_stream):
+    strategy = _train(two_task_stream, LwF, nn.Linear(10, 5), alpha=1.0, temperature=2.0)
     assert repository_memory_bytes(strategy) == 220 + 220
 
 

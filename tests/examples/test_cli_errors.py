@@ -17,35 +17,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from avalanche_sdr import cli
 from avalanche_sdr.benchmarks.sources import DatasetNotFoundError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("fashion_mnist", "emnist_100", "cifar10_10", "cifar100_40", "fashion_mnist_50")
 """Examples that read a data set (``--data-root``); the quickstart's digits are bundled."""
 
-
-def _env(**extra):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env.pop(cli.DEBUG_ENV, None)
-    env.update(extra)
-    return env
-
-
-def _start(command, env=None):
-    return subprocess.Popen(
-        [sys.executable, *map(str, command)], cwd=REPO_ROOT, env=env or _env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-
-
-def _example(name):
-    return [REPO_ROOT / "examples" / f"{name}.py"]
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +49,9 @@ def paths(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(paths):
+def runs(paths, commands):
     """Every case, started at once; ``runs(name) -> (returncode, stdout, stderr)``."""
+    _example = commands.example
     b = paths["base"]
     cases = {
         "quickstart_seed": _example("quickstart") + ["--seed", -1, "--output", b / "qs" / "seed.json"],
@@ -99,20 +80,9 @@ def runs(paths):
             "--data-root", paths["missing_root"], "--seed", -1, "--output", b / name / "results.json"]
         cases[f"{name}_output_is_folder"] = _example(name) + [
             "--data-root", paths["missing_root"], "--output", paths["folder"]]
-    procs = {name: _start(command) for name, command in cases.items()}
-    done = {}
-
-    def result(name):
-        if name not in done:
-            out, err = procs[name].communicate(timeout=300)
-            done[name] = (procs[name].returncode, out, err)
-        return done[name]
-
-    yield result
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    for name, command in cases.items():
+        commands.start(name, command)
+    return commands
 
 
 def _usage_error(result, option):
@@ -149,14 +119,14 @@ def test_output_under_a_file_is_refused(runs, paths):
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write into read-only folders")
-def test_output_in_a_read_only_folder_is_refused(tmp_path):
+def test_output_in_a_read_only_folder_is_refused(tmp_path, commands):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
     try:
         done = subprocess.run(
-            [sys.executable, str(REPO_ROOT / "examples" / "quickstart.py"), "--output", str(locked / "r.json")],
-            cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300,
+            [sys.executable, str(commands.example("quickstart")[0]), "--output", str(locked / "r.json")],
+            cwd=commands.root, env=commands.env(), capture_output=True, text=True, timeout=300,
         )
     finally:
         locked.chmod(0o755)

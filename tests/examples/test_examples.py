@@ -5,16 +5,11 @@ Every process imports Avalanche (~5 s on 2 cores), so all five start together in
 module-scoped fixture and each test waits for its own.
 """
 import json
-import os
-import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MISSING = {
     "emnist_100": "EMNIST (balanced) not found",
     "cifar10_10": "CIFAR-10 not found",
@@ -23,75 +18,41 @@ MISSING = {
 }
 
 
-def _write_idx(path, array):
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    with open(path, "wb") as f:
-        f.write(struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape))
-        f.write(array.tobytes())
-
-
-def _write_fake_emnist(root, split, per_class_train, per_class_test):
-    """Raw EMNIST idx files of random 28x28 images, ``per_class_*`` images of each of 47 classes."""
-    raw = Path(root) / "EMNIST" / "raw"
-    raw.mkdir(parents=True)
+def _fake_emnist(per_class_train, per_class_test):
+    """(train, test) pairs of random 28x28 images, ``per_class_*`` images of each of 47 classes."""
     rng = np.random.default_rng(0)
-    for part, n in (("train", per_class_train), ("test", per_class_test)):
+    parts = []
+    for n in (per_class_train, per_class_test):
         labels = np.repeat(np.arange(47), n)
-        images = rng.integers(0, 256, size=(len(labels), 28, 28))
-        _write_idx(raw / f"emnist-{split}-{part}-images-idx3-ubyte", images)
-        _write_idx(raw / f"emnist-{split}-{part}-labels-idx1-ubyte", labels)
-
-
-def _env():
-    # This checkout's package, whatever copy is installed; one thread per process.
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env.pop("SDR_DEBUG", None)
-    return env
-
-
-def _start(script, *args):
-    return subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "examples" / f"{script}.py"), *map(str, args)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-    )
+        parts.append((rng.integers(0, 256, size=(len(labels), 28, 28)), labels))
+    return parts
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, commands, write_emnist_root):
     """All five runs, started at once; ``runs(name) -> (returncode, stdout, stderr)``."""
     empty = tmp_path_factory.mktemp("empty_root")
     fake = tmp_path_factory.mktemp("fake_emnist")
     # bymerge: per-task sizes scale to the handful of images a class (balanced would
     # demand the paper's 2,400 a class).
-    _write_fake_emnist(fake, "bymerge", per_class_train=60, per_class_test=20)
-    procs = {name: _start(name, "--data-root", empty) for name in MISSING}
-    procs["smoke"] = _start(
-        "emnist_100", "--data-root", fake, "--split", "bymerge", "--max-tasks", 4, "--preset", "cpu",
+    write_emnist_root(fake, "bymerge", *_fake_emnist(per_class_train=60, per_class_test=20))
+    example = commands.example
+    for name in MISSING:
+        commands.start(name, example(name) + ["--data-root", empty])
+    commands.start("smoke", example("emnist_100") + [
+        "--data-root", fake, "--split", "bymerge", "--max-tasks", 4, "--preset", "cpu",
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--vae-epochs", 1, "--compare",
         "--output", fake / "results.json",
-    )
-    procs["two_sample"] = _start(
-        "emnist_100", "--data-root", fake, "--split", "bymerge", "--max-tasks", 5, "--preset", "cpu",
+    ])
+    commands.start("two_sample", example("emnist_100") + [
+        "--data-root", fake, "--split", "bymerge", "--max-tasks", 5, "--preset", "cpu",
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--decision", "two_sample", "--no-generators",
         "--output", fake / "two_sample.json",
-    )
-    procs["needs_generators"] = _start("fashion_mnist_50", "--data-root", empty, "--no-generators")
-    done = {}
-
-    def result(name):
-        if name not in done:
-            out, err = procs[name].communicate(timeout=120)
-            done[name] = (procs[name].returncode, out, err)
-        return done[name]
-
-    result.output = fake / "results.json"
-    result.two_sample_output = fake / "two_sample.json"
-    yield result
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    ])
+    commands.start("needs_generators", example("fashion_mnist_50") + ["--data-root", empty, "--no-generators"])
+    commands.output = fake / "results.json"
+    commands.two_sample_output = fake / "two_sample.json"
+    return commands
 
 
 @pytest.mark.parametrize("script", sorted(MISSING))

@@ -1,15 +1,9 @@
 """The detection analysis tools of ``benchmarks/``: error classification, threshold
 replay and the calibrated-options table, on hand-made run JSONs."""
 import json
-import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from avalanche_sdr.detection import CalibrationThresholds  # noqa: E402
-from benchmarks import calibrate_thresholds, calibrated_table, detection_errors  # noqa: E402
+from avalanche_sdr.detection import CalibrationThresholds
+from benchmarks import calibrate_thresholds, calibrated_table, detection_errors
 
 
 def _record(task, decision, candidate_tasks=(), p=(), s=(), gap_elbo=(), entry=0, reused=None):

@@ -6,17 +6,12 @@ method on digits, then a rerun that must skip them all; the added rows with thei
 figures; the Ray executor against the process pool.
 """
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) from the root
-    sys.path.insert(0, str(REPO_ROOT))
-
-from benchmarks import table2  # noqa: E402
-from benchmarks.methods import METHODS, OracleDetector, oracle_choice  # noqa: E402
+from avalanche_sdr import baselines, cli
+from benchmarks import table2
+from benchmarks.methods import METHODS, OracleDetector, oracle_choice
 
 
 def _run(method, seed, acc, mem, wall, detection=None):
@@ -57,18 +52,20 @@ def test_write_outputs_writes_markdown_csv_and_json(tmp_path):
     assert json.loads((tmp_path / "runs.json").read_text()) == runs
 
 
-def test_write_json_atomic_leaves_no_temp_file(tmp_path):
-    path = tmp_path / "runs" / "x.json"
-    table2.write_json_atomic(path, {"a": 1})
-    table2.write_json_atomic(path, {"a": 2})
-    assert json.loads(path.read_text()) == {"a": 2}
-    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+def test_results_json_is_written_atomically_in_json_dump_format(tmp_path):
+    path = tmp_path / "runs" / "x.json"  # the folder is created
+    cli.write_json(path, {"a": 1})
+    data = {"a": [2, 0.5, None, "\u00e9"], "nan": float("nan")}
+    cli.write_json(path, data)
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]  # no temp file left
+    # The same bytes as the json.dump(data, f, indent=1) the writers used before.
+    assert path.read_text() == json.dumps(data, indent=1)
 
 
 def test_finished_runs_are_skipped(tmp_path):
     specs = [table2.RunSpec("digits", "smoke", m, 0, "") for m in ("sdr", "ewc")]
     done = _run("sdr", 0, 0.8, 1.0, 10.0, _det(1.0, 0.0, 0.0))
-    table2.write_json_atomic(tmp_path / "runs" / f"{specs[0].run_id}.json", done)
+    cli.write_json(tmp_path / "runs" / f"{specs[0].run_id}.json", done)
     assert table2.pending_runs(specs, tmp_path / "runs") == [specs[1]]
     # With everything finished no worker starts and the stored runs come back.
     runs = table2.run_all(specs[:1], tmp_path, jobs=1, log=None)
@@ -137,6 +134,45 @@ def test_smoke_preset_runs_every_method_then_skips_them(tmp_path, capsys):
     assert table2.main(table2.parse_args(argv)) == table
     assert f"skipping {len(METHODS)} finished run(s)" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
+
+
+def test_examples_compare_with_the_harness_presets_baseline_budgets():
+    """``examples/*.py --compare`` reads avalanche_sdr.baselines.BASELINE_SETTINGS; the
+    harness its Preset of the same name: the two must not drift apart."""
+    from benchmarks.methods import PRESETS
+
+    for name, settings in baselines.BASELINE_SETTINGS.items():
+        assert PRESETS[name].baselines is settings
+
+
+def test_baseline_rows_build_avalanche_strategies_on_copies_of_e0():
+    import torch
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training import EWC, GenerativeReplay, Naive, PNNStrategy, Replay
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.models import small_cnn_backbone
+    from benchmarks.methods import PRESETS, STREAMS
+
+    stream, preset = STREAMS["digits"], PRESETS["smoke"]
+    benchmark = stream.factory(0)
+    backbone = small_cnn_backbone(in_channels=1, widths=(8, 8))
+    before = {k: v.clone() for k, v in backbone.state_dict().items()}
+    expected = {"ewc": EWC, "replay": Replay, "new_head": Naive, "finetune": Naive, "single_model": Naive,
+                "pnn": PNNStrategy, "dgr": GenerativeReplay}
+    for name, kind in expected.items():
+        strategy = METHODS[name].build(
+            backbone, benchmark, stream, preset, device="cpu",
+            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
+        )
+        assert type(strategy) is kind, name
+        assert strategy.train_epochs == preset.baselines.epochs
+        assert strategy.train_mb_size == preset.baselines.train_mb_size
+        assert strategy.model is not backbone
+    assert strategy.model.head.out_features == baselines.max_classes(benchmark.train_stream)  # dgr: one head
+    n_pairs = sum(len(exp.classes_in_this_experience) for exp in benchmark.train_stream)
+    assert baselines.replay_mem_size(benchmark.train_stream, 10) == 10 * n_pairs
+    assert all(torch.equal(v, backbone.state_dict()[k]) for k, v in before.items())  # E0 untouched
 
 
 def test_sdr_eft_g_builds_eft_generators_on_a_pretrained_base_vae():

@@ -29,16 +29,6 @@ CIFAR_FILES = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors run faster on one intra-op thread, and a busy second core
-    (another process) then cannot stall every op; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _weights(shared_data_dir: Path, depth: int) -> Path:
     path = shared_data_dir / "weights" / "resnet_cifar10" / CIFAR_FILES[depth]
     if not path.is_file():

@@ -13,6 +13,16 @@ def _model(**kwargs):
     )
 
 
+def _model_with_entries(*head_sizes):
+    """:func:`_model` with one new entry per task t = 0, 1, ...: entry t is created for
+    task t, then task t's head of ``head_sizes[t]`` classes is added."""
+    model = _model()
+    for task, classes in enumerate(head_sizes):
+        model.create_entry(task=task)
+        model.add_head(task, classes)
+    return model
+
+
 def test_entries_and_task_map():
     model = _model()
     assert model.create_entry(task=0) == 0
@@ -59,9 +69,7 @@ def test_add_head_checks_class_count():
 
 
 def test_reuse_trains_head_only_and_keeps_entry_statistics():
-    model = _model()
-    model.create_entry(task=0)
-    model.add_head(0, 2)
+    model = _model_with_entries(2)
     model.assign_task(1, 0)
     model.add_head(1, 2)
     before = {k: v.clone() for k, v in model.state_dict().items() if "heads.1." not in k}
@@ -82,11 +90,7 @@ def test_reuse_trains_head_only_and_keeps_entry_statistics():
 
 
 def test_new_entry_trains_its_adapters_and_head_only():
-    model = _model()
-    model.create_entry(task=0)
-    model.add_head(0, 2)
-    model.create_entry(task=1)
-    model.add_head(1, 2)
+    model = _model_with_entries(2, 2)
     params = model.trainable_for(1, train_encoder_entry=True)
     expected = list(model.heads["1"].parameters()) + list(model.encoder.entry_parameters(1))
     assert {id(p) for p in params} == {id(p) for p in expected}
@@ -124,11 +128,7 @@ def test_build_rejects_a_backbone_for_another_channel_count():
 
 
 def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
-    model = _model()
-    model.create_entry(task=0)
-    model.add_head(0, 2)
-    model.create_entry(task=1)
-    model.add_head(1, 5)
+    model = _model_with_entries(2, 5)
     model.assign_task(2, 0)
     model.add_head(2, 1)
     model.max_class_label = 5

@@ -32,6 +32,8 @@ FAST = dict(
 )
 STOP_AFTER = 4
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
+
 
 def _model(widths=(16, 32), **kwargs):
     return build_sdr_model(
@@ -44,17 +46,8 @@ def _strategy(model, checkpoint_dir=None, **overrides):
     return SDRStrategy(
         model=model, **{**FAST, **overrides},
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-        verbose=False, checkpoint_dir=checkpoint_dir,
+        checkpoint_dir=checkpoint_dir,
     )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one thread avoids OpenMP oversubscription on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +55,7 @@ def reference(prototype_stream):
     """An uninterrupted run without checkpoints: (strategy, results)."""
     torch.manual_seed(0)
     strategy = _strategy(_model())
-    return strategy, run_sdr_stream(strategy, prototype_stream, seed=0, log=None)
+    return strategy, run_sdr_stream(strategy, prototype_stream, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +89,20 @@ def test_atomic_write_interrupted_mid_write_leaves_the_old_file(tmp_path):
         atomic_write(path, write_half_then_fail)
     assert json.loads(path.read_text()) == {"step": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temporary file left
+
+
+def test_atomic_write_json_writes_the_bytes_of_json_dump(tmp_path):
+    value = {"a": [1, 0.1, None, "\u00e9"], "b": {"c": True, "d": []}}
+    path, reference = tmp_path / "value.json", tmp_path / "reference.json"
+    atomic_write_json(path, value)
+    with open(reference, "w") as f:
+        json.dump(value, f, indent=1)
+    assert path.read_bytes() == reference.read_bytes()
+    with pytest.raises(ValueError):  # strict by default (checkpoint manifests) ...
+        atomic_write_json(path, {"x": float("nan")})
+    assert json.loads(path.read_text()) == value  # ... and the refused value wrote nothing
+    atomic_write_json(path, {"x": float("nan")}, allow_nan=True)  # results files
+    assert path.read_text() == '{\n "x": NaN\n}'
 
 
 def test_failed_tensor_write_keeps_the_last_checkpoint(copy_of_stopped, prototype_stream, monkeypatch):
@@ -153,7 +160,7 @@ def test_resumed_run_equals_the_uninterrupted_run(reference, copy_of_stopped, pr
     reference_strategy, reference_results = reference
     torch.manual_seed(12345)  # whatever the RNG holds now: the checkpoint's states are restored
     strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped)
-    results = run_sdr_stream(strategy, prototype_stream, seed=0, log=None)
+    results = run_sdr_stream(strategy, prototype_stream, seed=0)
     assert json.dumps(results) == json.dumps(reference_results)
     without_time = lambda r: {k: v for k, v in r.to_dict().items() if k != "detection_seconds"}  # noqa: E731
     assert list(map(without_time, strategy.detection_records)) == list(
@@ -218,4 +225,4 @@ def test_other_strategy_settings_are_refused(copy_of_stopped):
 def test_another_seed_of_the_run_is_refused(copy_of_stopped, prototype_stream):
     strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped)
     with pytest.raises(CheckpointMismatchError, match=r"run_info\.seed: checkpoint 0, here 1"):
-        run_sdr_stream(strategy, prototype_stream, seed=1, log=None)
+        run_sdr_stream(strategy, prototype_stream, seed=1)

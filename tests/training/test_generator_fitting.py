@@ -81,12 +81,3 @@ def test_fit_stores_the_holdout_reference_elbo_without_touching_the_global_rng()
     fit_generator(other, 1, x, epochs=1, lr=5e-3, batch_size=16, patience=100,
                   generator=torch.Generator().manual_seed(3), reference_samples=64)
     assert torch.equal(torch.rand(1), after_with)
-
-
-def test_removing_an_entry_removes_its_reference():
-    bank = _bank()
-    bank.remove_entry(1)
-    assert not any(name.startswith("reference_elbo_1") for name, _ in bank.named_buffers())
-    import pytest
-    with pytest.raises(KeyError):
-        bank.reference_elbo(1)

@@ -19,8 +19,7 @@ from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.stream_runner import run_sdr_stream
 
-FAST = dict(
-    CPU_SETTINGS,
+FAST = CPU_SETTINGS.replace(
     new_task_epochs=4,
     lr_milestones=(3,),
     reuse_epochs=4,
@@ -40,11 +39,10 @@ def finished_run(prototype_stream):
         latent_dim=4, vae_width=8,
     )
     strategy = SDRStrategy(
-        model=model, **FAST,
+        model=model, settings=FAST,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-        verbose=False,
     )
-    results = run_sdr_stream(strategy, stream, seed=0, log=None)
+    results = run_sdr_stream(strategy, stream, seed=0)
     return strategy, results
 
 
@@ -146,11 +144,10 @@ def test_calibrated_rule_detects_the_prototype_stream(prototype_stream, forward_
         latent_dim=4, vae_width=8,
     )
     strategy = SDRStrategy(
-        model=model, **FAST, decision="calibrated", forward_transfer=forward_transfer,
+        model=model, settings=FAST, decision="calibrated", forward_transfer=forward_transfer,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-        verbose=False,
     )
-    results = run_sdr_stream(strategy, prototype_stream, seed=0, log=None)
+    results = run_sdr_stream(strategy, prototype_stream, seed=0)
     scored = [t for t in results["tasks"] if t["decision"] != "warm_start"]
     assert scored and all(t["outcome"] == "correct" for t in scored)
     assert all(t["detection"]["rule"] == "calibrated" for t in scored)

@@ -33,7 +33,7 @@ def _model(generator=None):
 
 def _strategy(model, **kwargs):
     return SDRStrategy(model=model, **SHORT, evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-                       verbose=False, **kwargs)
+                       **kwargs)
 
 
 # The mechanics are under test here, not the level (tests/detection/test_two_sample.py
@@ -48,7 +48,7 @@ def finished(request, prototype_stream, tmp_path_factory):
     directory = tmp_path_factory.mktemp(request.param)
     extra = dict(two_sample=STRICT) if request.param == "two_sample" else {}
     strategy = _strategy(_model(), decision=request.param, checkpoint_dir=directory, **extra)
-    results = run_sdr_stream(strategy, prototype_stream, seed=0, log=None)
+    results = run_sdr_stream(strategy, prototype_stream, seed=0)
     return request.param, strategy, results, directory
 
 
@@ -152,7 +152,7 @@ def test_forward_transfer_starts_from_the_candidate_with_the_highest_p_value(pro
     model = strategy.model
     before = {e: [p.clone() for p in model.encoder.entry_parameters(e)] for e in model.entries}
     new_task = experiences[5]  # group 0, first met here: a new entry
-    strategy.sdr.new_task_epochs = 0  # look at the initial values only
+    strategy.sdr.settings = strategy.sdr.settings.replace(new_task_epochs=0)  # the initial values only
     strategy.train(new_task, eval_streams=[])
     record = strategy.detection_records[-1]
     assert record.decision == "new"

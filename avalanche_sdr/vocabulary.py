@@ -1,0 +1,36 @@
+"""The words a run's records and results files use for decisions and outcomes.
+
+Defined once here and imported by :mod:`avalanche_sdr.detection.decision`
+(:class:`~avalanche_sdr.detection.decision.DetectionRecord`),
+:mod:`avalanche_sdr.evaluation.outcomes` (scoring) and
+:mod:`avalanche_sdr.plots.results` (reading results files). Plain strings; this module
+imports nothing, so the plots can use it without torch or Avalanche. The outcomes are
+defined in :ref:`definitions` (docs/method.rst).
+"""
+
+DECISION_WARM_START = "warm_start"
+"""A warm-start task: trained as new without detection, not scored."""
+DECISION_NEW = "new"
+"""A task detected as new: it got a new repository entry."""
+DECISION_REUSE = "reuse"
+"""A task detected as similar to an earlier one: it reuses that task's entry."""
+DECISIONS = (DECISION_WARM_START, DECISION_NEW, DECISION_REUSE)
+"""Every detection decision (``DetectionRecord.decision``, ``"decision"`` in results files)."""
+
+CORRECT = "correct"
+MISS = "miss"
+INCORRECT = "incorrect"
+OUTCOMES = (CORRECT, MISS, INCORRECT)
+"""Every outcome of a scored task (``"outcome"`` in results files; ``null`` for
+warm-start tasks)."""
+
+__all__ = [
+    "CORRECT",
+    "DECISIONS",
+    "DECISION_NEW",
+    "DECISION_REUSE",
+    "DECISION_WARM_START",
+    "INCORRECT",
+    "MISS",
+    "OUTCOMES",
+]
