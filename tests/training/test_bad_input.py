@@ -123,10 +123,16 @@ def test_negative_labels_are_refused():
     _assert_untouched(strategy)
 
 
-def test_evaluation_labels_outside_the_head_are_refused():
+def _trained_on_task_0():
+    """A strategy whose warm start trained task 0 (2 classes, 8 images each); and that data."""
     images, labels = _images(8, seed=1, n_classes=2)
     strategy = _strategy(_model(), n_warm_start=1)
     strategy.train(_experience(images, labels, task=0), eval_streams=[])
+    return strategy, images, labels
+
+
+def test_evaluation_labels_outside_the_head_are_refused():
+    strategy, _, _ = _trained_on_task_0()
     test_images, test_labels = _images(3, seed=2, n_classes=3)
     with pytest.raises(InvalidTaskDataError, match=r"task 0: evaluation labels \[2\] lie outside 0..1"):
         strategy.eval([_experience(test_images, test_labels, task=0)])
@@ -134,9 +140,7 @@ def test_evaluation_labels_outside_the_head_are_refused():
 
 
 def test_a_repeated_task_label_is_refused():
-    images, labels = _images(8, seed=1, n_classes=2)
-    strategy = _strategy(_model(), n_warm_start=1)
-    strategy.train(_experience(images, labels, task=0), eval_streams=[])
+    strategy, images, labels = _trained_on_task_0()
     with pytest.raises(ValueError, match="task label 0 was already trained"):
         strategy.train(_experience(images, labels, task=0), eval_streams=[])
     assert strategy.model.num_entries == 1 and len(strategy.detection_records) == 1
@@ -153,9 +157,7 @@ def test_an_experience_with_several_tasks_is_refused():
 
 
 def test_non_finite_evaluation_inputs_are_refused():
-    images, labels = _images(8, seed=1, n_classes=2)
-    strategy = _strategy(_model(), n_warm_start=1)
-    strategy.train(_experience(images, labels, task=0), eval_streams=[])
+    strategy, _, _ = _trained_on_task_0()
     test_images, test_labels = _images(3, seed=2, n_classes=2)
     test_images[0, 0, 0, 0] = float("nan")  # label 0: argmax of NaN logits would count as correct
     with pytest.raises(InvalidTaskDataError, match="task 0: 1 evaluation inputs of a mini-batch of 6 contain NaN"):
