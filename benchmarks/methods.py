@@ -76,6 +76,7 @@ SDR rows use ``preset.sdr`` (an :class:`~avalanche_sdr.training.SDRSettings`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -242,6 +243,19 @@ PRESETS: Dict[str, Preset] = _presets()
 # The baselines' models and strategies live in the library, :mod:`avalanche_sdr.baselines`.
 
 
+def _baselines(preset: Preset, options: Dict[str, Any]) -> baselines.BaselineSettings:
+    """``preset.baselines`` with a run's options (fields of
+    :class:`~avalanche_sdr.baselines.BaselineSettings`, e.g. a tuned ``ewc_lambda``) applied.
+
+    :raises TypeError: an option that is not such a field.
+    """
+    names = {f.name for f in dataclasses.fields(baselines.BaselineSettings)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise TypeError(f"unknown baseline option(s) {unknown}; the options are {sorted(names)}")
+    return dataclasses.replace(preset.baselines, **options)
+
+
 
 # --------------------------------------------------------------------- oracle
 
@@ -285,15 +299,24 @@ class OracleDetector:
 # --------------------------------------------------------------------- builders
 
 
-def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, base_vae=None,
-                  decision: str = "agreement", forward_transfer: bool = False, generators: bool = True,
-                  detector=None, two_sample=None):
+SDR_OPTIONS = {"a": 8, "b": 16}
+"""Options of the SDR rows (a run's ``options``) and their defaults: the EFT group sizes
+of the adapters (the paper's a=8, b=16), SDR's memory knob."""
+
+
+def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
+                  base_vae=None, decision: str = "agreement", forward_transfer: bool = False,
+                  generators: bool = True, detector=None, two_sample=None):
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
+    unknown = sorted(set(options) - set(SDR_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
+    eft = dict(SDR_OPTIONS, **options)
     generator = ("independent" if base_vae is None else "eft") if generators else None
     model = build_sdr_model(
         copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,
-        a=8, b=16, generator=generator, base_vae=base_vae,
+        a=eft["a"], b=eft["b"], generator=generator, base_vae=base_vae,
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
     if detector is None:
@@ -304,12 +327,12 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
                        device=device, **detection)
 
 
-def build_sdr(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E): agreement rule, independent VAEs."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options)
 
 
-def build_sdr_eft_g(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_eft_g(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E and G): agreement rule, EFT adapters on a base VAE pretrained
     on the warm-start tasks' training inputs."""
     from avalanche_sdr.models import ConvVAE
@@ -320,90 +343,97 @@ def build_sdr_eft_g(backbone, benchmark, stream, preset, *, evaluator, device):
         ConvVAE(stream.in_channels, stream.image_size, latent_dim=stream.latent_dim, width=stream.vae_width),
         warm_start, epochs=preset.base_vae_epochs, lr=2e-3, batch_size=32, device=device, verbose=False,
     )
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, base_vae=base_vae)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, base_vae=base_vae)
 
 
-def build_sdr_calibrated(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_calibrated(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), calibrated decision rule (default thresholds, set on Fashion-MNIST)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="calibrated")
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="calibrated")
 
 
-def build_sdr_calibrated_ft(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_calibrated_ft(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), calibrated decision rule + forward transfer for new entries."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="calibrated",
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="calibrated",
                          forward_transfer=True)
 
 
-def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), two-sample repeat test; VAEs fitted and counted (paper's repository)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample")
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample")
 
 
-def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), two-sample repeat test, repository without generators."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample", generators=False)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False)
 
 
-def build_sdr_two_sample_entry(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_two_sample_entry(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """The two-sample test in each candidate's own encoder space (no generators)."""
     from avalanche_sdr.detection import TwoSampleSettings
 
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="two_sample", generators=False,
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False,
                          two_sample=TwoSampleSettings(feature_space="entry"))
 
 
-def build_sdr_expert_gate(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_sdr_expert_gate(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E) deciding with Expert Gate's relatedness on E0 features (no VAEs)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, decision="expert_gate", generators=False)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="expert_gate", generators=False)
 
 
-def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """Optimal (EFT for E): SDR with ground-truth decisions from ``benchmark.stream_groups``."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device,
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options,
                          detector=OracleDetector(benchmark.stream_groups))
 
 
-def build_single_model(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_single_model(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """Single Model per task: Naive on a fresh copy of E0 + head per task."""
-    return baselines.single_model_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
+    s = _baselines(preset, options)
+    return baselines.single_model_strategy(backbone, **s.training(), evaluator=evaluator, device=device)
 
 
-def build_new_head(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_new_head(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """New-Head: Naive, shared backbone trained on all tasks, one head per task."""
-    return baselines.new_head_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
+    s = _baselines(preset, options)
+    return baselines.new_head_strategy(backbone, **s.training(), evaluator=evaluator, device=device)
 
 
-def build_finetune(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_finetune(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """Finetune: Naive, shared backbone and one shared head over the max classes."""
+    s = _baselines(preset, options)
     return baselines.finetune_strategy(backbone, num_classes=baselines.max_classes(benchmark.train_stream),
-                                       **preset.baselines.training(), evaluator=evaluator, device=device)
+                                       **s.training(), evaluator=evaluator, device=device)
 
 
-def build_ewc(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_ewc(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """Online EWC on the multi-head network."""
-    return baselines.ewc_strategy(backbone, **preset.baselines.training(), ewc_lambda=preset.baselines.ewc_lambda,
-                                  decay_factor=preset.baselines.ewc_decay, evaluator=evaluator, device=device)
+    s = _baselines(preset, options)
+    return baselines.ewc_strategy(backbone, **s.training(), ewc_lambda=s.ewc_lambda, decay_factor=s.ewc_decay,
+                                  evaluator=evaluator, device=device)
 
 
-def build_replay(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_replay(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """ER: Avalanche Replay (experience-balanced buffer) on the multi-head network."""
+    s = _baselines(preset, options)
     return baselines.replay_strategy(
-        backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, preset.baselines.replay_per_class),
-        **preset.baselines.training(), evaluator=evaluator, device=device,
+        backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, s.replay_per_class),
+        **s.training(), evaluator=evaluator, device=device,
     )
 
 
-def build_pnn(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_pnn(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """PNN: Avalanche ``PNNStrategy`` on a frozen E0 + MLP columns."""
-    return baselines.pnn_strategy(backbone, **preset.baselines.training(), evaluator=evaluator, device=device)
+    s = _baselines(preset, options)
+    return baselines.pnn_strategy(backbone, **s.training(), evaluator=evaluator, device=device)
 
 
-def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, device):
+def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """DGR: Avalanche ``GenerativeReplay`` on the one-head network, an ``MlpVAE`` generator."""
+    s = _baselines(preset, options)
     return baselines.generative_replay_strategy(
         backbone, num_classes=baselines.max_classes(benchmark.train_stream),
         image_shape=(stream.in_channels, stream.image_size, stream.image_size),
-        **preset.baselines.training(), evaluator=evaluator, device=device,
+        **s.training(), evaluator=evaluator, device=device,
     )
 
 

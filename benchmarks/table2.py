@@ -53,7 +53,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 
@@ -68,7 +68,13 @@ from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after t
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One job: a method on a stream with a preset and a seed."""
+    """One job: a method on a stream with a preset and a seed.
+
+    ``variant`` names a run whose method gets ``options`` (``(name, value)`` pairs handed
+    to the method's builder: a baseline's :class:`~avalanche_sdr.baselines.BaselineSettings`
+    fields, SDR's EFT ``a`` / ``b``); ``""`` with no options is the method as the
+    preset defines it. A variant is a row of its own in the table.
+    """
 
     stream: str
     preset: str
@@ -78,15 +84,17 @@ class RunSpec:
     device: str = "cpu"
     threads: int = 0
     data_root: Optional[str] = None
+    variant: str = ""
+    options: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def run_id(self) -> str:
-        return run_id(self.stream, self.preset, self.method, self.seed)
+        return run_id(self.stream, self.preset, self.method, self.seed, self.variant)
 
 
-def run_id(stream: str, preset: str, method: str, seed: int) -> str:
+def run_id(stream: str, preset: str, method: str, seed: int, variant: str = "") -> str:
     """File stem of a run's JSON."""
-    return f"{stream}_{preset}_{method}_seed{seed}"
+    return f"{stream}_{preset}_{method}{'_' + variant if variant else ''}_seed{seed}"
 
 
 def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpec]:
@@ -180,7 +188,8 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
-    strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device)
+    strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
+                            **dict(spec.options))
     detection = None
     if method.is_sdr:
         sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed)
@@ -203,7 +212,9 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     return {
         "run_id": spec.run_id,
         "method": spec.method,
-        "label": method.label,
+        "variant": spec.variant,
+        "options": dict(spec.options),
+        "label": method.label + (f" [{spec.variant}]" if spec.variant else ""),
         "stream": spec.stream,
         "stream_label": stream.label,
         "preset": spec.preset,
@@ -348,7 +359,8 @@ def _pm(values: Sequence[float], digits: int) -> str:
 
 
 def format_table(runs: Sequence[Dict[str, Any]]) -> str:
-    """The Markdown table, one row per method in the paper's order (mean ± std over seeds).
+    """The Markdown table, one row per method (and variant) in the paper's order (mean ± std
+    over seeds).
 
     Acc (%) and Mem (MB) for every row; Correct / Miss / Incorrect (%) for SDR rows
     ("–" otherwise); wall time per run (s, mean ± std); the number of seeds.
@@ -357,11 +369,11 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
               "|---|---|---|---|---|---|---|---|")
     rows = [header]
     order = {name: i for i, name in enumerate(METHODS)}
-    by_method: Dict[str, List[Dict[str, Any]]] = {}
+    by_row: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in runs:
-        by_method.setdefault(r["method"], []).append(r)
-    for name in sorted(by_method, key=lambda m: order.get(m, len(order))):
-        rs = sorted(by_method[name], key=lambda r: r["seed"])
+        by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
+    for key in sorted(by_row, key=lambda k: (order.get(k[0], len(order)), k[1])):
+        rs = sorted(by_row[key], key=lambda r: r["seed"])
         cells = [rs[0]["label"], _pm([100 * r["average_accuracy"] for r in rs], 2),
                  _pm([r["memory_mb"] for r in rs], 2)]
         if all(r.get("detection") for r in rs):
@@ -373,7 +385,7 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n"
 
 
-CSV_FIELDS = ["run_id", "method", "label", "stream", "preset", "seed", "average_accuracy",
+CSV_FIELDS = ["run_id", "method", "variant", "label", "stream", "preset", "seed", "average_accuracy",
               "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "wall_seconds"]
 
 
