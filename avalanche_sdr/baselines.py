@@ -22,6 +22,9 @@ Strategies (paper Table 2 names in brackets): :func:`ewc_strategy` [Online EWC],
 :func:`replay_strategy` [ER], :func:`new_head_strategy` [New-Head],
 :func:`finetune_strategy` [Finetune], :func:`single_model_strategy` [Single Model per
 task], :func:`pnn_strategy` [PNN], :func:`generative_replay_strategy` [DGR].
+EWC and ER take ``shared_head=True`` (with ``num_classes``) to run on
+:class:`SingleHeadNet` instead of the multi-head net (:func:`baseline_net`), and
+:func:`size_replay_buffer` sizes ER's buffer so that its memory meets a target.
 :data:`BASELINE_SETTINGS` holds the training budgets the examples' ``--compare``
 uses for ``--preset cpu`` and ``--preset paper`` (the Table 2 harness's presets of the
 same names).
@@ -33,8 +36,8 @@ it (command-line scripts install their warning filters first,
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any, Dict, Sequence, Tuple
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -54,6 +57,11 @@ class BaselineSettings:
     :param ewc_decay: online-EWC decay factor of older importances, in [0, 1].
     :param replay_per_class: ER exemplars per (task, class) pair of the whole stream
         (see :func:`replay_mem_size`).
+    :param replay_mem_size: ER buffer size in images; ``None`` (default): sized from
+        ``replay_per_class``. Set by the harness's equal-memory rows
+        (:func:`size_replay_buffer`).
+    :param dgr_latent_dim: latent size (``nhid``) of DGR's ``MlpVAE`` generator, its size
+        knob (see :func:`generative_replay_strategy`); 2 is ``GenerativeReplay``'s default.
     """
 
     epochs: int
@@ -63,6 +71,8 @@ class BaselineSettings:
     ewc_lambda: float = 100.0
     ewc_decay: float = 0.9
     replay_per_class: int = 10
+    replay_mem_size: Optional[int] = None
+    dgr_latent_dim: int = 2
 
     def training(self) -> Dict[str, Any]:
         """The keyword arguments every strategy builder takes: ``epochs``, ``lr``,
@@ -101,6 +111,20 @@ def replay_mem_size(train_stream: Sequence, per_class: int) -> int:
     ``train_stream`` (so the experience-balanced buffer holds ``per_class`` exemplars
     per class after the last experience, more earlier in the stream)."""
     return per_class * sum(len(exp.classes_in_this_experience) for exp in train_stream)
+
+
+def experience_balanced_occupancy(mem_size: int, experience_sizes: Sequence[int]) -> int:
+    """Images an Avalanche ``ExperienceBalancedBuffer(mem_size, adaptive_size=True)``
+    (``Replay``'s default buffer) holds after the last of experiences of
+    ``experience_sizes`` images: experience ``i`` keeps ``min(n_i, quota_i)``, the quotas
+    being ``mem_size // k``, plus one for the first ``mem_size % k`` of the ``k``
+    experiences (Avalanche's ``get_group_lengths``; quotas only shrink as experiences
+    arrive, so the last ones decide)."""
+    k = len(experience_sizes)
+    if k == 0 or mem_size <= 0:
+        return 0
+    base, rem = divmod(int(mem_size), k)
+    return sum(min(int(n), base + (1 if i < rem else 0)) for i, n in enumerate(experience_sizes))
 
 
 def make_multi_head_net(backbone: nn.Module, initial_out_features: int = 2):
@@ -259,10 +283,27 @@ def training_arguments(model: nn.Module, *, epochs: int, lr: float, train_mb_siz
     )
 
 
+def baseline_net(backbone: nn.Module, shared_head: bool = False, num_classes: Optional[int] = None) -> nn.Module:
+    """The network of the EWC and ER baselines: :func:`make_multi_head_net` (one head per
+    task label, this project's protocol) or, with ``shared_head``, :class:`SingleHeadNet`
+    (ONE head of ``num_classes`` units over every task's local labels, the paper's
+    protocol as inferred in docs/reproducing.rst, "The paper's protocol").
+
+    :raises ValueError: ``shared_head`` without ``num_classes``.
+    """
+    if not shared_head:
+        return make_multi_head_net(backbone)
+    if num_classes is None:
+        raise ValueError("shared_head=True needs num_classes (e.g. max_classes(train_stream))")
+    return SingleHeadNet(backbone, num_classes)
+
+
 def ewc_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
                  eval_mb_size: int = 256, ewc_lambda: float = 100.0, decay_factor: float = 0.9,
-                 evaluator=None, device: Any = "cpu"):
-    """[Online EWC] Avalanche ``EWC(mode="online")`` on :func:`make_multi_head_net`.
+                 evaluator=None, device: Any = "cpu", shared_head: bool = False,
+                 num_classes: Optional[int] = None):
+    """[Online EWC] Avalanche ``EWC(mode="online")`` on :func:`make_multi_head_net`, or,
+    with ``shared_head``, on :class:`SingleHeadNet` of ``num_classes`` (:func:`baseline_net`).
 
     :param ewc_lambda: penalty weight (dimensionless).
     :param decay_factor: decay of older importances per experience, in [0, 1].
@@ -272,27 +313,125 @@ def ewc_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
     from avalanche.training import EWC
 
     return EWC(
-        **training_arguments(make_multi_head_net(backbone), epochs=epochs, lr=lr, train_mb_size=train_mb_size,
-                             eval_mb_size=eval_mb_size, evaluator=evaluator, device=device),
+        **training_arguments(baseline_net(backbone, shared_head, num_classes), epochs=epochs, lr=lr,
+                             train_mb_size=train_mb_size, eval_mb_size=eval_mb_size, evaluator=evaluator,
+                             device=device),
         ewc_lambda=ewc_lambda, mode="online", decay_factor=decay_factor,
     )
 
 
 def replay_strategy(backbone: nn.Module, *, mem_size: int, epochs: int, lr: float = 1e-3,
-                    train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None, device: Any = "cpu"):
-    """[ER] Avalanche ``Replay`` (experience-balanced buffer) on :func:`make_multi_head_net`.
+                    train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None, device: Any = "cpu",
+                    shared_head: bool = False, num_classes: Optional[int] = None):
+    """[ER] Avalanche ``Replay`` (experience-balanced buffer) on :func:`make_multi_head_net`,
+    or, with ``shared_head``, on :class:`SingleHeadNet` of ``num_classes`` (:func:`baseline_net`).
 
-    :param mem_size: buffer size in images, e.g. :func:`replay_mem_size` of the stream.
+    :param mem_size: buffer size in images, e.g. :func:`replay_mem_size` of the stream, or
+        :func:`size_replay_buffer`'s for a memory target.
 
     The other parameters: see :func:`training_arguments`.
     """
     from avalanche.training import Replay
 
     return Replay(
-        **training_arguments(make_multi_head_net(backbone), epochs=epochs, lr=lr, train_mb_size=train_mb_size,
-                             eval_mb_size=eval_mb_size, evaluator=evaluator, device=device),
+        **training_arguments(baseline_net(backbone, shared_head, num_classes), epochs=epochs, lr=lr,
+                             train_mb_size=train_mb_size, eval_mb_size=eval_mb_size, evaluator=evaluator,
+                             device=device),
         mem_size=mem_size,
     )
+
+
+@dataclass(frozen=True)
+class ReplaySizing:
+    """An ER buffer sized so that ER's memory meets a target (:func:`size_replay_buffer`).
+
+    Bytes as :func:`avalanche_sdr.evaluation.repository_memory_bytes` counts them for
+    ``Replay``: the model's parameters and buffers, plus every exemplar of the buffer.
+
+    :param status: ``"sized"`` (``mem_size`` found), ``"infeasible"`` (the model alone,
+        plus one exemplar, exceeds the target: no buffer size reaches it; ``mem_size`` is
+        ``None``) or ``"capped"`` (even a buffer holding every image it can hold stays
+        below 95 % of the target; ``mem_size`` is that buffer's).
+    :param target_bytes: the memory to meet.
+    :param model_bytes: ER's network after a head for every task of the stream.
+    :param exemplar_bytes: one stored ``(image, label, task label)`` exemplar.
+    :param mem_size: the buffer size (images) to give ``Replay``, or ``None``.
+    :param buffer_images: images the buffer holds after the last task
+        (:func:`experience_balanced_occupancy`).
+    :param predicted_bytes: ``model_bytes + buffer_images * exemplar_bytes``.
+    :param note: one sentence on the outcome, with the numbers.
+    """
+
+    status: str
+    target_bytes: int
+    model_bytes: int
+    exemplar_bytes: int
+    mem_size: Optional[int]
+    buffer_images: int
+    predicted_bytes: int
+    note: str
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The fields as a JSON-safe dict."""
+        return asdict(self)
+
+
+def size_replay_buffer(backbone: nn.Module, train_stream: Sequence, target_bytes: int, *,
+                       shared_head: bool = False, num_classes: Optional[int] = None) -> ReplaySizing:
+    """The largest ER buffer whose memory after the whole ``train_stream`` stays within
+    ``target_bytes`` (e.g. SDR's memory on the same stream and seed).
+
+    ER's memory after the stream is ``model_bytes + buffer_images * exemplar_bytes``:
+    ``model_bytes`` is counted exactly on the network :func:`replay_strategy` builds
+    (:func:`baseline_net`), adapted to every experience of the stream without training
+    (so a multi-head net has its heads and masks); ``exemplar_bytes`` is one stored item
+    of the stream's data set (image float32 bytes plus 8 bytes each for the class and task
+    labels, as the memory counter counts an Avalanche buffer's items); ``buffer_images``
+    is what Avalanche's experience-balanced buffer keeps of ``mem_size``
+    (:func:`experience_balanced_occupancy`, less than ``mem_size`` when an experience has
+    fewer images than its quota). ``mem_size`` is the largest with ``predicted_bytes <=
+    target_bytes``, found by bisection (the occupancy grows with ``mem_size``).
+
+    :param backbone: E0, as given to :func:`replay_strategy` (copied, not changed).
+    :param train_stream: the stream's training experiences.
+    :param target_bytes: the memory to meet, in bytes.
+    :param shared_head: size for :class:`SingleHeadNet` (the paper's protocol).
+    :param num_classes: its head size, with ``shared_head``.
+    """
+    from avalanche.models.dynamic_modules import avalanche_model_adaptation
+
+    from avalanche_sdr.evaluation.memory import TensorByteCounter
+
+    model = baseline_net(backbone, shared_head, num_classes).train()
+    for experience in train_stream:
+        avalanche_model_adaptation(model, experience)
+    model_bytes = TensorByteCounter().add_module(model)
+    exemplar_bytes = max(TensorByteCounter().add_exemplars([exp.dataset[0]]) for exp in train_stream)
+    sizes = [len(exp.dataset) for exp in train_stream]
+    target = int(target_bytes)
+    budget = target - model_bytes
+    if budget < exemplar_bytes:
+        return ReplaySizing("infeasible", target, model_bytes, exemplar_bytes, None, 0, model_bytes,
+                            f"the model alone takes {model_bytes} B (+ {exemplar_bytes} B per exemplar) "
+                            f"against a target of {target} B: no buffer size meets it")
+    full = len(sizes) * max(sizes)  # every experience's quota >= its size: the buffer is full
+    images = budget // exemplar_bytes
+    lo, hi = 0, full
+    while lo < hi:  # the largest mem_size with occupancy <= images
+        mid = (lo + hi + 1) // 2
+        if experience_balanced_occupancy(mid, sizes) <= images:
+            lo = mid
+        else:
+            hi = mid - 1
+    mem_size = lo
+    buffer_images = experience_balanced_occupancy(mem_size, sizes)
+    predicted = model_bytes + buffer_images * exemplar_bytes
+    status = "sized" if predicted >= 0.95 * target else "capped"
+    note = (f"mem_size {mem_size}: {buffer_images} exemplars x {exemplar_bytes} B + model {model_bytes} B "
+            f"= {predicted} B against a target of {target} B ({100 * (predicted / target - 1):+.2f} %)")
+    if status == "capped":
+        note += "; the stream's experiences cannot fill a larger buffer"
+    return ReplaySizing(status, target, model_bytes, exemplar_bytes, mem_size, buffer_images, predicted, note)
 
 
 def new_head_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
@@ -346,19 +485,21 @@ def pnn_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
 
 def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_shape: Tuple[int, int, int],
                                epochs: int, lr: float = 1e-3, train_mb_size: int = 32, eval_mb_size: int = 256,
-                               evaluator=None, device: Any = "cpu"):
+                               latent_dim: int = 2, evaluator=None, device: Any = "cpu"):
     """[DGR] Avalanche ``GenerativeReplay`` on :class:`SingleHeadNet`.
 
     Avalanche's generative replay is task-free: replayed images are labelled by the
     previous solver's argmax and given the current task label, and its solver is
     called without task labels, so it runs on the one-head network (as Finetune).
-    The generator is Avalanche's ``MlpVAE`` (its default, ``nhid=2``) sized for the
-    stream's images and trained by Avalanche's ``VAETraining`` with the default's
-    settings (Adam lr 0.01, weight decay 1e-4) for ``epochs`` epochs, mini-batch
-    ``train_mb_size``.
+    The generator is Avalanche's ``MlpVAE`` (latent size ``nhid=latent_dim``; 2 is
+    ``GenerativeReplay``'s own default generator) sized for the stream's images and
+    trained by Avalanche's ``VAETraining`` with the default's settings (Adam lr 0.01,
+    weight decay 1e-4) for ``epochs`` epochs, mini-batch ``train_mb_size``.
 
     :param num_classes: output units of the shared head, e.g. :func:`max_classes`.
     :param image_shape: ``(C, H, W)`` of the stream's images.
+    :param latent_dim: the generator's latent size, its one size knob (``MlpVAE``'s
+        hidden layers are fixed by Avalanche).
 
     The other parameters: see :func:`training_arguments`.
     """
@@ -367,7 +508,7 @@ def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_s
     from avalanche.training import GenerativeReplay, VAETraining
     from avalanche.training.plugins import GenerativeReplayPlugin
 
-    generator = MlpVAE(tuple(image_shape), nhid=2, device=device)
+    generator = MlpVAE(tuple(image_shape), nhid=latent_dim, device=device)
     generator_strategy = VAETraining(
         model=generator,
         optimizer=torch.optim.Adam([p for p in generator.parameters() if p.requires_grad],
@@ -385,8 +526,11 @@ def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_s
 __all__ = [
     "BASELINE_SETTINGS",
     "BaselineSettings",
+    "ReplaySizing",
     "SingleHeadNet",
+    "baseline_net",
     "ewc_strategy",
+    "experience_balanced_occupancy",
     "finetune_strategy",
     "generative_replay_strategy",
     "make_feature_pnn",
@@ -398,5 +542,6 @@ __all__ = [
     "replay_mem_size",
     "replay_strategy",
     "single_model_strategy",
+    "size_replay_buffer",
     "training_arguments",
 ]

@@ -41,7 +41,11 @@ Rows (paper Table 2 names in brackets):
 - ``replay`` [ER]: Avalanche ``Replay`` on ``make_multi_head_net`` with
   ``mem_size = 10 x`` the number of (task, class) pairs of the whole stream: its
   experience-balanced buffer holds 10 exemplars per class after the last task
-  (more per class earlier in the stream).
+  (more per class earlier in the stream); option ``replay_mem_size`` sets the buffer
+  size in images instead (the equal-memory rows, :func:`size_equal_memory`).
+- ``ewc`` / ``replay`` with option ``shared_head=True`` (variant ``paper``,
+  :data:`PROTOCOLS`): on the one-head ``SingleHeadNet``, the paper's protocol as
+  docs/reproducing.rst infers it.
 
 - ``dgr`` [DGR]: Avalanche ``GenerativeReplay`` (task-free in Avalanche 0.6, so on the
   one-head ``SingleHeadNet``), generator Avalanche's ``MlpVAE`` sized for the stream.
@@ -78,7 +82,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
@@ -405,20 +409,34 @@ def build_finetune(backbone, benchmark, stream, preset, *, evaluator, device, **
                                        **s.training(), evaluator=evaluator, device=device)
 
 
+def _head(benchmark, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Pop the ``shared_head`` option (the paper's protocol, :data:`PROTOCOLS`) from a run's
+    options; return the network keywords of ``ewc_strategy`` / ``replay_strategy``."""
+    if not options.pop("shared_head", False):
+        return {}
+    return dict(shared_head=True, num_classes=baselines.max_classes(benchmark.train_stream))
+
+
 def build_ewc(backbone, benchmark, stream, preset, *, evaluator, device, **options):
-    """Online EWC on the multi-head network."""
+    """Online EWC on the multi-head network (option ``shared_head=True``: on the one-head
+    network over local labels, the paper's protocol)."""
+    head = _head(benchmark, options)
     s = _baselines(preset, options)
     return baselines.ewc_strategy(backbone, **s.training(), ewc_lambda=s.ewc_lambda, decay_factor=s.ewc_decay,
-                                  evaluator=evaluator, device=device)
+                                  evaluator=evaluator, device=device, **head)
 
 
 def build_replay(backbone, benchmark, stream, preset, *, evaluator, device, **options):
-    """ER: Avalanche Replay (experience-balanced buffer) on the multi-head network."""
+    """ER: Avalanche Replay (experience-balanced buffer) on the multi-head network (option
+    ``shared_head=True``: on the one-head network, the paper's protocol); buffer
+    ``replay_mem_size`` images if that option is set, else ``replay_per_class`` per class."""
+    head = _head(benchmark, options)
     s = _baselines(preset, options)
-    return baselines.replay_strategy(
-        backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, s.replay_per_class),
-        **s.training(), evaluator=evaluator, device=device,
-    )
+    mem_size = s.replay_mem_size
+    if mem_size is None:
+        mem_size = baselines.replay_mem_size(benchmark.train_stream, s.replay_per_class)
+    return baselines.replay_strategy(backbone, mem_size=mem_size, **s.training(), evaluator=evaluator,
+                                     device=device, **head)
 
 
 def build_pnn(backbone, benchmark, stream, preset, *, evaluator, device, **options):
@@ -433,7 +451,7 @@ def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, d
     return baselines.generative_replay_strategy(
         backbone, num_classes=baselines.max_classes(benchmark.train_stream),
         image_shape=(stream.in_channels, stream.image_size, stream.image_size),
-        **s.training(), evaluator=evaluator, device=device,
+        **s.training(), latent_dim=s.dgr_latent_dim, evaluator=evaluator, device=device,
     )
 
 
@@ -480,4 +498,110 @@ METHODS: Dict[str, Method] = {
 }
 """Rows in the paper's order."""
 
-__all__ = ["METHODS", "PRESETS", "STREAMS", "Method", "OracleDetector", "Preset", "StreamSpec", "oracle_choice"]
+
+# --------------------------------------------------------------------- variants
+# Rows beside a method's own: the paper's protocol, memory sweeps and equal-memory ER.
+
+Options = Tuple[Tuple[str, Any], ...]
+
+PROTOCOLS: Dict[str, Dict[str, Options]] = {
+    "ours": {},
+    "paper": {"ewc": (("shared_head", True),), "replay": (("shared_head", True),)},
+}
+"""Builder options of each protocol (``--protocol``), by method. ``ours``: the rows as
+defined above (EWC and ER on one head per task). ``paper``: EWC and ER on ONE shared head
+over local labels (``SingleHeadNet``), as the paper's Table 2 memory and accuracies suggest
+(docs/reproducing.rst, "The paper's protocol", says what is stated and what inferred); a
+row whose network a protocol changes is the variant named after the protocol (``paper``).
+Finetune and DGR are one-head rows under both; New-Head is by definition the multi-head
+network (the paper's §5.2 (d)), Single Model and PNN one model / column per task, and the
+SDR rows the method itself: unchanged."""
+
+SWEEP_PER_CLASS: Tuple[int, ...] = (2, 5, 20, 50)
+"""``--sweep``: ER's ``replay_per_class`` variants (``pc2`` ...) beside the preset's (10)."""
+
+SWEEP_EFT: Tuple[Tuple[int, int], ...] = ((4, 8), (16, 32))
+"""``--sweep``: the SDR rows' EFT ``(a, b)`` variants (``a4b8`` ...) beside the paper's (8, 16)."""
+
+MEMORY_KNOBS = frozenset({"replay_per_class", "replay_mem_size", "a", "b"})
+"""Options that move a row along its method's accuracy-memory curve: runs of a method whose
+other options are the same are one curve in ``plots/accuracy_memory.png``."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row: a method, its variant name (``""``: the method as the preset defines it)
+    and the options its builder gets."""
+
+    method: str
+    variant: str = ""
+    options: Options = ()
+
+
+def variant_name(*parts: str) -> str:
+    """The non-empty ``parts`` joined by ``_`` (``variant_name("pc5", "paper") == "pc5_paper"``)."""
+    return "_".join(p for p in parts if p)
+
+
+def protocol_rows(method: str, protocols: Sequence[str] = ("ours",)) -> List[Row]:
+    """The rows of ``method`` under each protocol of ``protocols`` (one row where no
+    protocol changes the method)."""
+    rows: List[Row] = []
+    for protocol in protocols:
+        options = PROTOCOLS[protocol].get(method, ())
+        row = Row(method, protocol if options else "", options)
+        if row not in rows:
+            rows.append(row)
+    return rows
+
+
+def sweep_rows(base: Row) -> List[Row]:
+    """``--sweep``'s variants of a row along its memory knob: ER's buffer per class
+    (:data:`SWEEP_PER_CLASS`), the SDR rows' EFT sizes (:data:`SWEEP_EFT`); none for the
+    other methods."""
+    if base.method == "replay":
+        return [Row(base.method, variant_name(f"pc{k}", base.variant), base.options + (("replay_per_class", k),))
+                for k in SWEEP_PER_CLASS]
+    if METHODS[base.method].is_sdr:
+        return [Row(base.method, variant_name(f"a{a}b{b}", base.variant), base.options + (("a", a), ("b", b)))
+                for a, b in SWEEP_EFT]
+    return []
+
+
+def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), sweep: bool = False) -> List[Row]:
+    """Every row of a harness call: each method under each protocol, and with ``sweep``
+    its memory-knob variants."""
+    rows: List[Row] = []
+    for method in methods:
+        for base in protocol_rows(method, protocols):
+            rows += [base] + (sweep_rows(base) if sweep else [])
+    return rows
+
+
+def equal_memory_rows(reference: str, protocols: Sequence[str] = ("ours",)) -> List[Row]:
+    """ER rows to be sized to ``reference``'s memory (variant ``mem_<reference>``, under each
+    protocol); their ``replay_mem_size`` comes from :func:`size_equal_memory`."""
+    return [Row("replay", variant_name(f"mem_{reference}", base.variant), base.options)
+            for base in protocol_rows("replay", protocols)]
+
+
+def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
+    """Size ER's buffer for ``row`` (an :func:`equal_memory_rows` row) on ``benchmark`` so
+    that its memory after the stream meets ``target_bytes``
+    (:func:`avalanche_sdr.baselines.size_replay_buffer`, on the network the row's options
+    give).
+
+    :return: ``(row with the option replay_mem_size, sizing)``, or ``(None, sizing)`` when
+        the sizing is ``"infeasible"`` (nothing to run).
+    """
+    options = dict(row.options)
+    sizing = baselines.size_replay_buffer(backbone, benchmark.train_stream, target_bytes,
+                                          **_head(benchmark, options))
+    if sizing.mem_size is None:
+        return None, sizing
+    return Row(row.method, row.variant, row.options + (("replay_mem_size", sizing.mem_size),)), sizing
+
+
+__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "STREAMS", "SWEEP_EFT", "SWEEP_PER_CLASS", "Method",
+           "OracleDetector", "Preset", "Row", "StreamSpec", "equal_memory_rows", "harness_rows", "oracle_choice",
+           "protocol_rows", "size_equal_memory", "sweep_rows", "variant_name"]

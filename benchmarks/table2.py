@@ -31,8 +31,32 @@ tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.
 
 Outputs in ``OUT``: ``table2.md`` (mean ± sample std over seeds), ``runs.csv`` (one row
 per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run; ``plots/``
-(:func:`write_plots`: accuracy against memory per method, and every SDR run's figures).
+(:func:`write_plots`: accuracy against memory per row, a curve per method with a memory
+knob, the Pareto front ringed; and every SDR run's figures).
 ``--report-only`` rewrites these from the runs already in ``OUT`` without running.
+
+Rows beside the methods' own (:mod:`benchmarks.methods`, "variants"; each a row of its
+own, run id ``<stream>_<preset>_<method>_<variant>_seed<k>``): ``--protocol paper``
+builds Online EWC and ER on one shared head over local labels (variant ``paper``; ``--protocol
+ours paper`` gives both; docs/reproducing.rst, "The paper's protocol"); ``--sweep`` adds
+ER's ``pc2``, ``pc5``, ``pc20``, ``pc50`` (exemplars per class) and every SDR row's
+``a4b8``, ``a16b32`` (EFT sizes); ``--equal-memory REF ...`` runs, after the others, ER
+with its buffer sized so that its memory meets REF's run on the same seed (variant
+``mem_REF``, :func:`equal_memory_specs`; targets, sizes and measured memory in
+``OUT/equal_memory.json``; a target below ER's model alone is recorded ``infeasible``
+and not run). The harness prints the rows on the accuracy-memory Pareto front
+(:func:`pareto_front`).
+
+``--tune`` (:mod:`benchmarks.tuning`) first chooses the baselines' open hyper-parameters
+(EWC lambda and decay, ER learning rate and epochs, DGR's generator size) of the
+``--methods`` that have a grid, per stream, by mean accuracy on the benchmark's
+``valid_stream`` (never the test stream) on one seed (``--tune-seed``, default the first
+of ``--seeds``): tuning runs go through the same executor to ``OUT/tuning/`` and resume
+like runs. Each tuned method then gets a ``[tuned]`` row (variant ``tuned``, the chosen
+values) on every seed beside its default row, and ``table2.md`` ends with a section
+"Tuning (validation stream only)": grid, every grid point's validation score, the
+chosen values, the tuning seed. With ``--report-only`` it re-writes that section from
+``OUT/tuning/`` without running.
 
 Arguments, the stream's data and weights options and ``--out`` are checked before
 anything runs (exit code 2); missing data prints one message (exit code 1;
@@ -40,6 +64,7 @@ anything runs (exit code 2); missing data prints one message (exit code 1;
 
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
+    python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --methods ewc replay --tune --out results/tuned
 """
 from __future__ import annotations
 
@@ -64,6 +89,7 @@ if __name__ in ("__main__", "__mp_main__"):
 
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
+from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -73,7 +99,9 @@ class RunSpec:
     ``variant`` names a run whose method gets ``options`` (``(name, value)`` pairs handed
     to the method's builder: a baseline's :class:`~avalanche_sdr.baselines.BaselineSettings`
     fields, SDR's EFT ``a`` / ``b``); ``""`` with no options is the method as the
-    preset defines it. A variant is a row of its own in the table.
+    preset defines it. A variant is a row of its own in the table. ``split`` is the
+    stream the run is scored on: ``"test"`` (every table row) or ``"valid"`` (a tuning run
+    of :mod:`benchmarks.tuning`; baselines only; ``test_stream`` is never read).
     """
 
     stream: str
@@ -86,6 +114,7 @@ class RunSpec:
     data_root: Optional[str] = None
     variant: str = ""
     options: Tuple[Tuple[str, Any], ...] = ()
+    split: str = "test"
 
     @property
     def run_id(self) -> str:
@@ -183,6 +212,8 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     if spec.threads:
         torch.set_num_threads(spec.threads)
     method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
+    if spec.split not in ("test", "valid") or (spec.split == "valid" and method.is_sdr):
+        raise ValueError(f"{spec.run_id}: split {spec.split!r} (validation runs are for baselines only)")
     cli.seed_everything(spec.seed)
     benchmark = stream.build(spec.seed, preset.capped, spec.data_root)
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
@@ -205,7 +236,12 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     else:
         for experience in benchmark.train_stream:
             strategy.train(experience, eval_streams=[])
-        accuracies = final_test_accuracies(strategy, benchmark.test_stream)
+        if spec.split == "valid":  # a tuning run (benchmarks.tuning): test_stream is never read
+            from benchmarks.tuning import stream_accuracies
+
+            accuracies = stream_accuracies(strategy, benchmark.valid_stream)
+        else:
+            accuracies = final_test_accuracies(strategy, benchmark.test_stream)
         memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
     wall = time.perf_counter() - start
     extra = {"sdr_results": sdr} if method.is_sdr else {}
@@ -219,6 +255,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         "stream_label": stream.label,
         "preset": spec.preset,
         "seed": spec.seed,
+        "split": spec.split,
         "average_accuracy": sum(accuracies) / len(accuracies),
         "task_accuracies": accuracies,
         "memory_mb": memory_mb,
@@ -372,7 +409,11 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     by_row: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in runs:
         by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
-    for key in sorted(by_row, key=lambda k: (order.get(k[0], len(order)), k[1])):
+    def row_order(key):  # paper's order; the method's own row first, then its variants by memory
+        memory = sum(r["memory_mb"] for r in by_row[key]) / len(by_row[key])
+        return order.get(key[0], len(order)), key[1] != "", memory, key[1]
+
+    for key in sorted(by_row, key=row_order):
         rs = sorted(by_row[key], key=lambda r: r["seed"])
         cells = [rs[0]["label"], _pm([100 * r["average_accuracy"] for r in rs], 2),
                  _pm([r["memory_mb"] for r in rs], 2)]
@@ -389,12 +430,14 @@ CSV_FIELDS = ["run_id", "method", "variant", "label", "stream", "preset", "seed"
               "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "wall_seconds"]
 
 
-def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "") -> str:
-    """Write ``table2.md``, ``runs.csv`` and ``runs.json`` to ``out_dir``; return the table."""
+def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "", notes: str = "") -> str:
+    """Write ``table2.md`` (``header``, the table, then ``notes``: e.g. the ``--tune``
+    section of :func:`benchmarks.tuning.format_notes`), ``runs.csv`` and ``runs.json`` to
+    ``out_dir``; return the table."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = format_table(runs)
-    (out_dir / "table2.md").write_text(header + table)
+    (out_dir / "table2.md").write_text(header + table + notes)
     with open(out_dir / "runs.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
@@ -407,15 +450,68 @@ def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: 
     return table
 
 
+def curve_key(method: str, options: Dict[str, Any]) -> Tuple[str, str]:
+    """The accuracy-memory curve a row belongs to: its method and its options other than
+    the memory knobs (:data:`benchmarks.methods.MEMORY_KNOBS`), e.g. ER under the paper's
+    protocol is a curve of its own."""
+    fixed = {k: v for k, v in (options or {}).items() if k not in MEMORY_KNOBS}
+    return method, json.dumps(fixed, sort_keys=True)
+
+
+def _curve_label(method: str, fixed: Dict[str, Any]) -> str:
+    label = METHODS[method].label if method in METHODS else method
+    if not fixed:
+        return label
+    named = [p for p, by_method in PROTOCOLS.items() if by_method.get(method) and dict(by_method[method]) == fixed]
+    return f"{label} [{named[0] if named else ', '.join(f'{k}={v}' for k, v in sorted(fixed.items()))}]"
+
+
+def row_points(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One point per table row (method, variant) of the test-scored runs: ``accuracy`` (%)
+    and ``memory_mb``, means over seeds, with their sample stds (``accuracy_std``,
+    ``memory_std``), ``label``, ``method``, ``variant``, ``options``, ``seeds`` and ``curve``
+    (:func:`curve_key`); in the table's order."""
+    order = {name: i for i, name in enumerate(METHODS)}
+    by_row: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in runs:
+        if r.get("split", "test") == "test":
+            by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
+    points = []
+    for (method, variant) in sorted(by_row, key=lambda k: (order.get(k[0], len(order)), k[1])):
+        rs = by_row[(method, variant)]
+        acc = mean_std([100 * r["average_accuracy"] for r in rs])
+        mem = mean_std([r["memory_mb"] for r in rs])
+        options = rs[0].get("options") or {}
+        points.append(dict(method=method, variant=variant, label=rs[0]["label"], options=options,
+                           accuracy=acc[0], accuracy_std=acc[1], memory_mb=mem[0], memory_std=mem[1],
+                           seeds=sorted(r["seed"] for r in rs), curve=curve_key(method, options)))
+    return points
+
+
+def pareto_front(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rows on the accuracy-memory Pareto front: the :func:`row_points` that no other
+    row dominates (another row dominates a row if its mean accuracy is at least as high and
+    its mean memory at most as large, one of the two strictly). In memory order."""
+    points = row_points(runs)
+    front = [p for p in points
+             if not any(q["accuracy"] >= p["accuracy"] and q["memory_mb"] <= p["memory_mb"]
+                        and (q["accuracy"] > p["accuracy"] or q["memory_mb"] < p["memory_mb"]) for q in points)]
+    return sorted(front, key=lambda p: (p["memory_mb"], -p["accuracy"]))
+
+
 def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print) -> List[Path]:
     """Figures of a harness folder, in ``OUT/plots/``.
 
-    ``accuracy_memory.png``: every method's accuracy against its memory (mean ± sample
-    std over seeds, the table's two main columns). For every SDR run that stored its
-    full results (``sdr_results``), the figures of :func:`avalanche_sdr.plots.make_all_plots`
-    (S and p heatmaps, a detection panel, memory growth, per-task accuracy) in
-    ``OUT/plots/<run_id>/``; a run whose records hold no scores (Optimal's oracle
-    decisions) gets a log line instead.
+    ``accuracy_memory.png``: every row's accuracy against its memory (mean ± sample std
+    over seeds, the table's two main columns). Rows of a method that differ only in a
+    memory knob (ER's buffer: ``pc*`` and ``mem_*`` variants; SDR's EFT ``a``/``b``:
+    ``a*b*`` variants; :func:`curve_key`) are one curve, joined in memory order and each
+    point labelled with its variant; a method without such variants is a single marker.
+    The rows on the Pareto front (:func:`pareto_front`) are ringed in black and joined by a
+    dotted step line. For every SDR run that stored its full results (``sdr_results``),
+    the figures of :func:`avalanche_sdr.plots.make_all_plots` (S and p heatmaps, a
+    detection panel, memory growth, per-task accuracy) in ``OUT/plots/<run_id>/``; a run
+    whose records hold no scores (Optimal's oracle decisions) gets a log line instead.
     """
     import matplotlib
 
@@ -428,16 +524,29 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     plots = Path(out_dir) / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     written = []
-    order = {name: i for i, name in enumerate(METHODS)}
-    by_method: Dict[str, List[Dict[str, Any]]] = {}
-    for r in runs:
-        by_method.setdefault(r["method"], []).append(r)
+    points = row_points(runs)
+    curves: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for p in points:
+        curves.setdefault(p["curve"], []).append(p)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in sorted(by_method, key=lambda m: order.get(m, len(order))):
-        rs = by_method[name]
-        acc = mean_std([100 * r["average_accuracy"] for r in rs])
-        mem = mean_std([r["memory_mb"] for r in rs])
-        ax.errorbar(mem[0], acc[0], xerr=mem[1], yerr=acc[1], fmt="o", capsize=3, label=rs[0]["label"])
+    for (method, fixed), pts in curves.items():
+        pts = sorted(pts, key=lambda p: p["memory_mb"])
+        label = _curve_label(method, json.loads(fixed)) if len(pts) > 1 else pts[0]["label"]
+        ax.errorbar([p["memory_mb"] for p in pts], [p["accuracy"] for p in pts],
+                    xerr=[p["memory_std"] for p in pts], yerr=[p["accuracy_std"] for p in pts],
+                    fmt="o-" if len(pts) > 1 else "o", capsize=3, label=label)
+        if len(pts) > 1:  # each point's variant; rows at the same place (e.g. capped sizes) share a label
+            names: Dict[Tuple[float, float], List[str]] = {}
+            for p in pts:
+                names.setdefault((p["memory_mb"], p["accuracy"]), []).append(p["variant"] or "preset")
+            for xy, variants in names.items():
+                ax.annotate(" / ".join(variants), xy, fontsize=6, xytext=(3, -8), textcoords="offset points")
+    front = pareto_front(runs)
+    if front:
+        ax.scatter([p["memory_mb"] for p in front], [p["accuracy"] for p in front], s=150, facecolors="none",
+                   edgecolors="black", linewidths=1.0, zorder=5, label="Pareto front")
+        ax.step([p["memory_mb"] for p in front], [p["accuracy"] for p in front], where="post", color="black",
+                linestyle=":", linewidth=0.8, zorder=4)
     ax.set_xlabel("memory after the last task (MB)")
     ax.set_ylabel("average accuracy (%)")
     ax.set_title(f"{runs[0]['stream_label']}, preset {runs[0]['preset']} (mean ± std over seeds)")
@@ -460,6 +569,90 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     if log is not None:
         log(f"wrote {len(written)} figure(s) under {plots}")
     return written
+
+
+# --------------------------------------------------------------------- rows of --protocol, --sweep, --equal-memory
+
+
+def harness_variant_rows(args):
+    """The rows of a call's first phase: every ``--methods`` row under each ``--protocol``,
+    and with ``--sweep`` their memory-knob variants (:func:`benchmarks.methods.harness_rows`)."""
+    return harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False))
+
+
+def equal_memory_ids(args, seed: int) -> List[str]:
+    """Run ids of the ``--equal-memory`` ER rows of ``seed`` (sized or not)."""
+    return [run_id(args.stream, args.preset, row.method, seed, row.variant)
+            for ref in (getattr(args, "equal_memory", None) or [])
+            for row in equal_memory_rows(ref, getattr(args, "protocol", None) or ["ours"])]
+
+
+def equal_memory_specs(args, out: os.PathLike, threads: int, log=print) -> Tuple[List[RunSpec], List[Dict[str, Any]]]:
+    """``--equal-memory``: after the first phase, an ER row per reference method, seed and
+    protocol with its buffer sized so that its memory after the stream meets the reference
+    run's (``OUT/runs/<reference run id>.json``, its ``memory_mb``;
+    :func:`benchmarks.methods.size_equal_memory`).
+
+    :return: the specs to run (variant ``mem_<reference>``, option ``replay_mem_size``) and one
+        record per row: the sizing's numbers (bytes; ``status`` ``sized``, ``capped``,
+        ``infeasible`` (not run: the model alone exceeds the target) or ``no_reference``).
+    """
+    out = Path(out)
+    protocols = getattr(args, "protocol", None) or ["ours"]
+    specs, records = [], []
+    for seed in args.seeds:
+        benchmark = backbone = None
+        for ref in args.equal_memory:
+            ref_id = run_id(args.stream, args.preset, ref, seed)
+            ref_path = out / "runs" / f"{ref_id}.json"
+            for row in equal_memory_rows(ref, protocols):
+                record = dict(seed=seed, reference=ref, reference_run_id=ref_id,
+                              run_id=run_id(args.stream, args.preset, row.method, seed, row.variant))
+                if not ref_path.exists():
+                    records.append(dict(record, status="no_reference", note=f"{ref_path} does not exist"))
+                    continue
+                target = round(json.loads(ref_path.read_text())["memory_mb"] * BYTES_PER_MB)
+                if benchmark is None:
+                    path = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
+                                            data_root=args.data_root, weights=args.backbone_weights)
+                    benchmark = STREAMS[args.stream].build(seed, PRESETS[args.preset].capped, args.data_root)
+                    backbone = _load_backbone(RunSpec(args.stream, args.preset, "replay", seed, path))
+                sized, sizing = size_equal_memory(row, backbone, benchmark, target)
+                record.update(sizing.as_dict(), target_mb=target / BYTES_PER_MB,
+                              predicted_mb=sizing.predicted_bytes / BYTES_PER_MB)
+                records.append(record)
+                if log is not None:
+                    log(f"equal memory {record['run_id']}: {sizing.status}: {sizing.note}")
+                if sized is not None:
+                    specs.append(RunSpec(args.stream, args.preset, sized.method, seed, path, args.device, threads,
+                                         args.data_root, variant=sized.variant, options=sized.options))
+    return specs, records
+
+
+def equal_memory_report(records: Sequence[Dict[str, Any]], out: os.PathLike) -> str:
+    """Add each sized run's measured memory to its record (``measured_mb``, ``deviation``:
+    measured / target - 1), write ``OUT/equal_memory.json``; return one line per record."""
+    out = Path(out)
+    lines = []
+    for record in records:
+        path = out / "runs" / f"{record['run_id']}.json"
+        if record.get("mem_size") is not None and path.exists():
+            measured = json.loads(path.read_text())["memory_mb"]
+            record.update(measured_mb=measured, deviation=measured / record["target_mb"] - 1)
+            lines.append(f"{record['run_id']}: mem_size {record['mem_size']}, measured {measured:.4f} MB against "
+                         f"{record['target_mb']:.4f} MB of {record['reference_run_id']} "
+                         f"({100 * record['deviation']:+.2f} %), {record['status']}")
+        else:
+            lines.append(f"{record['run_id']}: {record['status']}: {record.get('note', 'no run JSON')}")
+    cli.write_json(out / "equal_memory.json", list(records))
+    return "\n".join(lines)
+
+
+def pareto_lines(runs: Sequence[Dict[str, Any]]) -> str:
+    """The rows on the accuracy-memory Pareto front (:func:`pareto_front`), one line."""
+    front = pareto_front(runs)
+    return "accuracy-memory Pareto front: " + "; ".join(
+        f"{p['label']} ({p['accuracy']:.2f} %, {p['memory_mb']:.3f} MB)" for p in front)
 
 
 _PRESET_HELP = {
@@ -530,8 +723,37 @@ def parse_args(argv=None):
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the table of the runs already in --out (those of "
                         "--methods and --seeds)")
+    parser.add_argument("--tune", action="store_true",
+                        help="first choose the open baseline hyper-parameters (benchmarks/tuning.py: EWC "
+                        "lambda and decay, ER lr and epochs, DGR generator size) of --methods from a fixed "
+                        "grid by validation-stream accuracy on the tuning seed (never the test stream; "
+                        "OUT/tuning/, resumable), then add a '[tuned]' row per tuned method on every seed; "
+                        "grids, scores and choices go in table2.md's notes")
+    parser.add_argument("--tune-seed", type=cli.seed, default=None, metavar="SEED",
+                        help="the one seed --tune runs its grid on (default: the first of --seeds)")
+    parser.add_argument("--protocol", nargs="+", choices=("ours", "paper"), default=["ours"],
+                        help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
+                        "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
+                        "docs/reproducing.rst infers from the paper); '--protocol ours paper' gives both rows")
+    parser.add_argument("--sweep", action="store_true",
+                        help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
+                        "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
+    parser.add_argument("--equal-memory", nargs="+", choices=list(METHODS), default=[], metavar="REF",
+                        help="after the other runs, add ER rows (variant mem_REF) whose buffer is sized so that "
+                        "ER's memory meets REF's run on the same seed (REF among --methods, e.g. "
+                        "sdr_two_sample_nogen optimal); sizes and measured memory in OUT/equal_memory.json")
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
+    missing = [ref for ref in args.equal_memory if ref not in args.methods]
+    if missing:
+        parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
+    if args.tune_seed is not None and not args.tune:
+        parser.error("--tune-seed needs --tune")
+    if args.tune:
+        from benchmarks.tuning import TUNING_GRIDS, tunable
+
+        if not tunable(args.methods):
+            parser.error(f"--tune: none of --methods has a tuning grid ({', '.join(TUNING_GRIDS)})")
     if not args.report_only:
         stream = STREAMS[args.stream]
         if stream.needs_data_root and not args.data_root:
@@ -548,31 +770,50 @@ def main(args) -> str:
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     header = (f"# Table 2 layout: {STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
               f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
+    tuned, notes = {}, ""  # --tune: method -> chosen values (benchmarks.tuning), table2.md's notes
+    if args.tune:
+        from benchmarks import tuning
+
+        tuned, notes = tuning.harness_tune(args, out, threads)
     if args.report_only:
-        ids = [run_id(args.stream, args.preset, m, s) for s in args.seeds for m in args.methods]
+        ids = [run_id(args.stream, args.preset, r.method, s, r.variant) for s in args.seeds
+               for r in harness_variant_rows(args)]
+        ids += [i for s in args.seeds for i in equal_memory_ids(args, s)]
+        ids += [run_id(args.stream, args.preset, m, s, "tuned") for s in args.seeds for m in tuned]
         runs = load_runs(out / "runs", ids)
         if not runs:
             raise SystemExit(f"no finished runs of these methods and seeds in {out / 'runs'}")
-        table = write_outputs(runs, out, header)
+        table = write_outputs(runs, out, header, notes)
         if not args.no_plots:
             write_plots(runs, out)
         print(table)
+        print(pareto_lines(runs))
         return table
     specs = []
     for seed in args.seeds:
-        ids = [run_id(args.stream, args.preset, m, seed) for m in args.methods]
+        ids = [run_id(args.stream, args.preset, r.method, seed, r.variant) for r in harness_variant_rows(args)]
+        ids += [run_id(args.stream, args.preset, m, seed, "tuned") for m in tuned]
         if all((out / "runs" / f"{i}.json").exists() for i in ids):
             backbone = ""
         else:
             backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
                                         data_root=args.data_root, weights=args.backbone_weights)
-        specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads, args.data_root)
-                  for m in args.methods]
+        specs += [RunSpec(args.stream, args.preset, r.method, seed, backbone, args.device, threads, args.data_root,
+                          variant=r.variant, options=r.options) for r in harness_variant_rows(args)]
+        specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads, args.data_root,
+                          variant="tuned", options=tuning.tuned_options(entry)) for m, entry in tuned.items()]
     runs = run_all(specs, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
-    table = write_outputs(runs, out, header)
+    sizing_lines = ""
+    if args.equal_memory:  # second phase: ER sized to the memory of the reference runs just finished
+        more, sizings = equal_memory_specs(args, out, threads)
+        specs += more
+        runs += run_all(more, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
+        sizing_lines = equal_memory_report(sizings, out) + "\n"
+    table = write_outputs(runs, out, header, notes)
     if runs and not args.no_plots:
         write_plots(runs, out)
     print(table)
+    print(sizing_lines + pareto_lines(runs))
     print(f"total wall time {time.perf_counter() - start:.1f}s; wrote {out / 'table2.md'}, "
           f"{out / 'runs.csv'}, {out / 'runs.json'}")
     failed = pending_runs(specs, out / "runs")
