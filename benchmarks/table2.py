@@ -529,12 +529,16 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     for p in points:
         curves.setdefault(p["curve"], []).append(p)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (method, fixed), pts in curves.items():
+    colors = plt.get_cmap("tab20").colors  # one colour per curve or marker: 20 before any repeats
+    markers = "osD^v<>ph*"
+    for i, ((method, fixed), pts) in enumerate(curves.items()):
         pts = sorted(pts, key=lambda p: p["memory_mb"])
         label = _curve_label(method, json.loads(fixed)) if len(pts) > 1 else pts[0]["label"]
+        marker = markers[i % len(markers)]
         ax.errorbar([p["memory_mb"] for p in pts], [p["accuracy"] for p in pts],
                     xerr=[p["memory_std"] for p in pts], yerr=[p["accuracy_std"] for p in pts],
-                    fmt="o-" if len(pts) > 1 else "o", capsize=3, label=label)
+                    fmt=marker + ("-" if len(pts) > 1 else ""), capsize=3, label=label,
+                    color=colors[(2 * i) % 20 + (2 * i) // 20 % 2])
         if len(pts) > 1:  # each point's variant; rows at the same place (e.g. capped sizes) share a label
             names: Dict[Tuple[float, float], List[str]] = {}
             for p in pts:
