@@ -236,12 +236,9 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     else:
         for experience in benchmark.train_stream:
             strategy.train(experience, eval_streams=[])
-        if spec.split == "valid":  # a tuning run (benchmarks.tuning): test_stream is never read
-            from benchmarks.tuning import stream_accuracies
-
-            accuracies = stream_accuracies(strategy, benchmark.valid_stream)
-        else:
-            accuracies = final_test_accuracies(strategy, benchmark.test_stream)
+        # A tuning run (benchmarks.tuning) is scored on valid_stream: test_stream is never read.
+        scored = benchmark.valid_stream if spec.split == "valid" else benchmark.test_stream
+        accuracies = final_test_accuracies(strategy, scored)
         memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
     wall = time.perf_counter() - start
     extra = {"sdr_results": sdr} if method.is_sdr else {}
@@ -395,6 +392,22 @@ def _pm(values: Sequence[float], digits: int) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def table_rows(runs: Sequence[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """The runs grouped into table rows (one per method and variant), each row's runs in
+    seed order; rows in the paper's order of the methods, a method's own row first, then
+    its variants by mean memory."""
+    order = {name: i for i, name in enumerate(METHODS)}
+    by_row: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in runs:
+        by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
+
+    def row_order(key):
+        memory = sum(r["memory_mb"] for r in by_row[key]) / len(by_row[key])
+        return order.get(key[0], len(order)), key[1] != "", memory, key[1]
+
+    return [sorted(by_row[key], key=lambda r: r["seed"]) for key in sorted(by_row, key=row_order)]
+
+
 def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     """The Markdown table, one row per method (and variant) in the paper's order (mean ± std
     over seeds).
@@ -405,16 +418,7 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     header = ("| Method | Acc (%) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s) | Seeds |\n"
               "|---|---|---|---|---|---|---|---|")
     rows = [header]
-    order = {name: i for i, name in enumerate(METHODS)}
-    by_row: Dict[tuple, List[Dict[str, Any]]] = {}
-    for r in runs:
-        by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
-    def row_order(key):  # paper's order; the method's own row first, then its variants by memory
-        memory = sum(r["memory_mb"] for r in by_row[key]) / len(by_row[key])
-        return order.get(key[0], len(order)), key[1] != "", memory, key[1]
-
-    for key in sorted(by_row, key=row_order):
-        rs = sorted(by_row[key], key=lambda r: r["seed"])
+    for rs in table_rows(runs):
         cells = [rs[0]["label"], _pm([100 * r["average_accuracy"] for r in rs], 2),
                  _pm([r["memory_mb"] for r in rs], 2)]
         if all(r.get("detection") for r in rs):
@@ -470,15 +474,10 @@ def row_points(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One point per table row (method, variant) of the test-scored runs: ``accuracy`` (%)
     and ``memory_mb``, means over seeds, with their sample stds (``accuracy_std``,
     ``memory_std``), ``label``, ``method``, ``variant``, ``options``, ``seeds`` and ``curve``
-    (:func:`curve_key`); in the table's order."""
-    order = {name: i for i, name in enumerate(METHODS)}
-    by_row: Dict[tuple, List[Dict[str, Any]]] = {}
-    for r in runs:
-        if r.get("split", "test") == "test":
-            by_row.setdefault((r["method"], r.get("variant", "")), []).append(r)
+    (:func:`curve_key`); in the table's order (:func:`table_rows`)."""
     points = []
-    for (method, variant) in sorted(by_row, key=lambda k: (order.get(k[0], len(order)), k[1])):
-        rs = by_row[(method, variant)]
+    for rs in table_rows([r for r in runs if r.get("split", "test") == "test"]):
+        method, variant = rs[0]["method"], rs[0].get("variant", "")
         acc = mean_std([100 * r["average_accuracy"] for r in rs])
         mem = mean_std([r["memory_mb"] for r in rs])
         options = rs[0].get("options") or {}

@@ -9,7 +9,8 @@ A tuning run is a harness run (:class:`benchmarks.table2.RunSpec` with
 ``split="valid"``, one grid point's values as its ``options``): the method is built,
 trained on ``train_stream`` and timed exactly as a table row is
 (:func:`benchmarks.table2.execute_run`, one code path), then scored with
-``strategy.eval(valid_stream)`` (:func:`stream_accuracies`) instead of the test stream.
+``strategy.eval(valid_stream)`` (:func:`~avalanche_sdr.training.stream_runner.final_test_accuracies`
+on the validation stream) instead of the test stream.
 Tuning uses ONE seed, the tuning seed (``--tune-seed``, default the first of
 ``--seeds``), to bound its cost; the chosen values then serve every seed.
 
@@ -164,27 +165,6 @@ def tuning_specs(stream: str, preset: str, methods: Sequence[str], seed: int, ba
 
 
 # --------------------------------------------------------------------- running
-
-
-def stream_accuracies(strategy, stream) -> List[float]:
-    """``strategy.eval(stream)``; each experience's accuracy (0-1), in stream order.
-
-    Reads the Avalanche metric ``Top1_Acc_Exp/eval_phase/<stream name>_stream/...`` of
-    every experience, so it scores any stream (the harness's tuning: ``valid_stream``).
-
-    :raises ValueError: the evaluator has no ``accuracy_metrics(experience=True)``.
-    """
-    metrics = strategy.eval(stream)
-    accuracies = []
-    for experience in stream:
-        task = int(experience.task_labels[0])
-        key = (f"Top1_Acc_Exp/eval_phase/{experience.origin_stream.name}_stream/"
-               f"Task{task:03d}/Exp{experience.current_experience:03d}")
-        if key not in metrics:
-            raise ValueError(f"metric {key!r} missing: the strategy's evaluator must include "
-                             "accuracy_metrics(experience=True)")
-        accuracies.append(float(metrics[key]))
-    return accuracies
 
 
 def _inline_results(todo: Sequence[Any]) -> Iterator[Tuple[Any, Any]]:
@@ -445,4 +425,4 @@ def format_notes(chosen: Mapping[str, Mapping[str, Any]]) -> str:
 
 __all__ = ["SPLIT", "TUNED_VARIANT", "TUNING_GRIDS", "Times", "check_tuned_runs", "choose", "chosen_path",
            "format_notes", "grid_points", "grid_variant", "harness_tune", "resolved_grid", "run_tuning", "select",
-           "stream_accuracies", "tunable", "tune", "tuned_options", "tuning_specs"]
+           "tunable", "tune", "tuned_options", "tuning_specs"]

@@ -33,7 +33,8 @@ from avalanche_sdr.training.checkpoint import CheckpointMismatchError
 
 def _accuracy_key(experience) -> str:
     task = int(experience.task_labels[0])
-    return f"Top1_Acc_Exp/eval_phase/test_stream/Task{task:03d}/Exp{experience.current_experience:03d}"
+    stream = experience.origin_stream.name
+    return f"Top1_Acc_Exp/eval_phase/{stream}_stream/Task{task:03d}/Exp{experience.current_experience:03d}"
 
 
 def _without_timing(record: Dict[str, Any]) -> Dict[str, Any]:
@@ -43,6 +44,9 @@ def _without_timing(record: Dict[str, Any]) -> Dict[str, Any]:
 
 def final_test_accuracies(strategy, test_stream) -> List[float]:
     """Evaluate every test experience and return its accuracy (0-1), in stream order.
+
+    Any stream works (Avalanche's metric of each experience is read under the stream's
+    own name): the harness's tuning scores ``valid_stream`` with it.
 
     :raises ValueError: if the strategy's evaluator has no per-experience accuracy
         (``accuracy_metrics(experience=True)``).
