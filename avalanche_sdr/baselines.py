@@ -29,6 +29,15 @@ EWC and ER take ``shared_head=True`` (with ``num_classes``) to run on
 uses for ``--preset cpu`` and ``--preset paper`` (the Table 2 harness's presets of the
 same names).
 
+Class-incremental (task-free) baselines, over the dataset's ORIGINAL class ids of a
+benchmark built with ``original_class_ids=True``
+(:func:`avalanche_sdr.benchmarks.mixed_similarity_benchmark`), task labels ignored:
+:func:`class_incremental_ewc_strategy` [Online EWC, CI],
+:func:`class_incremental_replay_strategy` [ER, CI] and :func:`joint_training_strategy`
+[Joint, an upper bound trained on every experience at once], all on
+:class:`SingleHeadNet` with one head of :func:`class_incremental_classes` units;
+:func:`class_incremental_strategy` builds any of them from a :class:`BaselineSettings`.
+
 Avalanche is imported inside the functions, so importing this module does not import
 it (command-line scripts install their warning filters first,
 :func:`avalanche_sdr.cli.install_warning_filters`).
@@ -79,6 +88,18 @@ class BaselineSettings:
         ``train_mb_size``, ``eval_mb_size``."""
         return dict(epochs=self.epochs, lr=self.lr, train_mb_size=self.train_mb_size,
                     eval_mb_size=self.eval_mb_size)
+
+    def ewc(self) -> Dict[str, Any]:
+        """The EWC keyword arguments of :func:`ewc_strategy`: ``ewc_lambda`` and
+        ``decay_factor`` (= ``ewc_decay``)."""
+        return dict(ewc_lambda=self.ewc_lambda, decay_factor=self.ewc_decay)
+
+    def buffer_size(self, train_stream: Sequence) -> int:
+        """ER's buffer size in images on ``train_stream``: ``replay_mem_size`` when set,
+        else :func:`replay_mem_size` of the stream with ``replay_per_class``."""
+        if self.replay_mem_size is not None:
+            return int(self.replay_mem_size)
+        return replay_mem_size(train_stream, self.replay_per_class)
 
 
 BASELINE_SETTINGS: Dict[str, BaselineSettings] = {
@@ -523,16 +544,183 @@ def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_s
                             generator_strategy=generator_strategy)
 
 
+# --------------------------------------------------------------------- class-incremental
+
+_ORIGINAL_IDS_ADVICE = ("the class-incremental baselines need labels that are the dataset's original class ids: "
+                        "build the benchmark with original_class_ids=True (e.g. MixedDigits(original_class_ids=True) "
+                        "or mixed_similarity_benchmark(..., original_class_ids=True))")
+
+
+def _experience_classes(experience) -> set:
+    """The labels of an experience's data set (its ``targets``), or, for a data set without
+    them, its ``classes_in_this_experience``."""
+    uniques = getattr(getattr(experience.dataset, "targets", None), "uniques", None)
+    if uniques is None:
+        uniques = experience.classes_in_this_experience
+    return {int(c) for c in uniques}
+
+
+def _experience_group(experience) -> Optional[int]:
+    """The experience's task family (``group`` of a mixed stream), or None where it has none
+    or hides it."""
+    try:
+        group = experience.group
+    except AttributeError:  # absent, or masked (Avalanche's MaskedAttributeError)
+        return None
+    return None if group is None else int(group)
+
+
+def class_incremental_classes(train_stream: Sequence) -> int:
+    """Output units of ONE shared head over the original class ids of ``train_stream``: its
+    largest label + 1 (for a full mixed stream, the benchmark's ``n_classes_total``),
+    after checking that its labels are original class ids, not labels local to each task.
+
+    The labels are taken for local ones (and the check fails) when two experiences of
+    different task families (their ``group`` attribute, as a mixed stream's experiences
+    have) share a label, or two experiences share a label without having the same label
+    set (with original ids, tasks of one group hold the same classes and tasks of
+    different groups disjoint ones). Labels are read from each experience's data set
+    ``targets``. A stream of one task family (or one experience) passes either way.
+
+    :param train_stream: the training experiences (an Avalanche stream or a list).
+    :raises ValueError: an empty stream, or labels local to the tasks (the message says
+        to build the benchmark with ``original_class_ids=True``).
+    """
+    experiences = list(train_stream)
+    if not experiences:
+        raise ValueError("the class-incremental baselines need a non-empty train stream")
+    classes = [_experience_classes(exp) for exp in experiences]
+    groups = [_experience_group(exp) for exp in experiences]
+    first: Dict[int, int] = {}  # label -> first experience holding it
+    for i, labels in enumerate(classes):
+        for label in sorted(labels):
+            j = first.setdefault(label, i)
+            if j == i:
+                continue
+            other_family = groups[i] is not None and groups[j] is not None and groups[i] != groups[j]
+            if other_family or classes[i] != classes[j]:
+                raise ValueError(
+                    f"class id {label} is in experience {j} (classes {sorted(classes[j])}, group {groups[j]}) "
+                    f"and in experience {i} (classes {sorted(classes[i])}, group {groups[i]}): the labels look "
+                    f"local to each task; {_ORIGINAL_IDS_ADVICE}")
+    return max(first) + 1
+
+
+def class_incremental_ewc_strategy(backbone: nn.Module, train_stream: Sequence, **options):
+    """[Online EWC, class-incremental] :func:`ewc_strategy` on :class:`SingleHeadNet` with
+    one head over the original class ids of ``train_stream``
+    (:func:`class_incremental_classes` units); task labels are ignored.
+
+    :param backbone: E0 (copied, not changed).
+    :param train_stream: the training experiences of a benchmark built with
+        ``original_class_ids=True``; read to size the head and check the labels.
+    :param options: the keyword arguments of :func:`ewc_strategy` (``epochs``, ``lr``,
+        ``ewc_lambda``, ``decay_factor``, ``evaluator``, ``device``, ...) except
+        ``shared_head`` and ``num_classes``.
+    :raises ValueError: labels local to each task (see :func:`class_incremental_classes`).
+    """
+    return ewc_strategy(backbone, shared_head=True, num_classes=class_incremental_classes(train_stream), **options)
+
+
+def class_incremental_replay_strategy(backbone: nn.Module, train_stream: Sequence, **options):
+    """[ER, class-incremental] :func:`replay_strategy` (Avalanche ``Replay``,
+    experience-balanced buffer of ``mem_size`` images) on :class:`SingleHeadNet` with one
+    head over the original class ids of ``train_stream``; task labels are ignored. Size
+    the buffer to a memory target with ``size_replay_buffer(backbone, train_stream,
+    target, shared_head=True, num_classes=class_incremental_classes(train_stream))``.
+
+    :param backbone: E0 (copied, not changed).
+    :param train_stream: as for :func:`class_incremental_ewc_strategy`.
+    :param options: the keyword arguments of :func:`replay_strategy` (``mem_size``,
+        ``epochs``, ``lr``, ...) except ``shared_head`` and ``num_classes``.
+    :raises ValueError: labels local to each task (see :func:`class_incremental_classes`).
+    """
+    return replay_strategy(backbone, shared_head=True, num_classes=class_incremental_classes(train_stream),
+                           **options)
+
+
+def joint_training_strategy(backbone: nn.Module, train_stream: Sequence, *, epochs: int, lr: float = 1e-3,
+                            train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None,
+                            device: Any = "cpu"):
+    """[Joint] Avalanche ``JointTraining`` on :class:`SingleHeadNet` with one head over the
+    original class ids of ``train_stream`` (:func:`class_incremental_classes` units): the
+    non-continual upper bound, task labels ignored.
+
+    Call ``strategy.train(train_stream)`` ONCE with the whole stream: ``JointTraining``
+    concatenates the experiences and trains ``epochs`` epochs over their union (the same
+    number of passes over every image as a sequential learner with ``epochs`` per
+    experience) in plain shuffled mini-batches of ``train_mb_size`` images (a subclass of
+    ``JointTraining`` whose train loader ignores task labels: Avalanche's own draws
+    task-balanced mini-batches, which needs ``train_mb_size`` >= the number of tasks); a
+    second ``train`` raises Avalanche's ``AlreadyTrainedError``. Memory
+    (:func:`avalanche_sdr.evaluation.repository_memory_bytes`): the model only, as for
+    ``Naive`` (the training data it would need to continue the stream is not counted).
+
+    :param backbone: E0 (copied, not changed).
+    :param train_stream: as for :func:`class_incremental_ewc_strategy`.
+
+    The other parameters: see :func:`training_arguments`.
+    :raises ValueError: labels local to each task (see :func:`class_incremental_classes`).
+    """
+    from avalanche.training import JointTraining
+    from torch.utils.data import DataLoader
+
+    class TaskFreeJointTraining(JointTraining):
+        """``JointTraining`` drawing plain shuffled mini-batches from the union."""
+
+        def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None, persistent_workers=False,
+                                  drop_last=False, **kwargs):
+            self.dataloader = DataLoader(self.adapted_dataset, **self._obtain_common_dataloader_parameters(
+                batch_size=self.train_mb_size, num_workers=num_workers, shuffle=shuffle, pin_memory=pin_memory,
+                persistent_workers=persistent_workers, drop_last=drop_last))
+
+    model = SingleHeadNet(backbone, class_incremental_classes(train_stream))
+    return TaskFreeJointTraining(**training_arguments(model, epochs=epochs, lr=lr, train_mb_size=train_mb_size,
+                                                      eval_mb_size=eval_mb_size, evaluator=evaluator,
+                                                      device=device))
+
+
+CLASS_INCREMENTAL_BASELINES: Tuple[str, ...] = ("ewc", "replay", "joint")
+"""Names of the class-incremental baselines :func:`class_incremental_strategy` builds."""
+
+
+def class_incremental_strategy(name: str, backbone: nn.Module, train_stream: Sequence, settings: BaselineSettings,
+                               *, evaluator=None, device: Any = "cpu"):
+    """A class-incremental baseline with the budget of ``settings``: ``"ewc"``
+    (:func:`class_incremental_ewc_strategy`, ``ewc_lambda`` / ``ewc_decay``),
+    ``"replay"`` (:func:`class_incremental_replay_strategy`, buffer
+    :meth:`BaselineSettings.buffer_size`) or ``"joint"`` (:func:`joint_training_strategy`);
+    all with ``settings.training()``.
+
+    :raises ValueError: an unknown ``name``, or labels local to each task.
+    """
+    common = dict(settings.training(), evaluator=evaluator, device=device)
+    if name == "ewc":
+        return class_incremental_ewc_strategy(backbone, train_stream, **common, **settings.ewc())
+    if name == "replay":
+        return class_incremental_replay_strategy(backbone, train_stream, mem_size=settings.buffer_size(train_stream),
+                                                 **common)
+    if name == "joint":
+        return joint_training_strategy(backbone, train_stream, **common)
+    raise ValueError(f"unknown class-incremental baseline {name!r}; expected one of {CLASS_INCREMENTAL_BASELINES}")
+
+
 __all__ = [
     "BASELINE_SETTINGS",
+    "CLASS_INCREMENTAL_BASELINES",
     "BaselineSettings",
     "ReplaySizing",
     "SingleHeadNet",
     "baseline_net",
+    "class_incremental_classes",
+    "class_incremental_ewc_strategy",
+    "class_incremental_replay_strategy",
+    "class_incremental_strategy",
     "ewc_strategy",
     "experience_balanced_occupancy",
     "finetune_strategy",
     "generative_replay_strategy",
+    "joint_training_strategy",
     "make_feature_pnn",
     "make_model_per_task",
     "make_multi_head_net",

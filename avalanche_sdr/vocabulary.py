@@ -5,7 +5,8 @@ Defined once here and imported by :mod:`avalanche_sdr.detection.decision`
 :mod:`avalanche_sdr.evaluation.outcomes` (scoring) and
 :mod:`avalanche_sdr.plots.results` (reading results files). Plain strings; this module
 imports nothing, so the plots can use it without torch or Avalanche. The outcomes are
-defined in :ref:`definitions` (docs/method.rst).
+defined in :ref:`definitions` (docs/method.rst); the task-free routers in
+:ref:`method-task-free`.
 """
 
 DECISION_WARM_START = "warm_start"
@@ -24,6 +25,16 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 """Every outcome of a scored task (``"outcome"`` in results files; ``null`` for
 warm-start tasks)."""
 
+ROUTER_GAUSSIAN = "gaussian"
+"""SDR's own task-free router (:mod:`avalanche_sdr.models.routing`)."""
+ROUTER_EXPERT_GATE = "expert_gate"
+"""Expert Gate's routing, the baseline router."""
+ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE)
+"""Every task-free router (``SDRStrategy(routers=...)``, ``model.predict(x, router)``)."""
+ORACLE = "oracle"
+"""The true task label as a "router": the task-aware prediction, scored beside the
+routers (:class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, results files)."""
+
 __all__ = [
     "CORRECT",
     "DECISIONS",
@@ -32,5 +43,9 @@ __all__ = [
     "DECISION_WARM_START",
     "INCORRECT",
     "MISS",
+    "ORACLE",
     "OUTCOMES",
+    "ROUTERS",
+    "ROUTER_EXPERT_GATE",
+    "ROUTER_GAUSSIAN",
 ]

@@ -64,6 +64,19 @@ Rows (paper Table 2 names in brackets):
 - ``sdr_expert_gate`` (detection baseline): SDR's repository (no VAEs) with Expert
   Gate's autoencoder relatedness on E0 features deciding reuse (threshold 0.85).
 
+Task-free rows (issue #15; :attr:`Method.task_free`: run on the stream with the dataset's
+ORIGINAL class ids, the same images, tasks and E0 as every other row, and scored
+without task labels as well):
+
+- ``sdr_task_free``: ``sdr_two_sample_nogen`` fitted after every task with both routers
+  of :mod:`avalanche_sdr.models.routing` (SDR's Gaussian router and Expert Gate's
+  autoencoders), whose state counts in its memory; its accuracy column is the usual
+  task-aware one, its task-free and routing accuracies are in the run JSON.
+- ``ci_replay`` [ER, class-incremental], ``ci_ewc`` [Online EWC, class-incremental],
+  ``joint`` [Joint training, the non-continual upper bound, trained once on the whole
+  stream]: :func:`avalanche_sdr.baselines.class_incremental_strategy`, ONE head over the
+  class ids, task labels ignored (their accuracy is task-free).
+
 Not a row: Avalanche's ``ExpertGateStrategy`` as a whole. Its experts and autoencoder
 features are torchvision AlexNets (ImageNet weights, which this project's machines
 cannot download; with random weights the gate's features mean nothing), on >= 63-pixel
@@ -86,6 +99,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
+from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
 
 # --------------------------------------------------------------------- settings
 
@@ -125,17 +139,20 @@ class StreamSpec:
     fixed_sizes: Optional[Tuple[int, int, int]] = None
 
     def build(self, seed: int, capped: bool, data_root: Optional[str] = None,
-              sizes: Optional[Tuple[int, int, int]] = None):
+              sizes: Optional[Tuple[int, int, int]] = None, original_class_ids: bool = False):
         """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps;
-        ``sizes`` = (train, valid, test) images per task overrides both."""
+        ``sizes`` = (train, valid, test) images per task overrides both.
+        ``original_class_ids``: labels are the dataset's class ids instead of 0..c-1 in
+        every task (same images and tasks; the task-free rows, :attr:`Method.task_free`)."""
         sizes = sizes or self.fixed_sizes or (self.capped_sizes if capped else None)
+        ids = {"original_class_ids": True} if original_class_ids else {}
         if self.needs_data_root:
             if not data_root:
                 raise ValueError(f"stream {self.name!r} needs --data-root (see its StreamSpec)")
-            return self.factory(seed, sizes, data_root)
+            return self.factory(seed, sizes, data_root, **ids)
         if data_root:
-            return self.factory(seed, sizes, data_root)
-        return self.factory(seed, sizes)
+            return self.factory(seed, sizes, data_root, **ids)
+        return self.factory(seed, sizes, **ids)
 
 
 def _size_overrides(sizes: Optional[Tuple[int, int, int]]) -> Dict[str, Any]:
@@ -145,28 +162,30 @@ def _size_overrides(sizes: Optional[Tuple[int, int, int]]) -> Dict[str, Any]:
     return dict(train_per_task=train, valid_per_task=valid, test_per_task=test)
 
 
-def _digits(seed: int, sizes=None):
+def _digits(seed: int, sizes=None, original_class_ids: bool = False):
     from avalanche_sdr.benchmarks import MixedDigits
 
-    return MixedDigits(seed=seed, **_size_overrides(sizes))
+    return MixedDigits(seed=seed, original_class_ids=original_class_ids, **_size_overrides(sizes))
 
 
 def _fashion(n_splits: int) -> Callable[..., Any]:
-    def factory(seed: int, sizes=None, data_root: Optional[str] = None):
+    def factory(seed: int, sizes=None, data_root: Optional[str] = None, original_class_ids: bool = False):
         from avalanche_sdr.benchmarks import MixedFashionMNIST
 
         root = {} if data_root is None else {"root": data_root}
-        return MixedFashionMNIST(n_splits=n_splits, seed=seed, **root, **_size_overrides(sizes))
+        return MixedFashionMNIST(n_splits=n_splits, seed=seed, original_class_ids=original_class_ids, **root,
+                                 **_size_overrides(sizes))
 
     return factory
 
 
-def _emnist_bymerge(seed: int, sizes, data_root: str):
+def _emnist_bymerge(seed: int, sizes, data_root: str, original_class_ids: bool = False):
     from avalanche_sdr.benchmarks import MixedEMNIST
 
     # bymerge: per-task sizes scale to the rarest class (reported as task_sizes);
     # capped sizes are upper bounds on top of that scaling.
-    return MixedEMNIST(data_root, split="bymerge", seed=seed, **_size_overrides(sizes))
+    return MixedEMNIST(data_root, split="bymerge", seed=seed, original_class_ids=original_class_ids,
+                       **_size_overrides(sizes))
 
 
 STREAMS: Dict[str, StreamSpec] = {
@@ -310,7 +329,7 @@ of the adapters (the paper's a=8, b=16), SDR's memory knob."""
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
                   base_vae=None, decision: str = "agreement", forward_transfer: bool = False,
-                  generators: bool = True, detector=None, two_sample=None):
+                  generators: bool = True, detector=None, two_sample=None, routers: Sequence[str] = ()):
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
     unknown = sorted(set(options) - set(SDR_OPTIONS))
@@ -328,7 +347,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
     else:  # an injected detector (the oracle) carries its own configuration
         detection = dict(detector=detector)
     return SDRStrategy(model=model, settings=preset.sdr, forward_transfer=forward_transfer, evaluator=evaluator,
-                       device=device, **detection)
+                       device=device, routers=routers, **detection)
 
 
 def build_sdr(backbone, benchmark, stream, preset, *, evaluator, device, **options):
@@ -369,6 +388,15 @@ def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, devi
 def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), two-sample repeat test, repository without generators."""
     return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False)
+
+
+def build_sdr_task_free(backbone, benchmark, stream, preset, *, evaluator, device, **options):
+    """``sdr_two_sample_nogen`` fitted with every task-free router after each task
+    (:data:`~avalanche_sdr.vocabulary.ROUTERS`); run on original class ids."""
+    from avalanche_sdr.vocabulary import ROUTERS
+
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False,
+                         routers=ROUTERS)
 
 
 def build_sdr_two_sample_entry(backbone, benchmark, stream, preset, *, evaluator, device, **options):
@@ -455,6 +483,29 @@ def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, d
     )
 
 
+def _class_incremental_builder(name: str, doc: str) -> Callable[..., Any]:
+    """The builder of the class-incremental baseline ``name`` of
+    :func:`avalanche_sdr.baselines.class_incremental_strategy` (one head over the original
+    class ids of the benchmark, which the harness builds with ``original_class_ids=True``)."""
+
+    def build(backbone, benchmark, stream, preset, *, evaluator, device, **options):
+        return baselines.class_incremental_strategy(name, backbone, benchmark.train_stream,
+                                                    _baselines(preset, options), evaluator=evaluator, device=device)
+
+    build.__name__ = build.__qualname__ = f"build_ci_{name}"
+    build.__doc__ = doc
+    return build
+
+
+build_ci_replay = _class_incremental_builder(
+    "replay", "ER, class-incremental: Avalanche Replay on one head over the class ids; buffer "
+    "``replay_mem_size`` images if that option is set, else ``replay_per_class`` per (task, class) pair.")
+build_ci_ewc = _class_incremental_builder("ewc", "Online EWC, class-incremental: one head over the class ids.")
+build_joint = _class_incremental_builder(
+    "joint", "Joint training (Avalanche JointTraining) on one head over the class ids: train once on the whole "
+    "stream.")
+
+
 @dataclass(frozen=True)
 class Method:
     """One row of the table.
@@ -463,12 +514,16 @@ class Method:
     :param label: row label (the paper's name).
     :param build: the builder.
     :param is_sdr: an :class:`SDRStrategy` row (has detection outcomes).
+    :param task_free: the run uses the stream with the dataset's original class ids
+        (``StreamSpec.build(..., original_class_ids=True)``; same E0 as every row) and
+        reports task-free accuracies (``"task_free"`` in its run JSON).
     """
 
     name: str
     label: str
     build: Callable[..., Any]
     is_sdr: bool = False
+    task_free: bool = False
 
 
 METHODS: Dict[str, Method] = {
@@ -494,6 +549,11 @@ METHODS: Dict[str, Method] = {
                build_sdr_two_sample_nogen, True),
         Method("sdr_two_sample_entry", "SDR (EFT for E), two-sample test on each entry's encoder, no generators",
                build_sdr_two_sample_entry, True),
+        Method("sdr_task_free", "SDR (EFT for E), two-sample test, no generators, task-free routers",
+               build_sdr_task_free, True, task_free=True),
+        Method("ci_replay", "ER, class-incremental (one head over class ids)", build_ci_replay, task_free=True),
+        Method("ci_ewc", "Online EWC, class-incremental", build_ci_ewc, task_free=True),
+        Method("joint", "Joint training (one head over class ids, upper bound)", build_joint, task_free=True),
     )
 }
 """Rows in the paper's order."""
@@ -578,9 +638,19 @@ def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), s
     return rows
 
 
+SDR_ROUTER = ROUTER_GAUSSIAN
+"""SDR's own task-free router: an equal-memory row sized to a task-free SDR run meets that
+run's memory with this router's state and without the other routers'
+(:func:`benchmarks.table2.memory_mb_with_routers`)."""
+
+
 def equal_memory_rows(reference: str, protocols: Sequence[str] = ("ours",)) -> List[Row]:
     """ER rows to be sized to ``reference``'s memory (variant ``mem_<reference>``, under each
-    protocol); their ``replay_mem_size`` comes from :func:`size_equal_memory`."""
+    protocol); their ``replay_mem_size`` comes from :func:`size_equal_memory`. A task-free
+    reference (:attr:`Method.task_free`) gets ONE class-incremental ER row (``ci_replay``,
+    protocols do not apply)."""
+    if METHODS[reference].task_free:
+        return [Row("ci_replay", f"mem_{reference}")]
     return [Row("replay", variant_name(f"mem_{reference}", base.variant), base.options)
             for base in protocol_rows("replay", protocols)]
 
@@ -589,19 +659,24 @@ def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
     """Size ER's buffer for ``row`` (an :func:`equal_memory_rows` row) on ``benchmark`` so
     that its memory after the stream meets ``target_bytes``
     (:func:`avalanche_sdr.baselines.size_replay_buffer`, on the network the row's options
-    give).
+    give; a ``ci_replay`` row: one head over the class ids, ``benchmark`` built with
+    ``original_class_ids=True``).
 
     :return: ``(row with the option replay_mem_size, sizing)``, or ``(None, sizing)`` when
         the sizing is ``"infeasible"`` (nothing to run).
     """
     options = dict(row.options)
-    sizing = baselines.size_replay_buffer(backbone, benchmark.train_stream, target_bytes,
-                                          **_head(benchmark, options))
+    if METHODS[row.method].task_free:
+        head = dict(shared_head=True, num_classes=baselines.class_incremental_classes(benchmark.train_stream))
+    else:
+        head = _head(benchmark, options)
+    sizing = baselines.size_replay_buffer(backbone, benchmark.train_stream, target_bytes, **head)
     if sizing.mem_size is None:
         return None, sizing
     return Row(row.method, row.variant, row.options + (("replay_mem_size", sizing.mem_size),)), sizing
 
 
-__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "STREAMS", "SWEEP_EFT", "SWEEP_PER_CLASS", "Method",
+__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "SDR_ROUTER", "STREAMS", "SWEEP_EFT", "SWEEP_PER_CLASS",
+           "Method",
            "OracleDetector", "Preset", "Row", "StreamSpec", "equal_memory_rows", "harness_rows", "oracle_choice",
            "protocol_rows", "size_equal_memory", "sweep_rows", "variant_name"]

@@ -47,15 +47,30 @@ with its buffer sized so that its memory meets REF's run on the same seed (varia
 and not run). The harness prints the rows on the accuracy-memory Pareto front
 (:func:`pareto_front`).
 
+Task-free rows (issue #15, :attr:`benchmarks.methods.Method.task_free`: ``sdr_task_free``,
+``ci_replay``, ``ci_ewc``, ``joint``) run on the same stream with the dataset's original
+class ids (the same E0, pretrained on the default stream). Their run JSONs add
+``"task_free"``: ``{router or "oracle": {"task_free", "routing"}}`` for SDR (routers of
+:mod:`avalanche_sdr.models.routing`, :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`)
+with ``"router_memory_mb"`` (each router's state, included in ``memory_mb``), and
+``{"self": {"task_free": average_accuracy, "routing": None}}`` for the class-incremental
+baselines (one head over the class ids; ``joint`` is trained once on the whole stream).
+``--equal-memory sdr_task_free`` adds ``ci_replay`` (variant ``mem_sdr_task_free``) sized
+to SDR's memory with its Gaussian router and without Expert Gate's. ``python -m
+benchmarks.task_free`` writes their table.
+
 ``--tune`` (:mod:`benchmarks.tuning`) first chooses the baselines' open hyper-parameters
 (EWC lambda and decay, ER learning rate and epochs, DGR's generator size) of the
 ``--methods`` that have a grid, per stream, by mean accuracy on the benchmark's
 ``valid_stream`` (never the test stream) on one seed (``--tune-seed``, default the first
 of ``--seeds``): tuning runs go through the same executor to ``OUT/tuning/`` and resume
-like runs. Each tuned method then gets a ``[tuned]`` row (variant ``tuned``, the chosen
-values) on every seed beside its default row, and ``table2.md`` ends with a section
-"Tuning (validation stream only)": grid, every grid point's validation score, the
-chosen values, the tuning seed. With ``--report-only`` it re-writes that section from
+like runs. Where the best point sits at a grid's edge, values beyond it are added and
+run (``--tune-extend N``, default 2 per axis; 0: the fixed grid); ``--tune-tasks K``
+tunes on the first K tasks of the stream only. Each tuned method then gets a
+``[tuned]`` row (variant ``tuned``, the chosen values) on every seed beside its default
+row, and ``table2.md`` ends with a section
+"Tuning (validation stream only)": grid, values added, every point's validation score,
+the chosen values, the tuning seed. With ``--report-only`` it re-writes that section from
 ``OUT/tuning/`` without running.
 
 Arguments, the stream's data and weights options and ``--out`` are checked before
@@ -90,6 +105,7 @@ if __name__ in ("__main__", "__mp_main__"):
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
+from benchmarks.methods import SDR_ROUTER  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -101,7 +117,9 @@ class RunSpec:
     fields, SDR's EFT ``a`` / ``b``); ``""`` with no options is the method as the
     preset defines it. A variant is a row of its own in the table. ``split`` is the
     stream the run is scored on: ``"test"`` (every table row) or ``"valid"`` (a tuning run
-    of :mod:`benchmarks.tuning`; baselines only; ``test_stream`` is never read).
+    of :mod:`benchmarks.tuning`; baselines only; ``test_stream`` is never read). ``tasks``
+    (tuning runs only): train on the first ``tasks`` experiences of ``train_stream`` and
+    score the first ``tasks`` of the validation stream; ``None``: the whole stream.
     """
 
     stream: str
@@ -115,6 +133,7 @@ class RunSpec:
     variant: str = ""
     options: Tuple[Tuple[str, Any], ...] = ()
     split: str = "test"
+    tasks: Optional[int] = None
 
     @property
     def run_id(self) -> str:
@@ -214,11 +233,20 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
     if spec.split not in ("test", "valid") or (spec.split == "valid" and method.is_sdr):
         raise ValueError(f"{spec.run_id}: split {spec.split!r} (validation runs are for baselines only)")
+    if spec.tasks is not None and spec.split != "valid":
+        raise ValueError(f"{spec.run_id}: a run on the first {spec.tasks} task(s) must be a tuning run (split='valid')")
     cli.seed_everything(spec.seed)
-    benchmark = stream.build(spec.seed, preset.capped, spec.data_root)
+    # Task-free rows: the same stream with the dataset's class ids (E0 is the default stream's).
+    benchmark = stream.build(spec.seed, preset.capped, spec.data_root, original_class_ids=method.task_free)
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
-    evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+    metrics = [accuracy_metrics(experience=True)]
+    if method.task_free and method.is_sdr:  # SDR's routers, scored without task labels
+        from avalanche_sdr.evaluation import TaskFreeMetrics
+        from avalanche_sdr.models.routing import ROUTERS
+
+        metrics.append(TaskFreeMetrics(ROUTERS))
+    evaluator = EvaluationPlugin(*metrics, loggers=[])
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
                             **dict(spec.options))
     detection = None
@@ -234,14 +262,25 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
                          train_accuracy_per_epoch=[t["train_accuracy_per_epoch"] for t in sdr["tasks"]],
                          detection_seconds=sum(r.detection_seconds for r in strategy.detection_records))
     else:
-        for experience in benchmark.train_stream:
-            strategy.train(experience, eval_streams=[])
+        trained = benchmark.train_stream
+        if spec.tasks is not None:  # tuning on a prefix: the first `tasks` experiences
+            if not 0 < spec.tasks <= len(trained):
+                raise ValueError(f"{spec.run_id}: tasks {spec.tasks} not in 1..{len(trained)}")
+            trained = trained[:spec.tasks]
+        if isinstance(strategy, avalanche.training.JointTraining):  # the whole stream at once
+            strategy.train(trained, eval_streams=[])
+        else:
+            for experience in trained:
+                strategy.train(experience, eval_streams=[])
         # A tuning run (benchmarks.tuning) is scored on valid_stream: test_stream is never read.
         scored = benchmark.valid_stream if spec.split == "valid" else benchmark.test_stream
-        accuracies = final_test_accuracies(strategy, scored)
+        accuracies = final_test_accuracies(strategy, scored if spec.tasks is None else scored[:spec.tasks])
         memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
     wall = time.perf_counter() - start
     extra = {"sdr_results": sdr} if method.is_sdr else {}
+    if method.task_free:
+        extra.update(task_free_results(strategy, metrics[1] if method.is_sdr else None,
+                                       sum(accuracies) / len(accuracies)))
     return {
         "run_id": spec.run_id,
         "method": spec.method,
@@ -261,8 +300,46 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "backbone": backbone_note(spec.stream, spec.preset),
         "task_sizes": getattr(benchmark, "task_sizes", None),
+        **({"tasks": spec.tasks} if spec.tasks is not None else {}),
         **extra,
     }
+
+
+def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
+    """MB of each router's state in an SDR repository (``model.routing_states``, keys
+    ``<router>_e<entry>`` / ``<router>_t<task>``), counted as the memory counter counts it."""
+    from avalanche_sdr.evaluation.memory import TensorByteCounter
+
+    mb = {}
+    for router in routers:
+        counter = TensorByteCounter()
+        for key, state in model.routing_states.items():
+            if key.startswith(f"{router}_"):
+                counter.add_module(state)
+        mb[router] = counter.total / BYTES_PER_MB
+    return mb
+
+
+def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, Any]:
+    """The run JSON keys of a task-free row (:attr:`benchmarks.methods.Method.task_free`).
+
+    SDR (``metric``: its :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`): ``"task_free"``,
+    ``{router or "oracle": {"task_free": acc, "routing": acc}}`` (means over the test
+    experiences), and ``"router_memory_mb"``, ``{router: MB of its state}`` (included in
+    ``memory_mb``). A class-incremental baseline (``metric`` None: one head over the class
+    ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
+    average_accuracy, "routing": None}}}``.
+    """
+    if metric is None:
+        return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}
+    return {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers)}
+
+
+def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:
+    """A run's ``memory_mb`` less the state of every router not in ``keep``
+    (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``)."""
+    routers = run.get("router_memory_mb") or {}
+    return run["memory_mb"] - sum(mb for router, mb in routers.items() if router not in keep)
 
 
 def _job(spec: RunSpec) -> Dict[str, Any]:
@@ -594,7 +671,10 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print) -> Tuple
     """``--equal-memory``: after the first phase, an ER row per reference method, seed and
     protocol with its buffer sized so that its memory after the stream meets the reference
     run's (``OUT/runs/<reference run id>.json``, its ``memory_mb``;
-    :func:`benchmarks.methods.size_equal_memory`).
+    :func:`benchmarks.methods.size_equal_memory`). A task-free reference (``sdr_task_free``)
+    gets one class-incremental ER row (``ci_replay``, sized on the stream with the class ids)
+    whose target is the reference's memory with SDR's own router only
+    (:func:`memory_mb_with_routers` keeping :data:`benchmarks.methods.SDR_ROUTER`).
 
     :return: the specs to run (variant ``mem_<reference>``, option ``replay_mem_size``) and one
         record per row: the sizing's numbers (bytes; ``status`` ``sized``, ``capped``,
@@ -604,7 +684,7 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print) -> Tuple
     protocols = getattr(args, "protocol", None) or ["ours"]
     specs, records = [], []
     for seed in args.seeds:
-        benchmark = backbone = None
+        benchmarks: Dict[bool, Any] = {}  # original_class_ids -> the seed's stream
         for ref in args.equal_memory:
             ref_id = run_id(args.stream, args.preset, ref, seed)
             ref_path = out / "runs" / f"{ref_id}.json"
@@ -614,13 +694,17 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print) -> Tuple
                 if not ref_path.exists():
                     records.append(dict(record, status="no_reference", note=f"{ref_path} does not exist"))
                     continue
-                target = round(json.loads(ref_path.read_text())["memory_mb"] * BYTES_PER_MB)
-                if benchmark is None:
+                target = round(memory_mb_with_routers(json.loads(ref_path.read_text()), (SDR_ROUTER,))
+                               * BYTES_PER_MB)
+                if not benchmarks:
                     path = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
                                             data_root=args.data_root, weights=args.backbone_weights)
-                    benchmark = STREAMS[args.stream].build(seed, PRESETS[args.preset].capped, args.data_root)
                     backbone = _load_backbone(RunSpec(args.stream, args.preset, "replay", seed, path))
-                sized, sizing = size_equal_memory(row, backbone, benchmark, target)
+                task_free = METHODS[row.method].task_free
+                if task_free not in benchmarks:
+                    benchmarks[task_free] = STREAMS[args.stream].build(seed, PRESETS[args.preset].capped,
+                                                                       args.data_root, original_class_ids=task_free)
+                sized, sizing = size_equal_memory(row, backbone, benchmarks[task_free], target)
                 record.update(sizing.as_dict(), target_mb=target / BYTES_PER_MB,
                               predicted_mb=sizing.predicted_bytes / BYTES_PER_MB)
                 records.append(record)
@@ -734,6 +818,14 @@ def parse_args(argv=None):
                         "grids, scores and choices go in table2.md's notes")
     parser.add_argument("--tune-seed", type=cli.seed, default=None, metavar="SEED",
                         help="the one seed --tune runs its grid on (default: the first of --seeds)")
+    parser.add_argument("--tune-extend", type=cli.non_negative_int, default=None, metavar="N",
+                        help="--tune: where the best grid point sits at an axis' smallest or largest value, add "
+                        "one value beyond that edge (the axis' step, within its bounds), run its points and "
+                        "choose again; at most N values per axis (default 2; 0: the fixed grid only)")
+    parser.add_argument("--tune-tasks", type=cli.positive_int, default=None, metavar="K",
+                        help="--tune: tuning runs train on the first K experiences of the stream and are scored "
+                        "on the first K of its validation stream (default: the whole stream); the [tuned] rows "
+                        "still run on the whole stream")
     parser.add_argument("--protocol", nargs="+", choices=("ours", "paper"), default=["ours"],
                         help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
                         "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
@@ -744,14 +836,17 @@ def parse_args(argv=None):
     parser.add_argument("--equal-memory", nargs="+", choices=list(METHODS), default=[], metavar="REF",
                         help="after the other runs, add ER rows (variant mem_REF) whose buffer is sized so that "
                         "ER's memory meets REF's run on the same seed (REF among --methods, e.g. "
-                        "sdr_two_sample_nogen optimal); sizes and measured memory in OUT/equal_memory.json")
+                        "sdr_two_sample_nogen optimal; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
+                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); sizes and measured "
+                        "memory in OUT/equal_memory.json")
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
     missing = [ref for ref in args.equal_memory if ref not in args.methods]
     if missing:
         parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
-    if args.tune_seed is not None and not args.tune:
-        parser.error("--tune-seed needs --tune")
+    for option in ("tune_seed", "tune_extend", "tune_tasks"):
+        if getattr(args, option) is not None and not args.tune:
+            parser.error(f"--{option.replace('_', '-')} needs --tune")
     if args.tune:
         from benchmarks.tuning import TUNING_GRIDS, tunable
 

@@ -7,6 +7,10 @@
   bundled digits, offline), :func:`MixedFashionMNIST` (Debian package
   ``dataset-fashion-mnist`` or a torchvision root), :func:`MixedEMNIST` (100 tasks),
   :func:`MixedCIFAR10` (10 tasks), :func:`MixedCIFAR100` (40 tasks).
+- ``original_class_ids=True`` (the generator and every preset): labels are the
+  dataset's original class ids instead of labels local to each task, for
+  class-incremental (task-free) learners; same images, tasks and splits
+  (``MixedSimilarityBenchmark.task_class_ids``, ``n_classes_total``).
 - :func:`dataset_tensors` / :func:`experience_tensors`: a whole experience as tensors.
 - :class:`DatasetNotFoundError`: raised when a preset's files are missing;
   :class:`CorruptDatasetError`: raised when one is truncated or unreadable.

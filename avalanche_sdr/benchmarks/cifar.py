@@ -76,6 +76,7 @@ def MixedCIFAR10(
     scale_to_available: bool = False,
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-10 stream: 5 groups of 2 (Table 4) x 2 splits = 10 tasks.
 
@@ -133,6 +134,7 @@ def MixedCIFAR100(
     scale_to_available: bool = False,
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-100 stream: 20 superclasses (Table 4) x 2 splits = 40 tasks.
 

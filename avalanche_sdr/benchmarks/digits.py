@@ -24,6 +24,7 @@ def MixedDigits(
     valid_fraction: float = 0.125,
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over ``sklearn.datasets.load_digits``.
 
@@ -48,6 +49,9 @@ def MixedDigits(
     :param train_transform: transform group ``"train"`` (e.g. augmentation) on float32
         [1, 8, 8] images in [0, 1]; see :func:`mixed_similarity_benchmark`.
     :param eval_transform: transform group ``"eval"``, the same way.
+    :param original_class_ids: True: labels are the digits themselves (int64, the
+        original class ids ``groups[k][j]``) instead of local 0..c-1, same images; see
+        :func:`mixed_similarity_benchmark`.
     :return: a :class:`MixedSimilarityBenchmark` (see its attributes).
     """
     from sklearn.datasets import load_digits
@@ -82,6 +86,7 @@ def MixedDigits(
         valid_fraction=valid_fraction,
         train_transform=train_transform,
         eval_transform=eval_transform,
+        original_class_ids=original_class_ids,
     )
 
 

@@ -54,6 +54,7 @@ def MixedEMNIST(
     scale_to_available: Optional[bool] = None,
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's EMNIST stream: 10 groups (Table 4) x 10 splits = 100 tasks, 1x28x28.
 

@@ -25,6 +25,7 @@ def MixedFashionMNIST(
     scale_to_available: bool = False,
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over Fashion-MNIST (1x28x28).
 

@@ -55,10 +55,14 @@ class MixedSimilarityBenchmark(CLScenario):
     Experience i of every stream holds task ``(stream_groups[i], stream_splits[i])``:
 
     - ``task_label == i`` and ``task_labels == [i]`` (task-aware: one head per task);
-    - labels local to the task, 0..c-1 in the order of ``groups[k]``;
+    - labels local to the task, 0..c-1 in the order of ``groups[k]`` (default), or,
+      for a benchmark built with ``original_class_ids=True``, the dataset's original
+      class ids: local label j is stored as ``groups[k][j]``
+      (:meth:`task_class_ids`), the same images in the same order otherwise;
     - ``classes_in_this_experience``: sorted list of the labels present (a list, not a
       set, so ``MultiHeadClassifier.adaptation`` works); ``previous_classes``,
-      ``classes_seen_so_far``, ``future_classes``: sorted lists too;
+      ``classes_seen_so_far``, ``future_classes``: sorted lists too (of the same kind
+      of labels: local, or original ids);
     - ``group`` (k) and ``split`` (r), 0-based, stored as ``ExperienceAttribute`` with
       ``use_in_train=False, use_in_eval=False``: readable on the experience as handed
       out by the stream (logging mode) and on ``exp.logging()``; reading them on
@@ -74,6 +78,8 @@ class MixedSimilarityBenchmark(CLScenario):
     - ``group_names``: list of K names of the groups (e.g. CIFAR-100 superclasses), or
       None;
     - ``n_splits`` (R), ``n_warm_start``, ``seed``;
+    - ``original_class_ids``: bool, whether the labels are the original class ids
+      (see above) rather than local ones;
     - ``stream_groups`` / ``stream_splits``: list of T ints, k and r at each position;
     - ``task_sizes``: list of T dicts (stream order) with ``train``, ``valid``, ``test``
       (images in the task), ``train_per_class``, ``valid_per_class``,
@@ -92,6 +98,7 @@ class MixedSimilarityBenchmark(CLScenario):
         self.n_splits: int = description["n_splits"]
         self.n_warm_start: int = description["n_warm_start"]
         self.seed: int = description["seed"]
+        self.original_class_ids: bool = description["original_class_ids"]
         self.stream_groups: List[int] = description["stream_groups"]
         self.stream_splits: List[int] = description["stream_splits"]
         self.task_sizes: List[Dict[str, Any]] = description["task_sizes"]
@@ -101,6 +108,24 @@ class MixedSimilarityBenchmark(CLScenario):
     def n_tasks(self) -> int:
         """T, the number of tasks (length of every stream)."""
         return len(self.stream_groups)
+
+    @property
+    def n_classes_total(self) -> int:
+        """The number of original class ids: the largest id of ``groups`` + 1 (the output
+        size of one shared head over original ids; ids of the dataset that no group
+        uses are counted too)."""
+        return max(max(group) for group in self.groups) + 1
+
+    def task_class_ids(self, i: int) -> List[int]:
+        """The original class ids of experience ``i``'s local labels, in local-label
+        order: ``groups[stream_groups[i]]`` (local label j is class id
+        ``task_class_ids(i)[j]``, whichever labels the streams carry).
+
+        :raises IndexError: ``i`` outside ``0..n_tasks - 1``.
+        """
+        if not 0 <= i < self.n_tasks:
+            raise IndexError(f"experience {i} outside 0..{self.n_tasks - 1}")
+        return list(self.groups[self.stream_groups[i]])
 
 
 def warm_start_order(
@@ -465,6 +490,7 @@ def mixed_similarity_benchmark(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     in_memory: Optional[bool] = None,
+    original_class_ids: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Build a stream of similar and dissimilar tasks T_{k,r} over a classification dataset.
 
@@ -535,6 +561,13 @@ def mixed_similarity_benchmark(
     :param in_memory: True: read every selected image into memory (through the
         dataset's ``__getitem__`` when it has transforms; images must share one shape
         and lie in [0, 1]); False: lazy; None: the default above.
+    :param original_class_ids: False (default): every stream's labels (``targets``,
+        the batches' y, int64) are local to the task, 0..c-1 in the order of
+        ``groups[k]``. True: they are the original class ids, ``groups[k][j]`` in
+        place of local label j (for class-incremental, task-free use: one shared head
+        over ``benchmark.n_classes_total`` outputs); the images, their order, the task
+        labels, the splits and ``sample_indices`` are the same as with False, and the
+        experiences' class lists hold original ids too.
     :return: a :class:`MixedSimilarityBenchmark` (an Avalanche ``CLScenario``).
     :raises ValueError: bad groups/sizes, a class with too few images, or
         ``n_warm_start`` > K.
@@ -610,6 +643,8 @@ def mixed_similarity_benchmark(
                 chunks.append(idx)
         gathered[source_name] = gather_images(sources[source_name], np.concatenate(chunks))
 
+    # The label stored for local label j of group k.
+    label_of = [list(group) if original_class_ids else list(range(len(group))) for group in groups]
     datasets: Dict[str, List[ClassificationDataset]] = {"train": [], "valid": [], "test": []}
     task_sizes: List[Dict[str, Any]] = []
     sample_indices: List[Dict[str, np.ndarray]] = []
@@ -622,7 +657,7 @@ def mixed_similarity_benchmark(
             per_class = selections[task][part]
             idx = np.concatenate(per_class).astype(np.int64)
             labels = np.concatenate(
-                [np.full(len(p), j, dtype=np.int64) for j, p in enumerate(per_class)]
+                [np.full(len(p), label, dtype=np.int64) for label, p in zip(label_of[k], per_class)]
             )
             source_name = "test" if part == "test" else "train"
             if memory[source_name]:
@@ -644,7 +679,9 @@ def mixed_similarity_benchmark(
         sizes["scaled"] = scaled_group[k]
         task_sizes.append(sizes)
         sample_indices.append(indices)
-        present.append([j for j, p in enumerate(selections[task]["train"]) if len(p) > 0])
+        present.append(
+            sorted(label for label, p in zip(label_of[k], selections[task]["train"]) if len(p) > 0)
+        )
     del gathered
 
     # Task-aware attributes are set in _decorate (Avalanche's with_task_labels reads
@@ -664,6 +701,7 @@ def mixed_similarity_benchmark(
         n_splits=n_splits,
         n_warm_start=int(n_warm_start),
         seed=seed,
+        original_class_ids=bool(original_class_ids),
         stream_groups=[k for k, _ in order],
         stream_splits=[r for _, r in order],
         task_sizes=task_sizes,
@@ -682,6 +720,7 @@ _PRESET_STREAM_OPTIONS = (
     "scale_to_available",
     "train_transform",
     "eval_transform",
+    "original_class_ids",
 )
 
 
@@ -695,14 +734,17 @@ _STREAM_OPTIONS_DOC = """\
 :param train_transform: transform group ``"train"`` (e.g. augmentation) on the float32
     [C, H, W] images in [0, 1]; see :func:`mixed_similarity_benchmark`.
 :param eval_transform: transform group ``"eval"``, the same way.
+:param original_class_ids: True: labels are the original class ids (int64
+    ``groups[k][j]``) instead of local 0..c-1, same images; see
+    :func:`mixed_similarity_benchmark`.
 """
 
 
 def _stream_options_doc(preset: Callable) -> Callable:
     """Decorator of the presets: replaces the line ``{stream options}`` of the
     preset's docstring by the descriptions of the stream options it shares with the
-    other presets (``n_splits``, ``seed``, ``n_warm_start``, the per-task sizes and
-    the transforms), indented like that line."""
+    other presets (``n_splits``, ``seed``, ``n_warm_start``, the per-task sizes, the
+    transforms and ``original_class_ids``), indented like that line."""
     doc = preset.__doc__ or ""
     match = re.search(r"^( *)\{stream options\}\n", doc, flags=re.MULTILINE)
     if match is None:

@@ -186,23 +186,34 @@ def train_autoencoder(features: Tensor, settings: ExpertGateSettings, task: int)
 
 
 @torch.no_grad()
-def reconstruction_error(ae: Dict[str, Tensor], features: Tensor) -> float:
-    """``Er(AE, f)``: mean over samples and features of the squared reconstruction
-    error, the input squashed with the AE's own mean and std.
+def reconstruction_errors(ae: Dict[str, Tensor], features: Tensor) -> Tensor:
+    """Per-sample squared reconstruction error, averaged over features, the input
+    squashed with the AE's own mean and std.
 
     :param ae: an AE as returned by :func:`train_autoencoder` (any device).
     :param features: [n, D] E0 features.
+    :return: [n] float64 on the CPU.
     """
     f = _check_features(features)
     ae = {k: ae[k].detach().to("cpu", torch.float32) for k in AE_STATE_KEYS}
     if ae["ae_mean"].shape[0] != f.shape[1]:
         raise ValueError(f"the autoencoder reads {ae['ae_mean'].shape[0]} features, got {f.shape[1]}")
-    total = 0.0
+    parts = []
     for i in range(0, f.shape[0], _EVAL_CHUNK):
         u = _squash(f[i : i + _EVAL_CHUNK], ae["ae_mean"], ae["ae_std"])
         out = _reconstruct(u, ae["ae_w1"], ae["ae_b1"], ae["ae_w2"], ae["ae_b2"])
-        total += float(((out - u) ** 2).double().sum())
-    return total / (f.shape[0] * f.shape[1])
+        parts.append(((out - u) ** 2).double().sum(1))
+    return torch.cat(parts) / f.shape[1]
+
+
+def reconstruction_error(ae: Dict[str, Tensor], features: Tensor) -> float:
+    """``Er(AE, f)``: mean over samples and features of the squared reconstruction
+    error (:func:`reconstruction_errors` averaged over the samples).
+
+    :param ae: an AE as returned by :func:`train_autoencoder` (any device).
+    :param features: [n, D] E0 features.
+    """
+    return float(reconstruction_errors(ae, features).mean())
 
 
 def relatedness(error_candidate: float, error_own: float) -> float:
@@ -310,5 +321,5 @@ class ExpertGateDetector(FeatureRuleDetector):
 
 __all__ = [
     "AE_STATE_KEYS", "DEFAULT_EXPERT_GATE", "ERROR_FLOOR", "STD_FLOOR", "ExpertGateDetector",
-    "ExpertGateSettings", "reconstruction_error", "relatedness", "train_autoencoder",
+    "ExpertGateSettings", "reconstruction_error", "reconstruction_errors", "relatedness", "train_autoencoder",
 ]

@@ -8,6 +8,8 @@
 - :mod:`~avalanche_sdr.evaluation.evaluator`: :func:`sdr_evaluation_plugin`.
 - :mod:`~avalanche_sdr.evaluation.metric_csv_logger`: :class:`MetricCSVLogger`,
   every metric value as CSV rows.
+- :mod:`~avalanche_sdr.evaluation.task_free`: :class:`TaskFreeMetrics`, routing and
+  task-free accuracy of a repository's routers (and the oracle).
 - :mod:`~avalanche_sdr.evaluation.decision_logger`: :class:`DecisionLogger`, SDR's
   one-line decision per task and nothing else.
 """
@@ -16,6 +18,7 @@ from avalanche_sdr.evaluation.decision_logger import DecisionLogger
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics, experience_ground_truth
 from avalanche_sdr.evaluation.evaluator import SDREvaluationPlugin, sdr_evaluation_plugin
 from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
+from avalanche_sdr.evaluation.task_free import TaskFreeMetrics
 from avalanche_sdr.evaluation.memory import (
     BYTES_PER_MB,
     RepositoryMemory,
@@ -47,6 +50,7 @@ __all__ = [
     "MetricCSVLogger",
     "RepositoryMemory",
     "SDREvaluationPlugin",
+    "TaskFreeMetrics",
     "TensorByteCounter",
     "classify_detection",
     "detection_summary",

@@ -6,6 +6,7 @@ from avalanche_sdr.models.backbones import (
 )
 from avalanche_sdr.models.eft import EFTAdapter, EFTConv2d, EFTEncoder, TaskBatchNorm2d
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
+from avalanche_sdr.models.routing import ROUTERS, TaskFreePrediction  # ROUTERS: avalanche_sdr.vocabulary
 from avalanche_sdr.models.vae import ConvVAE, EFTVAEBank, IndependentVAEBank
 
 __all__ = [
@@ -21,4 +22,6 @@ __all__ = [
     "EFTVAEBank",
     "SDRModel",
     "build_sdr_model",
+    "ROUTERS",
+    "TaskFreePrediction",
 ]

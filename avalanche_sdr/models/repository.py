@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from avalanche.models import MultiTaskModule
 
+from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
 from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 
@@ -96,6 +97,9 @@ class SDRModel(MultiTaskModule):
         self.head_hidden = head_hidden
         self.heads = nn.ModuleDict()
         self.detection_states = nn.ModuleDict()
+        self.routing_states = nn.ModuleDict()
+        """Task-free routers' tensors (:mod:`avalanche_sdr.models.routing`), by key
+        ``<router>_e<entry>`` or ``<router>_t<task>``: counted in memory, checkpointed."""
         self.head_class_ids = nn.ModuleDict()
         """Per task trained on global class ids: a :class:`TensorSet` with ``ids``, the
         sorted class ids [c] int64 of its head's c outputs (absent for local labels)."""
@@ -173,6 +177,29 @@ class SDRModel(MultiTaskModule):
         state = self.detection_states[str(int(entry))] if str(int(entry)) in self.detection_states else None
         return {} if state is None else state.as_dict()
 
+    def set_routing_state(self, key: str, tensors: Mapping[str, Tensor]) -> None:
+        """Store (or replace) a router's tensors under ``key`` (see :attr:`routing_states`)."""
+        device = next(self.encoder.parameters()).device
+        self.routing_states[key] = TensorSet(tensors).to(device)
+
+    def routing_state(self, key: str) -> Dict[str, Tensor]:
+        """The tensors stored by :meth:`set_routing_state` under ``key`` (empty if none)."""
+        return self.routing_states[key].as_dict() if key in self.routing_states else {}
+
+    def predict(self, x: Tensor, router: str = ROUTER_GAUSSIAN):
+        """Task-free prediction: class ids without task labels
+        (:func:`avalanche_sdr.models.routing.route`; the repository must have been
+        trained with ``SDRStrategy(routers=(router,))``).
+
+        :param x: [N, C, H, W] float images in [0, 1].
+        :param router: ``"gaussian"`` (SDR's router) or ``"expert_gate"``.
+        :return: a :class:`~avalanche_sdr.models.routing.TaskFreePrediction`
+            (``class_ids``, ``tasks``, ``entries``: int64 [N]).
+        """
+        from avalanche_sdr.models.routing import route
+
+        return route(self, x, router)
+
     def entry_bytes(self, entry: int) -> int:
         """Bytes of one entry: its adapters, BatchNorm copies, generator (if any) and
         detection state.
@@ -209,10 +236,12 @@ class SDRModel(MultiTaskModule):
         "heads": [[task, classes], ...] (creation order),
         "max_class_label": int,
         "detection_states": [[entry, {name: [shape, dtype]}], ...],
-        "class_ids": [[task, [class ids]], ...]}`` — what
+        "class_ids": [[task, [class ids]], ...],
+        "routing_states": [[key, {name: [shape, dtype]}], ...]}`` — what
         :meth:`restore_layout` needs to rebuild an empty repository so that a saved
         ``state_dict`` loads into it. ``"class_ids"`` lists the tasks trained on global
-        class ids (:meth:`set_class_ids`) and is left out when there are none.
+        class ids (:meth:`set_class_ids`) and is left out when there are none;
+        ``"routing_states"`` likewise (a repository fitted with task-free routers).
         """
         layout = {
             "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
@@ -221,6 +250,8 @@ class SDRModel(MultiTaskModule):
             "max_class_label": int(self.max_class_label),
             "detection_states": [[int(key), state.shapes()] for key, state in self.detection_states.items()],
         }
+        if len(self.routing_states):
+            layout["routing_states"] = [[key, state.shapes()] for key, state in self.routing_states.items()]
         if len(self.head_class_ids):
             layout["class_ids"] = [[int(key), [int(v) for v in ids.ids.tolist()]]
                                    for key, ids in self.head_class_ids.items()]
@@ -250,6 +281,10 @@ class SDRModel(MultiTaskModule):
             self.entry_creator[int(entry)] = int(task)
         for entry, shapes in layout.get("detection_states", []):
             self.set_detection_state(int(entry), {
+                name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()
+            })
+        for key, shapes in layout.get("routing_states", []):
+            self.set_routing_state(str(key), {
                 name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()
             })
         for task, entry in layout["task_to_entry"]:
@@ -427,8 +462,14 @@ class SDRModel(MultiTaskModule):
             if int(task_label) in self.task_to_entry:
                 raise KeyError(f"task {task_label} has no head yet")
             return self._untrained_forward(x, int(task_label))
-        entry = self.entry_of(task_label)
-        logits = self.heads[key](self.features(x, entry))
+        return self.head_logits(task_label, self.features(x, self.entry_of(task_label)))
+
+    def head_logits(self, task: int, features: Tensor) -> Tensor:
+        """f_t on features already computed by ``task``'s entry: [N, D] -> logits [N, c]
+        (at the class-id columns for a task trained on global class ids, as
+        :meth:`forward_single_task`)."""
+        key = str(int(task))
+        logits = self.heads[key](features)
         if key in self.head_class_ids:
             logits = self._at_class_ids(logits, self.head_class_ids[key].ids)
         return logits

@@ -223,8 +223,9 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
     Everything that changes what the remaining experiences would compute: every
     field of its :class:`~avalanche_sdr.training.SDRSettings` (epochs, learning
     rates, mini-batch sizes, generator fitting), ``n_warm_start``,
-    ``forward_transfer`` and the detector's configuration (its ``config()``: rule and
-    every setting that changes decisions).
+    ``forward_transfer``, the task-free ``routers`` (only when there are any, so older
+    checkpoints still match) and the detector's configuration (its ``config()``: rule
+    and every setting that changes decisions).
     """
     sdr = strategy.sdr
     detector = sdr.detector
@@ -233,6 +234,7 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
             sdr.settings.to_dict(),
             n_warm_start=sdr.n_warm_start,
             forward_transfer=sdr.forward_transfer,
+            **({"routers": list(sdr.routers)} if sdr.routers else {}),
             detector=detector.config() if hasattr(detector, "config") else {"rule": getattr(detector, "rule", None)},
         )
     )

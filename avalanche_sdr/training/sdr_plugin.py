@@ -15,8 +15,9 @@ so a decision that changes the model must be taken in the first of these hooks):
    covers the head (reuse) or the head and the new adapter set (new).
 3. ``before_training_epoch`` — the learning-rate schedule of new entries.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
-   training inputs (when the repository keeps generators); then freeze everything
-   and report the experience to the strategy's loggers.
+   training inputs (when the repository keeps generators); fit the task-free routers
+   the strategy was built with (:mod:`avalanche_sdr.models.routing`); then freeze
+   everything and report the experience to the strategy's loggers.
 
 Reporting goes through Avalanche's loggers, as Avalanche's own metrics do: after each
 training experience the plugin publishes, through the strategy's ``EvaluationPlugin``
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -56,6 +57,7 @@ from avalanche.logging import InteractiveLogger
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
+from avalanche_sdr.models.routing import check_routers, fit_router
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
@@ -87,10 +89,13 @@ class SDRPlugin(SupervisedPlugin):
     :param n_warm_start: number of first tasks trained as new without detection (>= 1).
     :param forward_transfer: initialise a new entry's adapters from the nearest entry
         instead of the identity.
+    :param routers: task-free routers (names in
+        :data:`~avalanche_sdr.vocabulary.ROUTERS`) fitted after every task's
+        training, so that ``model.predict(x, router)`` needs no task label.
     """
 
     def __init__(self, *, detector: SimilarTaskDetector, settings: SDRSettings, n_warm_start: int,
-                 forward_transfer: bool):
+                 forward_transfer: bool, routers: Sequence[str] = ()):
         super().__init__()
         if not isinstance(settings, SDRSettings):
             raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
@@ -101,6 +106,7 @@ class SDRPlugin(SupervisedPlugin):
         self.settings = settings
         self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
+        self.routers = check_routers(routers)
         self.records: List[DetectionRecord] = []
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
@@ -279,6 +285,9 @@ class SDRPlugin(SupervisedPlugin):
         if self.training_new_entry:
             self._remember(model, record.entry, record.task, self._task_inputs, self._task_labels,
                            self._task_classes, after_training=True)
+        for router in self.routers:
+            fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
+                       new_entry=self.training_new_entry)
         model.freeze_all()
         self._task_inputs = self._task_labels = None
         line = self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import inspect
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from avalanche.training.templates import SupervisedTemplate
@@ -163,6 +163,12 @@ class SDRStrategy(SupervisedTemplate):
     :param forward_transfer: start a new entry's adapters from the entry with the
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
         from the identity (off: the paper's method).
+    :param routers: task-free routers to fit after every task (names in
+        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"gaussian"``, SDR's router, and
+        ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
+        class ids without task labels and
+        :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` can score them. Their state
+        counts in the repository's memory. Default ``()``: task-aware only, as the paper.
     :param checkpoint_dir: directory to save a checkpoint to after every finished
         training experience (:class:`~avalanche_sdr.training.checkpoint.SDRCheckpointPlugin`,
         run after every other plugin); :meth:`restore_checkpoint` resumes from it.
@@ -193,6 +199,7 @@ class SDRStrategy(SupervisedTemplate):
         detector=None,
         n_warm_start: int = 3,
         forward_transfer: bool = False,
+        routers: Sequence[str] = (),
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
         **kwargs,
     ):
@@ -222,7 +229,7 @@ class SDRStrategy(SupervisedTemplate):
                 "generator='independent' or use decision='two_sample'"
             )
         self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
-                             forward_transfer=forward_transfer)
+                             forward_transfer=forward_transfer, routers=routers)
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
         initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
         plugins = [self.sdr] + list(kwargs.pop("plugins", None) or [])

@@ -1,0 +1,160 @@
+"""Plugin metric for task-free prediction: routing and task-free accuracy beside the task-aware one.
+
+During every evaluation of an :class:`~avalanche_sdr.training.SDRStrategy` built with
+``routers=(...)``, the metric predicts each evaluation mini-batch again **without its
+task labels** with every router it was given
+(:func:`avalanche_sdr.models.routing.route`), and also scores the **oracle** (the true
+task label: the task-aware prediction Avalanche's own accuracy scores):
+
+- task-free accuracy: the predicted class id equals the sample's label. The labels
+  must identify classes across tasks, i.e. the stream carries the dataset's original
+  class ids (this package's benchmarks with ``original_class_ids=True``; Avalanche's
+  ``nc_benchmark(..., class_ids_from_zero_in_each_exp=False)``): with labels local to
+  each task, class 0 of one task and class 0 of another are different classes and
+  no task-free prediction can be scored (refused with a ``ValueError``).
+- routing accuracy: the sample went to an entry of its own group, i.e. the entry's
+  creating task has the sample's group (the experiences' hidden ``group`` attribute,
+  read in logging mode as :class:`~avalanche_sdr.evaluation.DetectionMetrics` does;
+  streams without it: the set of class ids of the task).
+
+Both are averaged per evaluation experience, then over the experiences of the stream
+(the mean over tasks, as the task-aware average accuracy of docs/method.rst). A router
+routes only to tasks whose training has finished (its state is fitted then); during a
+periodic evaluation inside the first task there is none, and that evaluation has no
+value for the routers (the oracle's is still scored). Emitted
+after every ``strategy.eval(stream)``, named
+``TaskFree_Acc_<router>/eval_phase/<stream>_stream`` and
+``Routing_Acc_<router>/eval_phase/<stream>_stream`` (floats in [0, 1]), for the
+routers and ``oracle``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import torch
+from avalanche.evaluation.metric_definitions import PluginMetric
+from avalanche.evaluation.metric_results import MetricValue
+
+from avalanche_sdr.evaluation.detection_metrics import experience_ground_truth
+from avalanche_sdr.evaluation.naming import logging_metric_name
+from avalanche_sdr.models.routing import check_routers, routable, route
+from avalanche_sdr.vocabulary import ORACLE, ROUTER_GAUSSIAN
+
+
+def _experience_group(experience: Any) -> Any:
+    """The hidden ``group`` of an experience, else the sorted tuple of its classes."""
+    try:
+        return int(experience_ground_truth(experience, "group"))
+    except AttributeError:
+        classes = getattr(experience, "classes_in_this_experience", None)
+        if classes is None:
+            raise ValueError("TaskFreeMetrics needs experiences with a `group` attribute or "
+                             "`classes_in_this_experience` to score routing") from None
+        return tuple(sorted(int(c) for c in classes))
+
+
+class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
+    """Routing and task-free accuracy of SDR's routers and of the oracle (module doc).
+
+    The metric must observe the stream from its first training experience (it records
+    the group of every trained task).
+
+    :param routers: routers to score (names in
+        :data:`~avalanche_sdr.vocabulary.ROUTERS`; the strategy must have been
+        built with them); the oracle is always scored.
+    """
+
+    def __init__(self, routers: Sequence[str] = (ROUTER_GAUSSIAN,)):
+        super().__init__()
+        self.routers = check_routers(routers)
+        self._task_groups: Dict[int, Any] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the current evaluation's counts (not the trained tasks' groups)."""
+        self._counts: Dict[str, List[List[int]]] = {}
+        self._current: Dict[str, List[int]] = {}
+        self._group: Any = None
+
+    def result(self) -> Dict[str, Dict[str, float]]:
+        """``{router: {"task_free": acc, "routing": acc}}`` of the last evaluation
+        (means over its experiences; empty before any)."""
+        out = {}
+        for name, per_exp in self._counts.items():
+            scored = [c for c in per_exp if c[2] > 0]  # experiences the router could answer
+            if scored:
+                out[name] = {"task_free": sum(c[0] / c[2] for c in scored) / len(scored),
+                             "routing": sum(c[1] / c[2] for c in scored) / len(scored)}
+        return out
+
+    # ------------------------------------------------------------------ callbacks
+    def after_training_exp(self, strategy: Any) -> None:
+        for task in strategy.experience.task_labels:
+            self._task_groups[int(task)] = _experience_group(strategy.experience)
+
+    def before_eval(self, strategy: Any) -> None:
+        self.reset()
+        model = strategy.model
+        if not hasattr(model, "routing_states"):
+            raise TypeError(
+                f"TaskFreeMetrics scores the routers of an SDRModel (SDRStrategy(routers=...)); the strategy's "
+                f"model is a {type(model).__name__}. A one-head baseline over the class ids needs no router: "
+                "its Avalanche accuracy is already task-free"
+            )
+        by_ids: Dict[tuple, Any] = {}
+        for task, group in self._task_groups.items():
+            if not model.is_trained(task):
+                continue
+            ids = tuple(model.class_ids(task))
+            if ids in by_ids and by_ids[ids] != group:
+                raise ValueError(
+                    f"task-free accuracy needs class ids that identify classes across tasks, but tasks of "
+                    f"groups {by_ids[ids]} and {group} both use the class ids {list(ids)}; build the benchmark "
+                    "with original_class_ids=True (Avalanche: class_ids_from_zero_in_each_exp=False)"
+                )
+            by_ids[ids] = group
+
+    def before_eval_exp(self, strategy: Any) -> None:
+        self._group = _experience_group(strategy.experience)
+        self._current = {name: [0, 0, 0] for name in self.routers + (ORACLE,)}
+
+    def after_eval_iteration(self, strategy: Any) -> None:
+        model = strategy.model
+        x, y = strategy.mb_x, strategy.mb_y
+        with torch.no_grad():
+            for name in self.routers + (ORACLE,):
+                if name == ORACLE:
+                    predicted = strategy.mb_output.argmax(dim=1)
+                    routed_ok = len(y)
+                elif not routable(model, name)[0]:
+                    continue  # nothing fitted yet (a periodic evaluation during the first task)
+                else:
+                    prediction = route(model, x, name)
+                    predicted = prediction.class_ids
+                    routed_ok = sum(int(self._task_groups.get(model.entry_creator[int(e)]) == self._group)
+                                    for e in prediction.entries.tolist())
+                counts = self._current[name]
+                counts[0] += int((predicted == y).sum())
+                counts[1] += routed_ok
+                counts[2] += int(y.shape[0])
+
+    def after_eval_exp(self, strategy: Any) -> None:
+        for name, counts in self._current.items():
+            self._counts.setdefault(name, []).append(counts)
+        self._current = {}
+
+    def after_eval(self, strategy: Any) -> List[MetricValue]:
+        x = strategy.clock.train_iterations
+        values = []
+        for name, result in self.result().items():
+            values.append(MetricValue(self, logging_metric_name(f"TaskFree_Acc_{name}", strategy),
+                                      result["task_free"], x))
+            values.append(MetricValue(self, logging_metric_name(f"Routing_Acc_{name}", strategy),
+                                      result["routing"], x))
+        return values
+
+    def __str__(self) -> str:
+        return "TaskFree"
+
+
+__all__ = ["ORACLE", "TaskFreeMetrics"]

@@ -1,0 +1,203 @@
+"""Task-free prediction: the routers of avalanche_sdr.models.routing and TaskFreeMetrics.
+
+One SDR run over MixedDigits with original class ids (two-sample rule, no generators,
+1 epoch per task) fitted with both routers serves most tests.
+"""
+import pytest
+import torch
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training.plugins import EvaluationPlugin
+
+from avalanche_sdr import SDRStrategy, build_sdr_model
+from avalanche_sdr.benchmarks import MixedDigits
+from avalanche_sdr.evaluation import TaskFreeMetrics, repository_memory_bytes
+from avalanche_sdr.models import ROUTERS, small_cnn_backbone
+from avalanche_sdr.models.routing import ledoit_wolf_covariance
+from avalanche_sdr.training import SDRSettings, load_repository
+
+SETTINGS = SDRSettings(new_task_epochs=2, reuse_epochs=1, train_mb_size=32, eval_mb_size=256)
+
+
+def _model():
+    torch.manual_seed(0)
+    return build_sdr_model(small_cnn_backbone(in_channels=1, widths=(8, 16, 16)), in_channels=1, image_size=8,
+                           generator=None)
+
+
+def _strategy(routers, metric=None, checkpoint_dir=None):
+    metrics = [accuracy_metrics(experience=True, stream=True)] + ([metric] if metric is not None else [])
+    return SDRStrategy(model=_model(), settings=SETTINGS, decision="two_sample", routers=routers,
+                       evaluator=EvaluationPlugin(*metrics, loggers=[]), checkpoint_dir=checkpoint_dir)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        benchmark = MixedDigits(seed=0, original_class_ids=True)
+        metric = TaskFreeMetrics(routers=ROUTERS)
+        directory = tmp_path_factory.mktemp("task_free")
+        strategy = _strategy(ROUTERS, metric, checkpoint_dir=directory)
+        for experience in benchmark.train_stream:
+            strategy.train(experience, eval_streams=[])
+        metrics = strategy.eval(benchmark.test_stream)
+        yield dict(benchmark=benchmark, strategy=strategy, metric=metric, metrics=metrics, directory=directory)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _test_batch(benchmark, i):
+    dataset = benchmark.test_stream[i].dataset
+    x = torch.stack([dataset[k][0] for k in range(len(dataset))])
+    y = torch.tensor([int(dataset[k][1]) for k in range(len(dataset))])
+    return x, y
+
+
+# ---------------------------------------------------------------------- covariance
+
+def test_ledoit_wolf_is_positive_definite_with_fewer_samples_than_dimensions():
+    r = torch.randn(5, 20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    cov = ledoit_wolf_covariance(r - r.mean(0))
+    assert torch.linalg.eigvalsh(cov).min() > 0
+    assert torch.allclose(cov, cov.T)
+
+
+def test_ledoit_wolf_keeps_a_well_estimated_anisotropic_covariance():
+    g = torch.Generator().manual_seed(1)
+    scales = torch.tensor([5.0, 1.0, 0.2], dtype=torch.float64)
+    r = torch.randn(20000, 3, generator=g, dtype=torch.float64) * scales
+    cov = ledoit_wolf_covariance(r)
+    assert torch.allclose(torch.diagonal(cov), scales**2, rtol=0.05)
+
+
+def test_ledoit_wolf_refuses_too_few_samples_and_constant_features():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        ledoit_wolf_covariance(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="do not vary"):
+        ledoit_wolf_covariance(torch.zeros(10, 4))
+
+
+# ---------------------------------------------------------------------- routing
+
+def test_predict_answers_original_class_ids_of_the_routed_task(run):
+    model, benchmark = run["strategy"].model, run["benchmark"]
+    x, y = _test_batch(benchmark, 0)
+    for router in ROUTERS:
+        prediction = model.predict(x, router)
+        assert prediction.class_ids.shape == prediction.tasks.shape == prediction.entries.shape == y.shape
+        assert prediction.class_ids.dtype == torch.long
+        for c, t, e in zip(prediction.class_ids.tolist(), prediction.tasks.tolist(), prediction.entries.tolist()):
+            assert c in model.class_ids(t)
+            assert e == model.entry_of(t)
+        if router == "expert_gate":  # routed to the creating task of an entry
+            assert set(prediction.tasks.tolist()) <= set(model.entry_creator.values())
+
+
+def test_gaussian_router_routes_most_digits_to_their_group(run):
+    result = run["metric"].result()
+    assert set(result) == {"gaussian", "expert_gate", "oracle"}
+    assert result["gaussian"]["routing"] > 0.8  # 5 groups: chance 0.2
+    assert result["gaussian"]["task_free"] > 0.5  # 10 classes: chance 0.1 (2 epochs per task)
+    assert result["oracle"]["routing"] == 1.0
+
+
+def test_oracle_equals_avalanches_task_aware_accuracy(run):
+    metrics, benchmark = run["metrics"], run["benchmark"]
+    per_exp = [v for k, v in metrics.items() if k.startswith("Top1_Acc_Exp/eval_phase/test_stream")]
+    assert len(per_exp) == len(benchmark.test_stream)
+    oracle = metrics["TaskFree_Acc_oracle/eval_phase/test_stream"]
+    assert oracle == pytest.approx(sum(per_exp) / len(per_exp))
+    for router in ROUTERS:
+        assert 0.0 <= metrics[f"TaskFree_Acc_{router}/eval_phase/test_stream"] <= 1.0
+        assert 0.0 <= metrics[f"Routing_Acc_{router}/eval_phase/test_stream"] <= 1.0
+
+
+def test_task_free_accuracy_matches_a_direct_count(run):
+    model, benchmark, result = run["strategy"].model, run["benchmark"], run["metric"].result()
+    accuracies = []
+    for i in range(len(benchmark.test_stream)):
+        x, y = _test_batch(benchmark, i)
+        accuracies.append(float((model.predict(x, "gaussian").class_ids == y).float().mean()))
+    assert result["gaussian"]["task_free"] == pytest.approx(sum(accuracies) / len(accuracies))
+
+
+def test_routing_state_counts_in_memory_and_survives_a_checkpoint(run):
+    model = run["strategy"].model
+    state_bytes = sum(t.numel() * t.element_size() for s in model.routing_states.values() for t in s.buffers())
+    assert state_bytes > 0
+    assert repository_memory_bytes(run["strategy"]) >= state_bytes
+    restored = load_repository(run["directory"], _model())
+    x, _ = _test_batch(run["benchmark"], 3)
+    for router in ROUTERS:
+        a, b = model.predict(x, router), restored.predict(x, router)
+        assert torch.equal(a.class_ids, b.class_ids) and torch.equal(a.tasks, b.tasks)
+
+
+def test_predict_refuses_bad_input(run):
+    model = run["strategy"].model
+    x, _ = _test_batch(run["benchmark"], 0)
+    with pytest.raises(ValueError, match=r"\[N, C, H, W\]"):
+        model.predict(x[0])
+    bad = x.clone()
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict(bad)
+    with pytest.raises(ValueError, match="unknown router"):
+        model.predict(x, "nearest")
+
+
+def test_unknown_or_string_routers_are_refused_before_training():
+    with pytest.raises(ValueError, match="unknown router"):
+        _strategy(("gaussian", "knn"))
+    with pytest.raises(ValueError, match="sequence of names"):
+        _strategy("gaussian")
+    with pytest.raises(ValueError, match="unknown router"):
+        TaskFreeMetrics(routers=("oracle",))
+
+
+def _train_two(benchmark, strategy):
+    for experience in list(benchmark.train_stream)[:2]:
+        strategy.train(experience, eval_streams=[])
+
+
+def test_a_repository_without_routers_says_how_to_fit_them():
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = _strategy(())
+    _train_two(benchmark, strategy)
+    x, _ = _test_batch(benchmark, 0)
+    with pytest.raises(RuntimeError, match=r"routers=\('gaussian',\)"):
+        strategy.model.predict(x)
+
+
+def test_local_labels_are_refused_by_the_metric():
+    benchmark = MixedDigits(seed=0)  # labels 0..c-1 in every task
+    strategy = _strategy(("gaussian",), TaskFreeMetrics())
+    _train_two(benchmark, strategy)
+    with pytest.raises(ValueError, match="original_class_ids=True"):
+        strategy.eval(benchmark.test_stream[:2])
+
+
+def test_periodic_evaluation_routes_only_to_finished_tasks():
+    """With eval_every=1 the test stream is evaluated after every epoch, while the task in
+    training has a head but no router state yet: it is not a routing target until then."""
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    metric = TaskFreeMetrics(routers=ROUTERS)
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, decision="two_sample", routers=ROUTERS,
+                           evaluator=EvaluationPlugin(accuracy_metrics(stream=True), metric, loggers=[]),
+                           eval_every=1)
+    experiences = list(benchmark.train_stream)[:2]
+    strategy.train(experiences[0], eval_streams=[benchmark.test_stream[:1]])
+    strategy.train(experiences[1], eval_streams=[benchmark.test_stream[:2]])
+    assert set(metric.result()) == {"gaussian", "expert_gate", "oracle"}
+
+
+def test_the_metric_refuses_a_model_without_routers():
+    from avalanche.training import Naive
+
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    strategy = Naive(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                     evaluator=EvaluationPlugin(TaskFreeMetrics(), loggers=[]))
+    with pytest.raises(TypeError, match="already task-free"):
+        strategy.eval(benchmark.test_stream[:1])
