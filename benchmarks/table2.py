@@ -241,11 +241,13 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
     metrics = [accuracy_metrics(experience=True)]
+    task_free_metric = None
     if method.task_free and method.is_sdr:  # SDR's routers, scored without task labels
         from avalanche_sdr.evaluation import TaskFreeMetrics
-        from avalanche_sdr.models.routing import ROUTERS
+        from avalanche_sdr.vocabulary import ROUTERS
 
-        metrics.append(TaskFreeMetrics(ROUTERS))
+        task_free_metric = TaskFreeMetrics(ROUTERS)
+        metrics.append(task_free_metric)
     evaluator = EvaluationPlugin(*metrics, loggers=[])
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
                             **dict(spec.options))
@@ -279,8 +281,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     wall = time.perf_counter() - start
     extra = {"sdr_results": sdr} if method.is_sdr else {}
     if method.task_free:
-        extra.update(task_free_results(strategy, metrics[1] if method.is_sdr else None,
-                                       sum(accuracies) / len(accuracies)))
+        extra.update(task_free_results(strategy, task_free_metric, sum(accuracies) / len(accuracies)))
     return {
         "run_id": spec.run_id,
         "method": spec.method,
@@ -306,16 +307,16 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
 
 
 def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
-    """MB of each router's state in an SDR repository (``model.routing_states``, keys
-    ``<router>_e<entry>`` / ``<router>_t<task>``), counted as the memory counter counts it."""
+    """MB of each router's state in an SDR repository
+    (:func:`avalanche_sdr.models.routing.router_states`), counted as the memory counter counts it."""
     from avalanche_sdr.evaluation.memory import TensorByteCounter
+    from avalanche_sdr.models.routing import router_states
 
     mb = {}
     for router in routers:
         counter = TensorByteCounter()
-        for key, state in model.routing_states.items():
-            if key.startswith(f"{router}_"):
-                counter.add_module(state)
+        for state in router_states(model, router):
+            counter.add_module(state)
         mb[router] = counter.total / BYTES_PER_MB
     return mb
 

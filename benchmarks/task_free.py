@@ -46,7 +46,7 @@ if __name__ in ("__main__", "__mp_main__"):
 
 from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN  # noqa: E402
 from benchmarks.methods import METHODS  # noqa: E402
-from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers  # noqa: E402
+from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers, table_rows  # noqa: E402
 
 TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
 """The harness methods whose runs this table reads, in its row order."""
@@ -157,18 +157,15 @@ def _row_label(method: str, variant: str, view: str) -> str:
 
 
 def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The table's rows: per method (:data:`TASK_FREE_METHODS` order) and variant (the
-    method's own first, then by name), one row per SDR view (:data:`SDR_VIEWS`) or one for a
-    baseline. Each row: ``key`` (method, variant, view), ``label`` and the per-seed
-    values in seed order, ``seeds``, ``routing``, ``task_free``, ``task_aware`` (%; ``None``
-    where the row has none) and ``memory_mb``."""
-    by_key: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
-    for run in runs:
-        by_key.setdefault((run["method"], run.get("variant", "")), []).append(run)
-    order = {name: i for i, name in enumerate(TASK_FREE_METHODS)}
+    """The table's rows: per method and variant in the Table 2 order
+    (:func:`benchmarks.table2.table_rows`: the methods' order, a method's own row first,
+    then its variants by memory), one row per SDR view (:data:`SDR_VIEWS`) or one for a
+    baseline. Each row: ``key`` (method, variant, view), ``label`` and the per-seed values
+    in seed order, ``seeds``, ``routing``, ``task_free``, ``task_aware`` (%; ``None`` where
+    the row has none) and ``memory_mb``."""
     rows = []
-    for method, variant in sorted(by_key, key=lambda k: (order[k[0]], k[1] != "", k[1])):
-        rs = sorted(by_key[(method, variant)], key=lambda r: r["seed"])
+    for rs in table_rows(runs):
+        method, variant = rs[0]["method"], rs[0].get("variant", "")
         sdr = METHODS[method].is_sdr
         for view in ([v for v, _ in SDR_VIEWS] if sdr else ["self"]):
             scores = [r["task_free"][view] for r in rs]

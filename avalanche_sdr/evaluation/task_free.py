@@ -75,6 +75,7 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         self._counts: Dict[str, List[List[int]]] = {}
         self._current: Dict[str, List[int]] = {}
         self._group: Any = None
+        self._answering: tuple = ()
 
     def result(self) -> Dict[str, Dict[str, float]]:
         """``{router: {"task_free": acc, "routing": acc}}`` of the last evaluation
@@ -117,17 +118,18 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
     def before_eval_exp(self, strategy: Any) -> None:
         self._group = _experience_group(strategy.experience)
         self._current = {name: [0, 0, 0] for name in self.routers + (ORACLE,)}
+        # Routers with a fitted task (none during a periodic evaluation inside the first
+        # task); the repository does not change during an evaluation.
+        self._answering = tuple(name for name in self.routers if routable(strategy.model, name)[0]) + (ORACLE,)
 
     def after_eval_iteration(self, strategy: Any) -> None:
         model = strategy.model
         x, y = strategy.mb_x, strategy.mb_y
         with torch.no_grad():
-            for name in self.routers + (ORACLE,):
+            for name in self._answering:
                 if name == ORACLE:
                     predicted = strategy.mb_output.argmax(dim=1)
                     routed_ok = len(y)
-                elif not routable(model, name)[0]:
-                    continue  # nothing fitted yet (a periodic evaluation during the first task)
                 else:
                     prediction = route(model, x, name)
                     predicted = prediction.class_ids

@@ -41,7 +41,7 @@ from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 
 
 class TensorSet(nn.Module):
-    """A named set of buffers (no parameters): one entry's detection state.
+    """A named set of buffers (no parameters): one entry's detection state, or a router's.
 
     Buffers are part of the ``state_dict`` (so checkpoints keep them) and of every
     memory count, and move with ``.to(device)``.
@@ -59,6 +59,11 @@ class TensorSet(nn.Module):
     def shapes(self) -> Dict[str, List[Any]]:
         """``{name: [shape list, dtype name]}`` (JSON-safe), what a layout records."""
         return {name: [list(t.shape), str(t.dtype).replace("torch.", "")] for name, t in self.named_buffers()}
+
+    @staticmethod
+    def zeros(shapes: Mapping[str, Any]) -> Dict[str, Tensor]:
+        """Zero tensors of the shapes and dtypes :meth:`shapes` recorded (values to load next)."""
+        return {name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()}
 
 
 UNTRAINED_HEAD_SEED = 0x5D2
@@ -280,13 +285,9 @@ class SDRModel(MultiTaskModule):
                 self.generators.add_entry(int(entry))
             self.entry_creator[int(entry)] = int(task)
         for entry, shapes in layout.get("detection_states", []):
-            self.set_detection_state(int(entry), {
-                name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()
-            })
+            self.set_detection_state(int(entry), TensorSet.zeros(shapes))
         for key, shapes in layout.get("routing_states", []):
-            self.set_routing_state(str(key), {
-                name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()
-            })
+            self.set_routing_state(str(key), TensorSet.zeros(shapes))
         for task, entry in layout["task_to_entry"]:
             self.assign_task(int(task), int(entry))
         for task, ids in layout.get("class_ids", []):

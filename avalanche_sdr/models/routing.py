@@ -58,7 +58,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, AE_STATE_KEYS, reconstruction_errors, train_autoencoder
+from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, reconstruction_errors, train_autoencoder
 from avalanche_sdr.vocabulary import ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTERS
 
 
@@ -102,6 +102,12 @@ def _entry_key(router: str, entry: int) -> str:
 
 def _task_key(router: str, task: int) -> str:
     return f"{router}_t{int(task)}"
+
+
+def router_states(model, router: str) -> List[torch.nn.Module]:
+    """The modules (:class:`~avalanche_sdr.models.repository.TensorSet`) holding
+    ``router``'s state in the repository, e.g. to count its bytes."""
+    return [state for key, state in model.routing_states.items() if key.startswith(f"{router}_")]
 
 
 def _state(model, key: str, router: str) -> Dict[str, Tensor]:
@@ -276,9 +282,8 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
         if router == ROUTER_GAUSSIAN:
             choice = _gaussian_scores(model, tasks, features, e0).argmin(dim=1)
         else:
-            choice = torch.stack([
-                reconstruction_errors({k: _state(model, _entry_key(router, e), router)[k] for k in AE_STATE_KEYS}, e0)
-                for e in entries], dim=1).argmin(dim=1)
+            choice = torch.stack([reconstruction_errors(_state(model, _entry_key(router, e), router), e0)
+                                  for e in entries], dim=1).argmin(dim=1)
         routed_tasks = torch.tensor(tasks, device=x.device)[choice.to(x.device)]
         routed_entries = torch.tensor([model.entry_of(int(t)) for t in routed_tasks.tolist()], device=x.device,
                                       dtype=torch.long)
@@ -293,4 +298,5 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
     return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries)
 
 
-__all__ = ["ROUTERS", "TaskFreePrediction", "check_routers", "fit_router", "ledoit_wolf_covariance", "routable", "route"]
+__all__ = ["ROUTERS", "TaskFreePrediction", "check_routers", "fit_router", "ledoit_wolf_covariance", "routable",
+           "route", "router_states"]
