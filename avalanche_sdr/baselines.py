@@ -21,7 +21,9 @@ Models:
 Strategies (paper Table 2 names in brackets): :func:`ewc_strategy` [Online EWC],
 :func:`replay_strategy` [ER], :func:`new_head_strategy` [New-Head],
 :func:`finetune_strategy` [Finetune], :func:`single_model_strategy` [Single Model per
-task], :func:`pnn_strategy` [PNN], :func:`generative_replay_strategy` [DGR].
+task], :func:`pnn_strategy` [PNN], :func:`generative_replay_strategy` [DGR],
+:func:`hat_strategy` [HAT, hard attention to the task; written by hand in
+:mod:`avalanche_sdr.hat`, as Avalanche 0.6.0 has none].
 EWC and ER take ``shared_head=True`` (with ``num_classes``) to run on
 :class:`SingleHeadNet` instead of the multi-head net (:func:`baseline_net`), and
 :func:`size_replay_buffer` sizes ER's buffer so that its memory meets a target.
@@ -53,6 +55,16 @@ from torch import nn
 
 # --------------------------------------------------------------------- settings
 
+HAT_S_MAX: float = 400.0
+"""HAT's final gate scale ``s_max``, the paper's value (Serra et al., 2018)."""
+
+HAT_C: float = 0.75
+"""HAT's attention-regulariser weight ``c``, the paper's value."""
+
+HAT_EMBEDDING_LR: float = 0.05
+"""Learning rate of HAT's plain-SGD step on the task embeddings, the paper's (its SGD
+learning rate; the network's weights use the baselines' Adam, see :mod:`avalanche_sdr.hat`)."""
+
 
 @dataclass(frozen=True)
 class BaselineSettings:
@@ -71,6 +83,11 @@ class BaselineSettings:
         (:func:`size_replay_buffer`).
     :param dgr_latent_dim: latent size (``nhid``) of DGR's ``MlpVAE`` generator, its size
         knob (see :func:`generative_replay_strategy`); 2 is ``GenerativeReplay``'s default.
+    :param hat_s_max: HAT's final gate scale (> 1; :data:`HAT_S_MAX`, the paper's).
+    :param hat_c: HAT's attention-regulariser weight (>= 0; :data:`HAT_C`, the paper's).
+    :param hat_embedding_lr: learning rate of HAT's SGD step on its task embeddings
+        (:data:`HAT_EMBEDDING_LR`, the paper's); ``None``: the embeddings are trained by
+        the Adam of the weights (lr ``lr``).
     """
 
     epochs: int
@@ -82,6 +99,9 @@ class BaselineSettings:
     replay_per_class: int = 10
     replay_mem_size: Optional[int] = None
     dgr_latent_dim: int = 2
+    hat_s_max: float = HAT_S_MAX
+    hat_c: float = HAT_C
+    hat_embedding_lr: Optional[float] = HAT_EMBEDDING_LR
 
     def training(self) -> Dict[str, Any]:
         """The keyword arguments every strategy builder takes: ``epochs``, ``lr``,
@@ -544,6 +564,16 @@ def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_s
                             generator_strategy=generator_strategy)
 
 
+def hat_strategy(backbone: nn.Module, **options):
+    """[HAT] Hard attention to the task (Serra et al., 2018) on a gated copy of E0 with one
+    head per task: :func:`avalanche_sdr.hat.hat_strategy` (its docstring lists the keyword
+    arguments: ``epochs``, ``lr``, ``s_max``, ``c``, ...; the module's, the deviations from
+    the paper). Imported on call, so that importing this module does not import Avalanche."""
+    from avalanche_sdr.hat import hat_strategy as build
+
+    return build(backbone, **options)
+
+
 # --------------------------------------------------------------------- class-incremental
 
 _ORIGINAL_IDS_ADVICE = ("the class-incremental baselines need labels that are the dataset's original class ids: "
@@ -708,6 +738,9 @@ def class_incremental_strategy(name: str, backbone: nn.Module, train_stream: Seq
 __all__ = [
     "BASELINE_SETTINGS",
     "CLASS_INCREMENTAL_BASELINES",
+    "HAT_C",
+    "HAT_EMBEDDING_LR",
+    "HAT_S_MAX",
     "BaselineSettings",
     "ReplaySizing",
     "SingleHeadNet",
@@ -720,6 +753,7 @@ __all__ = [
     "experience_balanced_occupancy",
     "finetune_strategy",
     "generative_replay_strategy",
+    "hat_strategy",
     "joint_training_strategy",
     "make_feature_pnn",
     "make_model_per_task",

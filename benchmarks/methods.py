@@ -51,6 +51,12 @@ Rows (paper Table 2 names in brackets):
   one-head ``SingleHeadNet``), generator Avalanche's ``MlpVAE`` sized for the stream.
 - ``pnn`` [PNN]: Avalanche ``PNNStrategy`` on ``make_feature_pnn`` (Avalanche's
   MLP-column PNN on the features of a frozen E0).
+- ``hat`` [HAT, hard attention to the task, Serra et al. 2018; beyond the paper's
+  Table 2]: :func:`avalanche_sdr.baselines.hat_strategy`, a gated trainable copy of E0
+  (a gate on the output units of every ``Conv2d`` / ``Linear``, BatchNorms frozen at
+  E0's) plus a head per task, the paper's ``s_max = 400`` and ``c = 0.75``
+  (``hat_s_max`` / ``hat_c`` of the preset's baseline settings; no tuning grid). Written
+  by hand (:mod:`avalanche_sdr.hat`, which lists its deviations from the paper).
 - ``sdr_calibrated`` / ``sdr_calibrated_ft`` (beyond the paper): SDR with
   ``decision="calibrated"`` (default thresholds), the second also with
   ``forward_transfer=True``.
@@ -483,6 +489,14 @@ def build_generative_replay(backbone, benchmark, stream, preset, *, evaluator, d
     )
 
 
+def build_hat(backbone, benchmark, stream, preset, *, evaluator, device, **options):
+    """HAT: hard attention to the task on a gated copy of E0, one head per task."""
+    s = _baselines(preset, options)
+    return baselines.hat_strategy(backbone, **s.training(), s_max=s.hat_s_max, c=s.hat_c,
+                                  embedding_lr=s.hat_embedding_lr, evaluator=evaluator,
+                                  device=device)
+
+
 def _class_incremental_builder(name: str, doc: str) -> Callable[..., Any]:
     """The builder of the class-incremental baseline ``name`` of
     :func:`avalanche_sdr.baselines.class_incremental_strategy` (one head over the original
@@ -537,6 +551,7 @@ METHODS: Dict[str, Method] = {
         Method("ewc", "Online EWC", build_ewc),
         Method("dgr", "DGR (Avalanche GenerativeReplay)", build_generative_replay),
         Method("pnn", "PNN (Avalanche, on E0 features)", build_pnn),
+        Method("hat", "HAT (hard attention to the task)", build_hat),
         Method("sdr", "SDR (EFT for E)", build_sdr, True),
         Method("sdr_eft_g", "SDR (EFT for E and G)", build_sdr_eft_g, True),
         Method("sdr_calibrated", "SDR (EFT for E), calibrated", build_sdr_calibrated, True),

@@ -22,26 +22,6 @@ def original():
     return MixedDigits(seed=0, original_class_ids=True)
 
 
-@pytest.fixture(scope="module")
-def local():
-    return MixedDigits(seed=0)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def _backbone():
-    from avalanche_sdr.models import small_cnn_backbone
-
-    torch.manual_seed(0)
-    return small_cnn_backbone(in_channels=1, widths=(8, 8))
-
-
 def _evaluator():
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
@@ -68,14 +48,14 @@ def test_head_size_is_the_number_of_original_ids(original):
     assert baselines.class_incremental_classes(list(original.test_stream)) == 10
 
 
-def test_local_labels_are_refused_with_advice(local):
-    for stream in (local.train_stream, list(local.train_stream), local.valid_stream):
+def test_local_labels_are_refused_with_advice(digits, tiny_backbone):
+    for stream in (digits.train_stream, list(digits.train_stream), digits.valid_stream):
         with pytest.raises(ValueError, match=r"local to each task.*original_class_ids=True"):
             baselines.class_incremental_classes(stream)
     settings = baselines.BaselineSettings(epochs=1)
     for name in baselines.CLASS_INCREMENTAL_BASELINES:
         with pytest.raises(ValueError, match="original_class_ids=True"):
-            baselines.class_incremental_strategy(name, _backbone(), local.train_stream, settings)
+            baselines.class_incremental_strategy(name, tiny_backbone(), digits.train_stream, settings)
 
 
 def _experience(classes, group=None):
@@ -100,9 +80,9 @@ def test_collision_rules_without_a_mixed_stream():
         baselines.class_incremental_classes([])
 
 
-def test_unknown_name(original):
+def test_unknown_name(original, tiny_backbone):
     with pytest.raises(ValueError, match=r"unknown class-incremental baseline 'lwf'.*'ewc', 'replay', 'joint'"):
-        baselines.class_incremental_strategy("lwf", _backbone(), original.train_stream,
+        baselines.class_incremental_strategy("lwf", tiny_backbone(), original.train_stream,
                                              baselines.BaselineSettings(epochs=1))
 
 
@@ -123,10 +103,10 @@ def _model_bytes(strategy) -> int:
     # 10 tasks, mini-batches of 8: Avalanche's task-balanced loader would need >= 10.
     ("joint", 10, dict()),
 ])
-def test_trains_above_chance_on_original_ids(original, name, n_tasks, options):
+def test_trains_above_chance_on_original_ids(original, name, n_tasks, options, tiny_backbone):
     train, test = original.train_stream[:n_tasks], original.test_stream[:n_tasks]
     settings = baselines.BaselineSettings(epochs=1, lr=1e-2, train_mb_size=8, **options)
-    backbone = _backbone()
+    backbone = tiny_backbone()
     before = [p.clone() for p in backbone.parameters()]
     strategy = baselines.class_incremental_strategy(name, backbone, train, settings, evaluator=_evaluator())
     model = strategy.model
