@@ -81,6 +81,18 @@ Deviations from the paper, and why:
   step short); an epoch of one mini-batch trains at ``s_max``. No gradient-norm
   clipping (the official code clips the gradient norm at 10,000).
 
+Known failure: on the EMNIST 100 stream with the CIFAR-10 ResNet-20 as E0 (CPU preset,
+seed 0) this HAT stayed at chance from the first task (25.68 % average; its layers kept
+31-69 % of their units open, so not the collapse above), while on Fashion-MNIST, with an
+E0 pretrained on the stream, it reaches 84-90 %. Quick checks on that stream's task 0
+(training accuracy after its 10 epochs; BatchNorm training patched in by hand, not an
+option here): 0.37 as built; 0.44 with the BatchNorms trained; 0.68 with soft gates and
+no regulariser (``s_max`` ~ 1, ``c = 0``) and frozen BatchNorms; 1.0 with both. So the
+frozen BatchNorms (E0's CIFAR-10 statistics on EMNIST images) and the hard gates on this
+pretrained residual net both hold training back; a HAT for such an E0 would need
+per-task BatchNorm (as SDR's entries have), which is not built
+(docs/results/table2_emnist100_cpu_compare.md).
+
 Memory (:func:`avalanche_sdr.evaluation.repository_memory_bytes`): the model holds
 everything HAT keeps (the trained backbone copy, every task's embedding, the
 cumulative mask as a buffer, the heads); the plugin holds no tensor between
