@@ -468,15 +468,14 @@ def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
     """[HAT] Avalanche ``SupervisedTemplate`` on a :class:`HATNet` with a :class:`HATPlugin`:
     Adam (``lr``, no weight decay, state reset at every experience) on the weights, SGD
     (``embedding_lr``) on the task embeddings, cross-entropy plus the attention
-    regulariser, ``epochs`` epochs per experience.
+    regulariser, ``epochs`` epochs per experience. The parameters not listed here: see
+    :func:`avalanche_sdr.baselines.training_arguments`.
 
     :param backbone: E0 (``feature_dim`` attribute; deep-copied, not changed).
     :param s_max: the gates' final scale (> 1; the paper's 400).
     :param c: the attention regulariser's weight (>= 0; the paper's 0.75).
     :param embedding_lr: SGD learning rate of the task embeddings (> 0; the paper's 0.05);
         ``None``: the embeddings are trained by the Adam of the weights.
-
-    The other parameters: see :func:`avalanche_sdr.baselines.training_arguments`.
     :raises ValueError: ``epochs``, ``train_mb_size`` or ``eval_mb_size`` not a positive
         int, ``lr <= 0``, ``s_max <= 1``, ``c < 0``, ``embedding_lr <= 0``, or a backbone
         HAT cannot gate.
