@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,18 @@ def pytest_addoption(parser):
         default=os.environ.get("SDR_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data")),
         help="folder with real EMNIST and CIFAR-10 ResNet weights (optional)",
     )
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch intra-op thread for a test module, restored afterwards: tiny tensors run
+    faster on one thread, and a busy second core (another process) then cannot stall
+    every op. Request it (``pytestmark = pytest.mark.usefixtures("one_thread")``) or
+    make it autouse in a folder's conftest."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

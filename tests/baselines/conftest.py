@@ -11,12 +11,10 @@ def digits():
     return MixedDigits(seed=0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread_here(one_thread):
+    """Every test in this folder runs on one torch thread (tests/conftest.py's ``one_thread``)."""
     yield
-    torch.set_num_threads(previous)
 
 
 def _tiny_backbone():

@@ -1,13 +1,8 @@
 """Fixtures for the model tests."""
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors run faster on one intra-op thread, and a busy second core
-    (another process) then cannot stall every op; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread_here(one_thread):
+    """Every test in this folder runs on one torch thread (tests/conftest.py's ``one_thread``)."""
     yield
-    torch.set_num_threads(previous)

@@ -20,16 +20,6 @@ def _prototype_dataset(n_per_class: int, seed: int) -> ImageArrayDataset:
     return ImageArrayDataset(torch.cat(images), torch.tensor(labels))
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    """Tiny tensors: one thread avoids OpenMP oversubscription on a busy machine. Use
-    with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="session")
 def prototype_stream():
     """8 tasks: 4 groups of 2 classes x 2 splits, seed 0, 3 warm-start tasks."""

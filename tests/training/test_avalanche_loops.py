@@ -38,12 +38,7 @@ N_EXPERIENCES = 5
 SETTINGS = SDRSettings(new_task_epochs=1, reuse_epochs=1, train_mb_size=32, eval_mb_size=256)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _tensor_dataset(x, y):

@@ -31,20 +31,15 @@ def _strategy(routers, metric=None, checkpoint_dir=None):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        benchmark = MixedDigits(seed=0, original_class_ids=True)
-        metric = TaskFreeMetrics(routers=ROUTERS)
-        directory = tmp_path_factory.mktemp("task_free")
-        strategy = _strategy(ROUTERS, metric, checkpoint_dir=directory)
-        for experience in benchmark.train_stream:
-            strategy.train(experience, eval_streams=[])
-        metrics = strategy.eval(benchmark.test_stream)
-        yield dict(benchmark=benchmark, strategy=strategy, metric=metric, metrics=metrics, directory=directory)
-    finally:
-        torch.set_num_threads(previous)
+def run(tmp_path_factory, one_thread):
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    metric = TaskFreeMetrics(routers=ROUTERS)
+    directory = tmp_path_factory.mktemp("task_free")
+    strategy = _strategy(ROUTERS, metric, checkpoint_dir=directory)
+    for experience in benchmark.train_stream:
+        strategy.train(experience, eval_streams=[])
+    metrics = strategy.eval(benchmark.test_stream)
+    return dict(benchmark=benchmark, strategy=strategy, metric=metric, metrics=metrics, directory=directory)
 
 
 def _test_batch(benchmark, i):
