@@ -109,6 +109,7 @@ from avalanche.training.plugins import SupervisedPlugin
 from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.baselines import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
 
 EMBEDDING_BOUND = 6.0
@@ -411,7 +412,8 @@ class HATPlugin(SupervisedPlugin):
 
     def before_update(self, strategy, *args, **kwargs):
         model = self._model(strategy)
-        self._before = model.gated_parameters()
+        # On the first task a^{<t} is all zero and mask_update the identity: no copies.
+        self._before = model.gated_parameters() if bool(model.cumulative_mask.any()) else None
         if self.embedding_lr is None:
             return
         with torch.no_grad():
@@ -422,8 +424,9 @@ class HATPlugin(SupervisedPlugin):
 
     def after_update(self, strategy, *args, **kwargs):
         model = self._model(strategy)
-        model.mask_update(self._before)
-        self._before = None
+        if self._before is not None:
+            model.mask_update(self._before)
+            self._before = None
         with torch.no_grad():
             for e in model.task_embeddings.values():
                 e.clamp_(-EMBEDDING_BOUND, EMBEDDING_BOUND)
@@ -456,11 +459,6 @@ def _check_embedding_lr(embedding_lr: Optional[float]) -> None:
                          f"got {embedding_lr!r}")
 
 
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
                  eval_mb_size: int = 256, s_max: float = HAT_S_MAX, c: float = HAT_C,
                  embedding_lr: Optional[float] = HAT_EMBEDDING_LR, evaluator=None,
@@ -480,9 +478,9 @@ def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
         int, ``lr <= 0``, ``s_max <= 1``, ``c < 0``, ``embedding_lr <= 0``, or a backbone
         HAT cannot gate.
     """
-    _check_positive_int("epochs", epochs)
-    _check_positive_int("train_mb_size", train_mb_size)
-    _check_positive_int("eval_mb_size", eval_mb_size)
+    check_int(epochs, "epochs")
+    check_int(train_mb_size, "train_mb_size")
+    check_int(eval_mb_size, "eval_mb_size")
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
         raise ValueError(f"lr must be a number > 0 (Adam's learning rate, e.g. 1e-3), got {lr!r}")
     _check_s_max(s_max)

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.vocabulary import DECISIONS  # allowed values of DetectionRecord.decision
 
 EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value")
@@ -93,10 +94,8 @@ class FeatureRuleDetector:
             name = self.settings_type.__name__
             article = "an" if name[0] in "AEIOU" else "a"
             raise TypeError(f"settings must be {article} {name}, got {type(settings).__name__}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         self.settings = settings
-        self.batch_size = batch_size
+        self.batch_size = check_int(batch_size, "batch_size")
         self._last: Optional[tuple] = None  # (task, features, ...) of the last detect
 
     def candidates(self, model, num_classes: int) -> list[int]:

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import Tensor
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.calibrated import (
     DEFAULT_THRESHOLDS,
     CalibrationThresholds,
@@ -99,9 +100,7 @@ class SimilarTaskDetector:
         if not isinstance(thresholds, CalibrationThresholds):
             raise TypeError(f"thresholds must be a CalibrationThresholds, got {type(thresholds).__name__}")
         self.thresholds = thresholds
-        if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
-            raise ValueError(f"n_permutations must be an int >= 1, got {n_permutations!r}")
-        self.n_permutations = n_permutations
+        self.n_permutations = check_int(n_permutations, "n_permutations")
         self.match_class_count = bool(match_class_count)
 
     def candidates(self, model, num_classes: int) -> List[int]:

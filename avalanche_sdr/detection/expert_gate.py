@@ -53,6 +53,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
 
 STD_FLOOR = 1e-6
@@ -95,9 +96,7 @@ class ExpertGateSettings:
                 or not math.isfinite(self.threshold):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
         for name in ("hidden", "epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(getattr(self, name), name)
         if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) \
                 or not math.isfinite(self.lr) or self.lr <= 0:
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")

@@ -52,6 +52,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
 
 TESTS = ("hotelling", "energy")
@@ -114,9 +115,7 @@ class TwoSampleSettings:
         if self.test not in TESTS:
             raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
         for name in ("dim", "reference_per_class", "max_per_class", "n_decoys", "n_permutations"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(getattr(self, name), name)
         if self.reference_per_class < 2 or self.max_per_class < 2:
             raise ValueError("reference_per_class and max_per_class must be >= 2")
 

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from avalanche_sdr._checks import check_int
+
 IMAGENET_MEAN: Tuple[float, float, float] = (0.485, 0.456, 0.406)
 IMAGENET_STD: Tuple[float, float, float] = (0.229, 0.224, 0.225)
 
@@ -355,8 +357,7 @@ def small_cnn_backbone(in_channels: int = 1, widths: Sequence[int] = (32, 64, 64
     :param in_channels: image channels (any positive int).
     :param widths: output channels of the blocks (non-empty, positive ints).
     """
-    if isinstance(in_channels, bool) or not isinstance(in_channels, int) or in_channels < 1:
-        raise ValueError(f"in_channels must be a positive int, got {in_channels!r}")
+    check_int(in_channels, "in_channels")
     widths = tuple(widths)
     if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ValueError(f"widths must be a non-empty sequence of positive ints, got {widths!r}")

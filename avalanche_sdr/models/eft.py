@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from avalanche_sdr._checks import check_int
+
 EntryKey = Union[int, str]
 
 _INITS = ("identity", "random")
@@ -34,8 +36,7 @@ _INITS = ("identity", "random")
 
 def _group_size(channels: int, size: int, name: str) -> int:
     """Channels per group actually used: ``min(size, channels)``, validated."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"EFT group size {name} must be a positive int, got {size!r}")
+    check_int(size, f"EFT group size {name}")
     eff = min(size, channels)
     if channels % eff != 0:
         raise ValueError(
@@ -63,8 +64,7 @@ class EFTAdapter(nn.Module):
 
     def __init__(self, channels: int, a: int = 8, b: int = 16, gamma: float = 1.0, init: str = "identity"):
         super().__init__()
-        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-            raise ValueError(f"channels must be a positive int, got {channels!r}")
+        check_int(channels, "channels")
         if init not in _INITS:
             raise ValueError(f"init must be one of {_INITS}, got {init!r}")
         self.channels = channels

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.models.eft import EFTConv2d, EntryBookkeeping
 
 LOG_SCALE_MIN = math.log(0.01)
@@ -33,12 +34,6 @@ LOGVAR_RANGE = (-12.0, 8.0)
 """Range the encoder's posterior log-variance is clamped to (numerical safety)."""
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def _randn(shape, like: Tensor, generator: Optional[torch.Generator]) -> Tensor:
@@ -111,10 +106,10 @@ class ConvVAE(nn.Module):
 
     def __init__(self, in_channels: int, image_size: int, latent_dim: int = 32, width: int = 32):
         super().__init__()
-        self.in_channels = _positive_int(in_channels, "in_channels")
-        self.image_size = _positive_int(image_size, "image_size")
-        self.latent_dim = _positive_int(latent_dim, "latent_dim")
-        self.width = _positive_int(width, "width")
+        self.in_channels = check_int(in_channels, "in_channels")
+        self.image_size = check_int(image_size, "image_size")
+        self.latent_dim = check_int(latent_dim, "latent_dim")
+        self.width = check_int(width, "width")
         strides, sizes = _vae_strides(image_size)
         chans = [in_channels, width, width, 2 * width, 2 * width]
         self.strides, self.sizes = strides, sizes
@@ -179,7 +174,7 @@ class ConvVAE(nn.Module):
         :param n_samples: Monte-Carlo samples of z per image.
         :param generator: RNG for the draws (``None``: torch's global RNG).
         """
-        _positive_int(n_samples, "n_samples")
+        check_int(n_samples, "n_samples")
         mu, logvar = self.encode(x)
         std = torch.exp(0.5 * logvar)
         rec = 0.0
@@ -197,7 +192,7 @@ class ConvVAE(nn.Module):
         ``log (1/K) sum_k p(x, z_k) / q(z_k|x)`` with z_k ~ q(z|x), K = ``n_samples``
         (the IWAE bound: in expectation >= the ELBO and -> log p(x) as K grows).
         """
-        _positive_int(n_samples, "n_samples")
+        check_int(n_samples, "n_samples")
         mu, logvar = self.encode(x)
         std = torch.exp(0.5 * logvar)
         log_w = []
@@ -220,7 +215,7 @@ class ConvVAE(nn.Module):
     def sample(self, n: int, generator: Optional[torch.Generator] = None) -> Tensor:
         """Mean images of n prior draws z ~ N(0, I): -> [n, C, H, W] in (0, 1)."""
         ref = next(self.parameters())
-        return self.decode(_randn((_positive_int(n, "n"), self.latent_dim), ref, generator))
+        return self.decode(_randn((check_int(n, "n"), self.latent_dim), ref, generator))
 
     def forward(self, x: Tensor) -> Tensor:
         """Reconstruction (see :meth:`reconstruct`)."""

@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterator, Tuple
 
+from avalanche_sdr._checks import check_int
+
 
 @dataclasses.dataclass(frozen=True)
 class SDRSettings:
@@ -77,9 +79,9 @@ class SDRSettings:
             raise ValueError(f"lr_milestones must be a sequence of ints (0-based epochs), got {milestones!r}")
         object.__setattr__(self, "lr_milestones", tuple(milestones))
         for name in ("train_mb_size", "eval_mb_size", "vae_mb_size"):
-            _check_int(self, name, minimum=1)
+            check_int(getattr(self, name), name)
         for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience"):
-            _check_int(self, name, minimum=0)
+            check_int(getattr(self, name), name, minimum=0)
         for name in ("new_task_lr", "reuse_lr", "vae_lr"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -120,13 +122,6 @@ class SDRSettings:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.field_names())
-
-
-
-def _check_int(settings: SDRSettings, name: str, *, minimum: int) -> None:
-    value = getattr(settings, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 PAPER_SETTINGS = SDRSettings()

@@ -54,6 +54,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metric_results import MetricValue
 from avalanche.logging import InteractiveLogger
 
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
@@ -99,9 +100,7 @@ class SDRPlugin(SupervisedPlugin):
         super().__init__()
         if not isinstance(settings, SDRSettings):
             raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
-        if isinstance(n_warm_start, bool) or not isinstance(n_warm_start, int) or n_warm_start < 1:
-            raise ValueError(f"n_warm_start must be an int >= 1 (detection needs entries to compare to), "
-                             f"got {n_warm_start!r}")
+        check_int(n_warm_start, "n_warm_start", hint=" (detection needs entries to compare to)")
         self.detector = detector
         self.settings = settings
         self.n_warm_start = n_warm_start
