@@ -88,7 +88,8 @@ rows then run on the whole stream like every row.
 Files, under ``OUT/tuning/``: one JSON per tuning run,
 ``<stream>_<preset>_<method>_grid_<name>-<value>_...[_first<K>]_seed<k>.json`` (written
 atomically; a rerun skips the runs whose file exists, so tuning resumes), and
-``chosen_<stream>_<preset>.json``::
+``chosen_<stream>_<preset>.json`` (one entry per method; tuning a method replaces its
+entry and keeps the others, so methods may be tuned by separate commands)::
 
     {method: {"options": {...} or null, "validation_accuracy": x or null,
               "grid": {name: [values]}, "grid_note": {name: "how the values were set"},
@@ -101,7 +102,8 @@ atomically; a rerun skips the runs whose file exists, so tuning resumes), and
 
 ``python -m benchmarks.table2 --tune`` then adds a row ``<label> [tuned]`` per tuned
 method (variant ``tuned``, the chosen options) on every ``--seeds`` seed, scored on the
-test stream like every row, keeps the untuned rows (the preset's values), and appends
+test stream like every row (none where the chosen values are the preset's own,
+:func:`same_as_preset`: the runs are deterministic, so it would repeat the untuned row), keeps the untuned rows (the preset's values), and appends
 the section :func:`format_notes` (grid, extensions, every point's validation score, the
 chosen values, the tuning seed) to ``table2.md``.
 """
@@ -558,13 +560,15 @@ def tune(stream: str, preset: str, methods: Sequence[str], seed: int, out_dir,
          log=print) -> Dict[str, Dict[str, Any]]:
     """Run the pending tuning runs of ``methods`` on ``seed`` (validation stream only,
     the first ``tasks`` experiences if given), round after round of edge extension (at
-    most ``extend`` values per axis), choose, write ``OUT/tuning/chosen_<stream>_<preset>.json``;
-    return the choice (:func:`choose`). ``backbone_path`` may be a function making the
+    most ``extend`` values per axis), choose, write ``OUT/tuning/chosen_<stream>_<preset>.json``
+    (the entries of methods not in ``methods`` kept); return the choice of ``methods``
+    (:func:`choose`). ``backbone_path`` may be a function making the
     E0 file, called only when a run is to be executed. A round's runs of all methods go
     to the executor together; a failed run is not retried (its method stays without a
     choice, its run id in ``missing``).
     """
     methods = tunable(methods, grids)
+    _chosen_on_disk(out_dir, stream, preset)  # a file this would have to overwrite stops it before any run
     if log is not None and methods:
         log(f"tuning {', '.join(methods)} on the validation stream, seed {seed}, "
             + ("the whole stream" if tasks is None else f"the first {tasks} task(s)")
@@ -588,8 +592,28 @@ def tune(stream: str, preset: str, methods: Sequence[str], seed: int, out_dir,
         run_tuning(specs, out_dir, jobs=jobs, executor=executor, ray_address=ray_address, backbone=backbone,
                    log=log)
     chosen = choose(stream, preset, methods, seed, out_dir, grids, extend=extend, tasks=tasks)
-    cli.write_json(chosen_path(out_dir, stream, preset), chosen)
+    # read again: another command may have tuned another method meanwhile
+    cli.write_json(chosen_path(out_dir, stream, preset), {**_chosen_on_disk(out_dir, stream, preset), **chosen})
     return chosen
+
+
+def _chosen_on_disk(out_dir, stream: str, preset: str) -> Dict[str, Any]:
+    """The entries already in ``chosen_<stream>_<preset>.json`` (``{}`` if there is none),
+    so that tuning one method keeps the choice of another tuned by an earlier command.
+
+    :raises SystemExit: the file is there but is not a JSON object.
+    """
+    path = chosen_path(out_dir, stream, preset)
+    if not path.exists():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"{path}: cannot read the earlier tuning choices ({err}); move it away to start afresh")
+    if not isinstance(entries, dict):
+        raise SystemExit(f"{path}: expected a JSON object of method -> choice, found {type(entries).__name__}; "
+                         "move it away to start afresh")
+    return entries
 
 
 def tuned_options(entry: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
@@ -657,9 +681,23 @@ def harness_tune(args, out_dir, threads: int, log=print) -> Tuple[Dict[str, Dict
         if log is not None:
             for method, e in chosen.items():
                 log(f"tuning {method}: chose {e['options']} (validation acc "
-                    f"{100 * e['validation_accuracy']:.2f}%)")
+                    f"{100 * e['validation_accuracy']:.2f}%)"
+                    + ("; the preset's own values: no [tuned] row" if same_as_preset(e) else ""))
     check_tuned_runs(out_dir, args.stream, args.preset, args.seeds, chosen)
-    return {m: e for m, e in chosen.items() if e["options"] is not None}, format_notes(chosen)
+    return ({m: e for m, e in chosen.items() if e["options"] is not None and not same_as_preset(e)},
+            format_notes(chosen))
+
+
+def same_as_preset(entry: Mapping[str, Any]) -> bool:
+    """Whether a chosen entry's values are its preset's own: then its ``[tuned]`` row would
+    repeat the untuned row run for run (the runs are deterministic), so the harness makes
+    none and the notes say so."""
+    from benchmarks.methods import PRESETS
+
+    if entry.get("options") is None:
+        return False
+    base = PRESETS[entry["preset"]].baselines
+    return all(getattr(base, name) == value for name, value in entry["options"].items())
 
 
 # --------------------------------------------------------------------- notes
@@ -718,6 +756,9 @@ def format_notes(chosen: Mapping[str, Mapping[str, Any]]) -> str:
             if e.get("edges"):
                 lines.append("At an edge of the searched values: "
                              + "; ".join(x["reason"] for x in e["edges"]) + ".")
+            if same_as_preset(e):
+                lines.append(f"These are preset `{e['preset']}`'s own values: no `[tuned]` row (it would "
+                             "repeat the untuned row run for run); the untuned row is the tuned one.")
         lines += ["", "| " + " | ".join(names) + " | Validation acc (%) | Point | |",
                   "|" + "---|" * (len(names) + 3)]
         for options, accuracy in e["scores"]:
@@ -731,5 +772,6 @@ def format_notes(chosen: Mapping[str, Mapping[str, Any]]) -> str:
 
 __all__ = ["DEFAULT_EXTEND", "SPLIT", "TUNED_VARIANT", "TUNING_GRIDS", "Axis", "Search", "Times", "as_axis",
            "check_tuned_runs", "choose", "chosen_path", "format_notes", "grid_points", "grid_variant",
-           "harness_tune", "point_round", "resolved_grid", "run_tuning", "search", "select", "tunable", "tune",
+           "harness_tune", "point_round", "resolved_grid", "run_tuning", "same_as_preset", "search", "select",
+           "tunable", "tune",
            "tuned_options", "tuning_specs"]

@@ -7,12 +7,13 @@ Build (from the repository root, with the ``docs`` extra installed)::
 
 Offline by design: no intersphinx, the default theme (alabaster), math rendered by
 MathJax in the reader's browser. Autodoc imports the package (and so Avalanche and
-torch): the package must be importable, e.g. installed with ``pip install -e .``.
+torch): the package must be importable, e.g. installed with ``pip install -e .`` (this
+file leaves ``sys.path`` alone; ``python -m sphinx`` run from the repository root also
+finds the checkout's package first).
 """
 from __future__ import annotations
 
 import configparser
-import sys
 from pathlib import Path
 
 from docutils import nodes
@@ -20,8 +21,6 @@ from docutils.parsers.rst import Directive
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-# Autodoc reads the checkout's package even when another copy is installed.
-sys.path.insert(0, str(ROOT))
 
 _setup = configparser.ConfigParser()
 _setup.read(ROOT / "setup.cfg", encoding="utf-8")

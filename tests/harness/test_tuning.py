@@ -283,12 +283,12 @@ def _row(method, variant="", options=None, acc=0.5):
 
 @pytest.mark.parametrize("tasks", [None, 2])
 def test_report_only_rewrites_the_notes_from_the_tuning_files(tmp_path, monkeypatch, tasks):
-    grids = {"ewc": {"ewc_lambda": tuning.Axis((1.0, 100.0), "log"), "ewc_decay": (0.9,)}}
+    grids = {"ewc": {"ewc_lambda": tuning.Axis((10.0, 1000.0), "log"), "ewc_decay": (0.9,)}}
     monkeypatch.setattr(tuning, "TUNING_GRIDS", grids)
-    # 100 is the grid's best, at its edge: the extension's 10000 (lower) was run too.
-    _write_tuning_files(tmp_path, {1.0: 0.6, 100.0: 0.8, 10000.0: 0.7}, tasks)
+    # 1000 is the grid's best, at its edge: the extension's 100000 (lower) was run too.
+    _write_tuning_files(tmp_path, {10.0: 0.6, 1000.0: 0.8, 100000.0: 0.7}, tasks)
     cli.write_json(tmp_path / "runs" / "digits_smoke_ewc_seed0.json", _row("ewc"))
-    tuned = _row("ewc", "tuned", {"ewc_lambda": 100.0, "ewc_decay": 0.9}, acc=0.7)
+    tuned = _row("ewc", "tuned", {"ewc_lambda": 1000.0, "ewc_decay": 0.9}, acc=0.7)
     cli.write_json(tmp_path / "runs" / "digits_smoke_ewc_tuned_seed0.json", tuned)
     argv = ["--methods", "ewc", "--seeds", "0", "--tune", "--report-only", "--no-plots", "--out", str(tmp_path)]
     argv += [] if tasks is None else ["--tune-tasks", str(tasks)]
@@ -296,18 +296,35 @@ def test_report_only_rewrites_the_notes_from_the_tuning_files(tmp_path, monkeypa
     assert "| Online EWC [tuned] | 70.00 ± 0.00 |" in table
     md = (tmp_path / "table2.md").read_text()
     assert md.endswith(tuning.format_notes(tuning.choose("digits", "smoke", ["ewc"], 0, tmp_path, tasks=tasks)))
-    assert "Chosen: `ewc_lambda` = 100, `ewc_decay` = 0.9 (validation accuracy 80.00%)." in md
-    assert "- round 1: added 10000: best 100 was `ewc_lambda`'s largest" in md
-    assert "| 10000 | 0.9 | 70.00 | extension 1 |  |" in md
+    assert "Chosen: `ewc_lambda` = 1000, `ewc_decay` = 0.9 (validation accuracy 80.00%)." in md
+    assert "- round 1: added 100000: best 1000 was `ewc_lambda`'s largest" in md
+    assert "| 100000 | 0.9 | 70.00 | extension 1 |  |" in md
     assert ("the first 2 experience(s) of `train_stream`" in md) == (tasks is not None)
+    assert "own values" not in md
     # --tune-extend 0: the grid alone, which the same files complete.
     table2.main(table2.parse_args(argv + ["--tune-extend", "0"]))
     assert "Edge extension: off" in (tmp_path / "table2.md").read_text()
     # A [tuned] run made with other values is refused, not silently reported.
     cli.write_json(tmp_path / "runs" / "digits_smoke_ewc_tuned_seed0.json",
-                   dict(tuned, options={"ewc_lambda": 1.0, "ewc_decay": 0.9}))
+                   dict(tuned, options={"ewc_lambda": 10.0, "ewc_decay": 0.9}))
     with pytest.raises(SystemExit, match="other values than the chosen ones"):
         table2.main(table2.parse_args(argv))
+
+
+def test_a_choice_equal_to_the_preset_gets_no_tuned_row(tmp_path, monkeypatch):
+    grids = {"ewc": {"ewc_lambda": tuning.Axis((1.0, 100.0), "log"), "ewc_decay": (0.9,)}}
+    monkeypatch.setattr(tuning, "TUNING_GRIDS", grids)
+    _write_tuning_files(tmp_path, {1.0: 0.6, 100.0: 0.8, 10000.0: 0.7})  # smoke's own 100, 0.9 wins
+    cli.write_json(tmp_path / "runs" / "digits_smoke_ewc_seed0.json", _row("ewc"))
+    argv = ["--methods", "ewc", "--seeds", "0", "--tune", "--report-only", "--no-plots", "--out", str(tmp_path)]
+    table = table2.main(table2.parse_args(argv))
+    assert "| Online EWC | 50.00 ± 0.00 |" in table and "[tuned]" not in table.split("## Tuning")[0]
+    entry = tuning.choose("digits", "smoke", ["ewc"], 0, tmp_path)["ewc"]
+    assert entry["options"] == {"ewc_lambda": 100.0, "ewc_decay": 0.9} and tuning.same_as_preset(entry)
+    assert not tuning.same_as_preset(dict(entry, options={"ewc_lambda": 100.0, "ewc_decay": 1.0}))
+    assert not tuning.same_as_preset(dict(entry, options=None))
+    assert ("These are preset `smoke`'s own values: no `[tuned]` row (it would repeat the untuned row run for "
+            "run); the untuned row is the tuned one.") in (tmp_path / "table2.md").read_text()
 
 
 # --------------------------------------------------------------------- edge extension
@@ -417,6 +434,11 @@ def test_tune_runs_round_after_round_through_the_executor_and_resumes(monkeypatc
     assert entry["searched"] == {"dgr_latent_dim": [2, 16, 64, 256, 1024]}
     assert [o["dgr_latent_dim"] for o, _ in entry["scores"]] == [2, 16, 64, 256, 1024]
     assert json.loads(tuning.chosen_path(tmp_path, "digits", "smoke").read_text()) == chosen
+    # tuning another method later keeps this choice in the file
+    monkeypatch.setattr(table2, "execute_run", lambda spec: _fake_run(spec, lambda o: o["ewc_lambda"] / 1e5))
+    other = tuning.tune("digits", "smoke", ["ewc"], 0, tmp_path, backbone, executor="inline", extend=0, log=None)
+    on_disk = json.loads(tuning.chosen_path(tmp_path, "digits", "smoke").read_text())
+    assert set(other) == {"ewc"} and on_disk == {**chosen, **other}
     notes = tuning.format_notes(chosen)
     assert "Extended to `dgr_latent_dim` ∈ {2, 16, 64, 256, 1024}:" in notes
     assert "- round 1: added 256: best 64 was `dgr_latent_dim`'s largest" in notes
@@ -506,3 +528,15 @@ def test_prefix_runs_are_tuning_runs_only(tiny):
         table2.execute_run(table2.RunSpec("digits", "tiny", "ewc", 0, tiny, tasks=3))
     with pytest.raises(ValueError, match=r"tasks 11 not in 1\.\.10"):
         table2.execute_run(table2.RunSpec("digits", "tiny", "ewc", 0, tiny, split="valid", tasks=11))
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json"])
+def test_tune_refuses_a_chosen_file_it_cannot_keep(monkeypatch, tmp_path, text):
+    path = tuning.chosen_path(tmp_path, "digits", "smoke")
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    ran = []
+    monkeypatch.setattr(table2, "execute_run", ran.append)
+    with pytest.raises(SystemExit, match="move it away to start afresh"):
+        tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", extend=0, log=None)
+    assert ran == [] and path.read_text() == text  # refused before any run
