@@ -1,4 +1,4 @@
-"""Repository-wide rules that a reviewer would otherwise check by hand.
+"""Rules over the whole source tree that a reviewer would otherwise check by hand.
 
 - No Python file edits ``sys.path``: the package, the benchmarks, the examples, the
   tests and the Sphinx configuration import what is installed (``pip install -e .``)
