@@ -103,9 +103,10 @@ entry and keeps the others, so methods may be tuned by separate commands)::
 ``python -m benchmarks.table2 --tune`` then adds a row ``<label> [tuned]`` per tuned
 method (variant ``tuned``, the chosen options) on every ``--seeds`` seed, scored on the
 test stream like every row (none where the chosen values are the preset's own,
-:func:`same_as_preset`: the runs are deterministic, so it would repeat the untuned row), keeps the untuned rows (the preset's values), and appends
-the section :func:`format_notes` (grid, extensions, every point's validation score, the
-chosen values, the tuning seed) to ``table2.md``.
+:func:`same_as_preset`: the runs are deterministic, so it would repeat the untuned
+row), keeps the untuned rows (the preset's values), and appends the section
+:func:`format_notes` (grid, extensions, every point's validation score, the chosen
+values, the tuning seed) to ``table2.md``.
 """
 from __future__ import annotations
 
@@ -562,8 +563,8 @@ def tune(stream: str, preset: str, methods: Sequence[str], seed: int, out_dir,
     the first ``tasks`` experiences if given), round after round of edge extension (at
     most ``extend`` values per axis), choose, write ``OUT/tuning/chosen_<stream>_<preset>.json``
     (the entries of methods not in ``methods`` kept); return the choice of ``methods``
-    (:func:`choose`). ``backbone_path`` may be a function making the
-    E0 file, called only when a run is to be executed. A round's runs of all methods go
+    (:func:`choose`). ``backbone_path`` may be a function making the E0 file, called
+    only when a run is to be executed. A round's runs of all methods go
     to the executor together; a failed run is not retried (its method stays without a
     choice, its run id in ``missing``).
     """
@@ -773,5 +774,4 @@ def format_notes(chosen: Mapping[str, Mapping[str, Any]]) -> str:
 __all__ = ["DEFAULT_EXTEND", "SPLIT", "TUNED_VARIANT", "TUNING_GRIDS", "Axis", "Search", "Times", "as_axis",
            "check_tuned_runs", "choose", "chosen_path", "format_notes", "grid_points", "grid_variant",
            "harness_tune", "point_round", "resolved_grid", "run_tuning", "same_as_preset", "search", "select",
-           "tunable", "tune",
-           "tuned_options", "tuning_specs"]
+           "tunable", "tune", "tuned_options", "tuning_specs"]
