@@ -209,7 +209,7 @@ def add_debug_argument(parser: argparse.ArgumentParser) -> None:
 def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
     """``--decision NAME`` (an ``SDRStrategy`` detection rule, default ``agreement``) and
     ``--no-generators``; check them together with :func:`check_decision_arguments`."""
-    from avalanche_sdr.training.strategy import DETECTORS
+    from avalanche_sdr.vocabulary import DETECTORS
 
     parser.add_argument(
         "--decision", default="agreement", choices=DETECTORS,

@@ -25,6 +25,10 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 """Every outcome of a scored task (``"outcome"`` in results files; ``null`` for
 warm-start tasks)."""
 
+DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
+"""Decision rule names ``SDRStrategy(decision=...)`` and the examples' ``--decision``
+accept (:func:`avalanche_sdr.training.strategy.make_detector` builds each)."""
+
 ROUTER_GAUSSIAN = "gaussian"
 """SDR's own task-free router (:mod:`avalanche_sdr.models.routing`)."""
 ROUTER_EXPERT_GATE = "expert_gate"
@@ -41,6 +45,7 @@ __all__ = [
     "DECISION_NEW",
     "DECISION_REUSE",
     "DECISION_WARM_START",
+    "DETECTORS",
     "INCORRECT",
     "MISS",
     "ORACLE",

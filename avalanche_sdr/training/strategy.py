@@ -17,10 +17,7 @@ from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
-
-
-DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
-"""Decision rule names :class:`SDRStrategy` (``decision=``) and the examples accept."""
+from avalanche_sdr.vocabulary import DETECTORS
 
 
 def make_detector(decision: str, *, thresholds: Optional[CalibrationThresholds] = None,
