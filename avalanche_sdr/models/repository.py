@@ -414,8 +414,20 @@ class SDRModel(MultiTaskModule):
 
     # ------------------------------------------------------------------ forward
     def features(self, x: Tensor, entry: Optional[int]) -> Tensor:
-        """E_entry(x): [N, C, H, W] in [0, 1] -> [N, feature_dim]; ``None`` uses E0."""
+        """E_entry(x): [N, C, H, W] in [0, 1] -> [N, feature_dim]; ``None`` uses E0.
+
+        Only the entry being trained (:meth:`trainable_for`) runs the encoder in training
+        mode: any other entry, read while one trains (a replayed sample of an earlier
+        task, or every task's output for ``model(x, None)``), is read in eval mode, so
+        its BatchNorm statistics never move.
+        """
         self.encoder.set_active(entry)
+        if self.encoder.training and entry != self._entry_in_training:
+            self.encoder.eval()
+            try:
+                return self.encoder(x)
+            finally:
+                self.encoder.train()
         return self.encoder(x)
 
     @torch.no_grad()
@@ -513,16 +525,31 @@ class SDRModel(MultiTaskModule):
             logits = self._at_class_ids(logits, torch.tensor(classes))
         return logits
 
+    def forward_all_tasks(self, x: Tensor) -> Dict[int, Tensor]:
+        """Every trained task's output, as Avalanche's ``MultiTaskModule.forward_all_tasks``.
+
+        :param x: [N, C, H, W] images in [0, 1].
+        :return: ``{task: logits}`` for every task with a head (trained, or being
+            trained), in training order; ``logits`` as :meth:`forward_single_task`
+            returns them ([N, c_t], or [N, max class id + 1] for a task trained on
+            global class ids). Empty before the first task.
+        """
+        return {int(key): self.forward_single_task(x, int(key)) for key in self.heads}
+
     def forward(self, x: Tensor, task_labels) -> Tensor:
         """Task-aware forward on a mini-batch that may mix tasks.
 
         :param x: [N, C, H, W] images in [0, 1].
-        :param task_labels: int, or [N] int tensor of task labels.
+        :param task_labels: int, or [N] int tensor of task labels; ``None``: every
+            trained task's output (:meth:`forward_all_tasks`), as Avalanche's
+            multi-task modules answer it (what ``LwFPlugin`` distils).
         :return: [N, max classes] logits (columns: local labels, or class ids for a
             task trained on global class ids); columns beyond a task's own classes
             hold the lowest finite value of the dtype, so they never win an argmax and
-            add nothing to a softmax.
+            add nothing to a softmax. For ``task_labels=None``: a dict task -> logits.
         """
+        if task_labels is None:
+            return self.forward_all_tasks(x)
         if isinstance(task_labels, int):
             return self.forward_single_task(x, task_labels)
         tasks = torch.unique(task_labels)
@@ -553,6 +580,17 @@ class SDRModel(MultiTaskModule):
         if self.generators is not None:
             self.generators.eval()
         return self
+
+    def end_entry_training(self) -> None:
+        """End the training of the entry :meth:`trainable_for` unfroze: from now on the
+        encoder stays in eval mode, so the entry's BatchNorm statistics are final.
+
+        The parameters keep ``requires_grad`` until :meth:`freeze_all`, so that what runs
+        after training (e.g. Avalanche's ``EWCPlugin`` and ``MASPlugin``, which compute
+        importances from gradients) still gets gradients of what the experience trained.
+        """
+        self._entry_in_training = None
+        self.train(self.training)
 
     def freeze_all(self) -> None:
         """Set ``requires_grad=False`` on every parameter (and drop stale grads)."""

@@ -16,8 +16,14 @@ so a decision that changes the model must be taken in the first of these hooks):
 3. ``before_training_epoch`` — the learning-rate schedule of new entries.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
    training inputs (when the repository keeps generators); fit the task-free routers
-   the strategy was built with (:mod:`avalanche_sdr.models.routing`); then freeze
-   everything and report the experience to the strategy's loggers.
+   the strategy was built with (:mod:`avalanche_sdr.models.routing`); end the entry's
+   training (its BatchNorm statistics are final) and report the experience to the
+   strategy's loggers.
+5. The user's plugins' ``after_training_exp`` (they come after this plugin): what the
+   experience trained still has ``requires_grad``, so Avalanche's ``EWCPlugin``,
+   ``MASPlugin`` or ``SynapticIntelligencePlugin`` compute their importances of it.
+6. :class:`SDRFreezePlugin`'s ``after_training_exp``, placed by the strategy after every
+   other plugin but its checkpoint plugin: everything is frozen.
 
 Reporting goes through Avalanche's loggers, as Avalanche's own metrics do: after each
 training experience the plugin publishes, through the strategy's ``EvaluationPlugin``
@@ -287,7 +293,9 @@ class SDRPlugin(SupervisedPlugin):
         for router in self.routers:
             fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
                        new_entry=self.training_new_entry)
-        model.freeze_all()
+        # The entry's BatchNorm statistics are final from here on; the parameters stay
+        # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
+        model.end_entry_training()
         self._task_inputs = self._task_labels = None
         line = self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note
         self._publish(strategy, record, line, heldout_elbo)
@@ -350,4 +358,19 @@ class SDRPlugin(SupervisedPlugin):
         return head + verdict + f" [{scores}]"
 
 
-__all__ = ["REPORTED_VALUES", "SDRPlugin"]
+class SDRFreezePlugin(SupervisedPlugin):
+    """Freezes the whole repository after a training experience
+    (:meth:`~avalanche_sdr.models.repository.SDRModel.freeze_all`).
+
+    :class:`~avalanche_sdr.training.SDRStrategy` places it after every other plugin
+    (the user's, Avalanche's evaluator, clock and periodic evaluation), only its
+    checkpoint plugin comes later: plugins that need the gradients of what the
+    experience trained once training is over get them first, and nothing is trainable
+    between experiences (the next experience's optimizer unfreezes what it trains).
+    """
+
+    def after_training_exp(self, strategy, **kwargs):
+        strategy.model.freeze_all()
+
+
+__all__ = ["REPORTED_VALUES", "SDRFreezePlugin", "SDRPlugin"]

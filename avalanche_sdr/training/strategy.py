@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 import inspect
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
+from avalanche.training import plugins as avalanche_plugins
 from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
@@ -16,7 +17,7 @@ from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDete
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings
-from avalanche_sdr.training.sdr_plugin import SDRPlugin
+from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
 from avalanche_sdr.vocabulary import DETECTORS
 
 
@@ -77,6 +78,83 @@ class _Routed:
 
     def __repr__(self) -> str:
         return f"<{self.where}>"
+
+
+_SDR_SCHEDULE = ("new_task_lr", "lr_milestones", "lr_decay", "reuse_lr", "new_task_epochs", "reuse_epochs")
+_NEEDS_NCM = "it updates a model's eval_classifier (NCMClassifier or FeCAMClassifier); SDR's heads are per-task layers"
+_PROJECTS_GRADIENTS = (
+    "it projects the gradient so that earlier tasks' losses do not grow, but in SDR those losses depend on no "
+    "trainable parameter (earlier entries and heads are frozen): its backward on memory samples fails"
+)
+_NEEDS_GENERATIVE_REPLAY = ("it trains or samples a generator strategy for generative replay; SDR fits its own "
+                            "generators, one per entry, and never replays")
+
+REFUSED_PLUGINS: Dict[type, str] = {
+    avalanche_plugins.LRSchedulerPlugin: (
+        "SDR builds a fresh Adam per experience over what the experience trains (a new head and adapter set, "
+        "or the head alone on reuse), so a scheduler bound to your optimizer would never change the learning "
+        "rate SDR trains with; set SDR's own schedule instead, as SDRSettings fields or SDRStrategy keywords: "
+        + ", ".join(_SDR_SCHEDULE)
+    ),
+    avalanche_plugins.GDumbPlugin: (
+        "it retrains a copy of the initial model from its buffer at every experience, which would discard the "
+        "repository's entries and heads"
+    ),
+    avalanche_plugins.FromScratchTrainingPlugin: (
+        "it resets the model's parameters before every experience, which would erase the entries and heads "
+        "trained so far"
+    ),
+    avalanche_plugins.CWRStarPlugin: (
+        "it overwrites and consolidates the weights of one linear layer of the model and freezes the rest, "
+        "which would change an earlier task's head and freeze the adapters SDR trains"
+    ),
+    avalanche_plugins.GEMPlugin: _PROJECTS_GRADIENTS,
+    avalanche_plugins.AGEMPlugin: _PROJECTS_GRADIENTS,
+    avalanche_plugins.RWalkPlugin: (
+        "it keeps per-parameter state created before model adaptation and fails on parameters a growing model "
+        "adds (SDR adds a head, and for a new task adapters, every experience)"
+    ),
+    avalanche_plugins.BiCPlugin: (
+        "it corrects the bias of a single-head class-incremental classifier; SDR has a head per task"
+    ),
+    avalanche_plugins.CoPEPlugin: "it learns class prototypes of a single-head class-incremental model's last layer",
+    avalanche_plugins.GSS_greedyPlugin: (
+        "it selects replay samples for a single-head (class-incremental) model and calls the model without "
+        "task labels; SDR's repository has a head per task"
+    ),
+    avalanche_plugins.RARPlugin: (
+        "it extracts features by tracing the model with torch.fx, which fails on SDR's model (it routes every "
+        "mini-batch by task label)"
+    ),
+    avalanche_plugins.LFLPlugin: (
+        "it needs an Avalanche BaseModel with get_features(); SDR's features depend on the task's entry"
+    ),
+    avalanche_plugins.FeatureDistillationPlugin: (
+        "it needs a model that stores its last features in model.features; SDR's features depend on the task's entry"
+    ),
+    avalanche_plugins.CurrentDataNCMUpdate: _NEEDS_NCM,
+    avalanche_plugins.MemoryNCMUpdate: _NEEDS_NCM,
+    avalanche_plugins.NCMOracle: _NEEDS_NCM,
+    avalanche_plugins.CurrentDataFeCAMUpdate: _NEEDS_NCM,
+    avalanche_plugins.MemoryFeCAMUpdate: _NEEDS_NCM,
+    avalanche_plugins.FeCAMOracle: _NEEDS_NCM,
+    avalanche_plugins.GenerativeReplayPlugin: _NEEDS_GENERATIVE_REPLAY,
+    avalanche_plugins.TrainGeneratorAfterExpPlugin: _NEEDS_GENERATIVE_REPLAY,
+}
+"""Avalanche 0.6.0 plugins that :class:`SDRStrategy` refuses, with the reason given in
+its error (the table of docs/plugins.rst). Subclasses are refused too."""
+
+
+def check_plugins(plugins: Iterable) -> None:
+    """Refuse the plugins :class:`SDRStrategy` cannot honour (:data:`REFUSED_PLUGINS`).
+
+    :param plugins: the ``plugins`` passed to :class:`SDRStrategy`.
+    :raises ValueError: a plugin that is an instance of a refused type, with the reason.
+    """
+    for plugin in plugins:
+        for kind, reason in REFUSED_PLUGINS.items():
+            if isinstance(plugin, kind):
+                raise ValueError(f"SDRStrategy cannot use {type(plugin).__name__}: {reason} (see docs/plugins.rst)")
 
 
 def _with_routed_keywords(init):
@@ -180,10 +258,13 @@ class SDRStrategy(SupervisedTemplate):
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
           ``plugins``, ``evaluator``, ``eval_every``, ``peval_mode``, ...), passed
           through. ``optimizer``, ``criterion`` and ``train_epochs`` are SDR's own
-          and refused.
+          and refused. Which of Avalanche's plugins work with SDR: docs/plugins.rst;
+          the refused ones are in :data:`REFUSED_PLUGINS`.
     :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself.
     :raises ValueError: a rule that needs generators on a repository without them;
-        a detector option together with ``detector``.
+        a detector option together with ``detector``; a plugin SDR cannot honour
+        (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set ``new_task_lr``,
+        ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
     """
 
     @_with_routed_keywords
@@ -229,7 +310,9 @@ class SDRStrategy(SupervisedTemplate):
                              forward_transfer=forward_transfer, routers=routers)
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
         initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
-        plugins = [self.sdr] + list(kwargs.pop("plugins", None) or [])
+        user_plugins = list(kwargs.pop("plugins", None) or [])
+        check_plugins(user_plugins)
+        plugins = [self.sdr] + user_plugins
         super().__init__(
             model=model,
             optimizer=initial_optimizer,
@@ -240,6 +323,9 @@ class SDRStrategy(SupervisedTemplate):
             plugins=plugins,
             **kwargs,
         )
+        # After the user's plugins, Avalanche's evaluator, periodic eval and clock: those
+        # that need gradients of what the experience trained get them before the freeze.
+        self.plugins.append(SDRFreezePlugin())
         self.checkpoint: Optional[SDRCheckpointPlugin] = None
         if checkpoint_dir is not None:
             # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
@@ -308,4 +394,5 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "SDRStrategy", "benchmark_input_shape", "make_detector"]
+__all__ = ["DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS", "SDRStrategy", "benchmark_input_shape",
+           "check_plugins", "make_detector"]
