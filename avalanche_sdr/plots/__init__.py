@@ -1,12 +1,43 @@
 """Figures of an SDR run from its results JSON.
 
-``python -m avalanche_sdr.plots RESULTS.json --out DIR [--task T3,2]`` writes
+``python -m avalanche_sdr.plots RESULTS.json --out DIR [--task 3]`` writes
 every figure as PNG; the functions below draw one figure each on a
-matplotlib ``Axes`` (a new figure when none is given).
+matplotlib ``Axes`` (a new figure when none is given). Tasks are named as in
+the printed results table: ``task 3`` is the task with 0-based id 3
+(:func:`task_label`; :func:`task_description` adds its 0-based group and split).
+
+The figure functions (:mod:`avalanche_sdr.plots.figures`) are imported on first
+use, so importing this package, or ``python -m avalanche_sdr.plots --help``,
+does not load matplotlib.
 """
 
-from avalanche_sdr.plots import figures as _figures
-from avalanche_sdr.plots.figures import *  # noqa: F401,F403 -- one function per figure (figures.__all__)
-from avalanche_sdr.plots.results import ResultsFormatError, load_results, task_label
+from typing import Any, List
 
-__all__ = list(_figures.__all__) + ["ResultsFormatError", "load_results", "task_label"]
+from avalanche_sdr.plots.results import ResultsFormatError, load_results, task_description, task_label
+
+# figures.__all__, named here so that matplotlib loads only when one is used.
+_FIGURE_NAMES = (
+    "MAX_TICK_LABELS",
+    "OUTCOME_COLORS",
+    "make_all_plots",
+    "plot_complexity_heatmap",
+    "plot_consistency_heatmap",
+    "plot_detection_example",
+    "plot_memory",
+    "plot_task_accuracy",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FIGURE_NAMES:
+        from avalanche_sdr.plots import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_FIGURE_NAMES))
+
+
+__all__ = [*_FIGURE_NAMES, "ResultsFormatError", "load_results", "task_description", "task_label"]

@@ -13,8 +13,11 @@ Format (written by ``examples/quickstart.py --output``)::
                 "test_accuracy": f (0-1), "memory_mb": f,
                 "detection": DetectionRecord.to_dict()}, ...]}
 
-``tasks`` is in stream order. ``group`` and ``split`` are 0-based; labels use
-the paper's 1-based ``T{k},{r}``. ``DetectionRecord.to_dict()`` provides
+``tasks`` is in stream order. ``task`` is Avalanche's experience id; ``task``,
+``group`` and ``split`` are 0-based. Figures, titles and messages name a task
+as the printed results table and the ``[SDR] task t: ...`` lines do:
+``task 3`` (:func:`task_label`), with ``group 3, split 1`` where the group and
+split are shown (:func:`task_description`). ``DetectionRecord.to_dict()`` provides
 ``candidate_entries``, ``candidate_tasks``, ``consistency`` (p, one per
 candidate), ``complexity`` (S(j, t), dimensionless, one per candidate),
 ``reused_entry``, ``vote_consistency`` and ``vote_complexity``.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -141,8 +145,17 @@ def _check_detection(i: int, detection: Any, keys: Sequence[str]) -> None:
 
 
 def task_label(task: Mapping[str, Any]) -> str:
-    """Paper-style label ``"T{k},{r}"`` (1-based group and split) of a task dict."""
-    return f"T{int(task['group']) + 1},{int(task['split']) + 1}"
+    """Name of a task dict in figures: ``"task 3"`` (its 0-based task id).
+
+    The id is Avalanche's experience id, as in the printed results table and the
+    ``[SDR] task 3: ...`` lines.
+    """
+    return f"task {int(task['task'])}"
+
+
+def task_description(task: Mapping[str, Any]) -> str:
+    """:func:`task_label` with the 0-based group and split: ``"task 3 (group 3, split 1)"``."""
+    return f"{task_label(task)} (group {int(task['group'])}, split {int(task['split'])})"
 
 
 def entry_creators(results: Mapping[str, Any]) -> Dict[int, int]:
@@ -164,26 +177,54 @@ def entry_creators(results: Mapping[str, Any]) -> Dict[int, int]:
     return creators
 
 
-def find_task(results: Mapping[str, Any], task: Union[int, str]) -> Dict[str, Any]:
-    """The task dict for a task id (int, or a digit string) or a label ``"T3,2"``.
+_TASK_NAME = re.compile(r"(?:task)?(-?\d+)", re.IGNORECASE)  # spaces removed first
+_LEGACY_LABEL = re.compile(r"T(\d+),(\d+)", re.IGNORECASE)
 
-    :raises ResultsFormatError: if no task matches (the message lists the valid ones).
+
+def find_task(results: Mapping[str, Any], task: Union[int, str]) -> Dict[str, Any]:
+    """The task dict for a task id: an int, ``"3"`` or ``"task 3"`` (0-based id).
+
+    The legacy label ``"T4,2"`` of earlier versions (paper style: 1-based group
+    and split, here group 3, split 1) is still accepted.
+
+    :raises ResultsFormatError: if no task matches or ``task`` is neither form
+        (the message lists the task ids the results have).
     """
     tasks = results["tasks"]
-    if isinstance(task, str) and not task.strip().lstrip("-").isdigit():
-        wanted = task.strip().replace(" ", "")
-        for t in tasks:
-            if task_label(t) == wanted:
-                return t
-        labels = ", ".join(task_label(t) for t in tasks)
-        raise ResultsFormatError(f"no task labelled {task!r}; the results have: {labels}")
+    ids = _describe_ids([int(t["task"]) for t in tasks])
+    if isinstance(task, str):
+        text = task.strip().replace(" ", "")
+        legacy = _LEGACY_LABEL.fullmatch(text)
+        if legacy:
+            group, split = int(legacy.group(1)) - 1, int(legacy.group(2)) - 1
+            for t in tasks:
+                if (int(t["group"]), int(t["split"])) == (group, split):
+                    return t
+            raise ResultsFormatError(
+                f"no task with group {group}, split {split} (legacy label {task!r}: 1-based "
+                f"group and split); name a task by its 0-based id instead, e.g. "
+                f"'task {int(tasks[-1]['task'])}'; the results have ids {ids}"
+            )
+        named = _TASK_NAME.fullmatch(text)
+        if not named:
+            last = int(tasks[-1]["task"])
+            raise ResultsFormatError(
+                f"cannot read task {task!r}: give a task id such as {last} or 'task {last}' "
+                f"(0-based, as in the printed results table); the results have ids {ids}"
+            )
+        task = named.group(1)
     task_id = int(task)
     for t in tasks:
         if int(t["task"]) == task_id:
             return t
-    raise ResultsFormatError(
-        f"no task with id {task_id}; the results have ids {[int(t['task']) for t in tasks]}"
-    )
+    raise ResultsFormatError(f"no task with id {task_id}; the results have ids {ids}")
+
+
+def _describe_ids(ids: Sequence[int]) -> str:
+    """``"0 to 99"`` for consecutive ids, else the list."""
+    if len(ids) > 2 and list(ids) == list(range(ids[0], ids[0] + len(ids))):
+        return f"{ids[0]} to {ids[-1]}"
+    return str(list(ids))
 
 
 def default_example_task(results: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
@@ -212,8 +253,9 @@ class DetectionGrid:
         exist yet when the row's task was detected.
     :ivar rows: the scored task dicts (rows), stream order.
     :ivar entries: entry ids (columns), in creation order.
-    :ivar row_labels: ``"T{k},{r}"`` of each row task.
-    :ivar col_labels: ``"T{k},{r}"`` of the task that created each entry.
+    :ivar row_labels: :func:`task_label` (``"task 3"``) of each row task.
+    :ivar col_labels: :func:`task_label` of the task that created each entry
+        (``"entry 4"`` when that task is not in the results).
     :ivar similar: bool ``[n_rows, n_cols]``, True where the entry's creator
         has the row task's group (ground truth).
     :ivar chosen: column index of the reused entry per row, or None.
@@ -312,5 +354,6 @@ __all__ = [
     "find_task",
     "load_results",
     "require_task_keys",
+    "task_description",
     "task_label",
 ]

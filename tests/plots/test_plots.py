@@ -3,16 +3,20 @@
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 import avalanche_sdr
 from avalanche_sdr.plots import (
+    MAX_TICK_LABELS,
     ResultsFormatError,
     load_results,
     make_all_plots,
@@ -21,6 +25,7 @@ from avalanche_sdr.plots import (
     plot_detection_example,
     plot_memory,
     plot_task_accuracy,
+    task_description,
     task_label,
 )
 from avalanche_sdr.plots.__main__ import main
@@ -222,15 +227,34 @@ def test_memory_plot_uses_per_task_all_new_line(results):
     assert "% saved" in ax.get_title()
 
 
-def test_find_task_by_id_and_label(results):
+def test_task_naming_matches_the_results_table(results):
+    task = results["tasks"][6]
+    assert task_label(task) == f"task {task['task']}"
+    assert task_description(task) == f"task {task['task']} (group {task['group']}, split {task['split']})"
+    panel = plot_detection_example(results, task=task["task"])
+    assert panel.get_title().startswith(f"Task {task['task']} (group {task['group']}, split {task['split']})")
+
+
+def test_find_task_by_id_and_name(results):
     task = results["tasks"][6]
     assert find_task(results, task["task"]) is task
     assert find_task(results, str(task["task"])) is task
     assert find_task(results, task_label(task)) is task
-    with pytest.raises(ResultsFormatError, match="no task labelled 'T9,9'"):
-        find_task(results, "T9,9")
-    with pytest.raises(ResultsFormatError, match="no task with id 99"):
+    assert find_task(results, f" Task {task['task']} ") is task
+    with pytest.raises(ResultsFormatError, match=r"no task with id 99; the results have ids 0 to 14"):
         find_task(results, 99)
+    with pytest.raises(ResultsFormatError, match=r"no task with id 99"):
+        find_task(results, "task 99")
+    with pytest.raises(ResultsFormatError, match=r"cannot read task 'third'.*'task 14'"):
+        find_task(results, "third")
+
+
+def test_find_task_reads_the_legacy_label(results):
+    task = results["tasks"][6]
+    legacy = f"T{task['group'] + 1},{task['split'] + 1}"  # 1-based group and split
+    assert find_task(results, legacy) is task
+    with pytest.raises(ResultsFormatError, match=r"no task with group 8, split 8 .*'T9,9'.*0-based id"):
+        find_task(results, "T9,9")
 
 
 def test_warm_start_task_has_no_panel(results):
@@ -298,3 +322,112 @@ def test_cli_module_entry_point(tmp_path, results_file):
     )
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "m").glob("*.png"))) == 5
+
+
+# -- readable at every stream length ---------------------------------------------------------
+
+PLOTS = (plot_complexity_heatmap, plot_consistency_heatmap, plot_detection_example, plot_memory,
+         plot_task_accuracy)
+TICK_NAME = re.compile(r"task \d+|entry \d+|outcome")
+
+
+@pytest.fixture(scope="module")
+def streams():
+    """Results of a 4-task and a 100-task stream (50 groups: ~50 entries, 97 scored rows)."""
+    short = build_results(n_groups=2, n_splits=2, n_warm=2, miss_at=3, incorrect_at=99)
+    long = build_results(n_groups=50, n_splits=2, n_warm=3, miss_at=40, incorrect_at=70)
+    assert len(short["tasks"]) == 4 and len(long["tasks"]) == 100 and long["unique_tasks"] > 40
+    return {4: short, 100: long}
+
+
+def drawn_texts(fig):
+    """Draw ``fig`` on an Agg canvas; its renderer and every text drawn (non-empty, visible)."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # runs the constrained layout
+    not_drawn = set()  # tick labels of ticks outside the view, or spare tick objects
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            tolerance = 1e-9 * (high - low)
+            for minor in (False, True):
+                locs = axis.get_ticklocs(minor=minor)
+                ticks = axis.get_minor_ticks() if minor else axis.get_major_ticks()
+                for k, tick in enumerate(ticks):
+                    if k >= len(locs) or not low - tolerance <= locs[k] <= high + tolerance:
+                        not_drawn |= {id(tick.label1), id(tick.label2)}
+    texts = [
+        t for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and id(t) not in not_drawn
+    ]
+    return canvas.get_renderer(), texts
+
+
+def tick_texts(axis):
+    return [t.get_text() for t in axis.get_majorticklabels() if t.get_text()]
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # e.g. "constrained layout not applied"
+@pytest.mark.parametrize("n_tasks", [4, 100])
+@pytest.mark.parametrize("plot", PLOTS, ids=lambda f: f.__name__)
+def test_every_text_lies_inside_the_figure(streams, n_tasks, plot):
+    fig = plot(streams[n_tasks]).figure
+    renderer, texts = drawn_texts(fig)
+    assert any(t.get_text() == fig.axes[0].get_title() for t in texts)
+    inside = fig.bbox.padded(1.0)  # pixels
+    cut = [
+        (t.get_text()[:40], tuple(np.round(t.get_window_extent(renderer).extents)))
+        for t in texts
+        if not (inside.contains(*t.get_window_extent(renderer).p0)
+                and inside.contains(*t.get_window_extent(renderer).p1))
+    ]
+    assert not cut, f"text cut at the figure edge {tuple(fig.bbox.extents)}: {cut}"
+
+
+@pytest.mark.parametrize("n_tasks", [4, 100])
+def test_task_ticks_use_one_name_and_are_thinned(streams, n_tasks):
+    results = streams[n_tasks]
+    task_axes = []
+    for plot in PLOTS:
+        ax = plot(results)
+        task_axes.append(ax.xaxis)
+        if plot in (plot_complexity_heatmap, plot_consistency_heatmap):
+            task_axes.append(ax.yaxis)
+    for axis in task_axes:
+        labels = tick_texts(axis)
+        assert labels and all(TICK_NAME.fullmatch(label) for label in labels), labels
+        assert len(labels) <= MAX_TICK_LABELS + 1  # + the heatmaps' outcome column
+    accuracy = plot_task_accuracy(results).xaxis
+    names = [task_label(t) for t in results["tasks"]]
+    if n_tasks <= MAX_TICK_LABELS:
+        assert tick_texts(accuracy) == names
+    else:  # every k-th task, from the first; minor ticks mark every task
+        step = -(-n_tasks // MAX_TICK_LABELS)
+        assert tick_texts(accuracy) == names[::step]
+        ticked = set(accuracy.get_ticklocs()) | set(accuracy.get_ticklocs(minor=True))
+        assert ticked == set(range(n_tasks))
+
+
+def test_figures_grow_with_the_stream_within_bounds(streams):
+    for plot in (plot_complexity_heatmap, plot_task_accuracy):
+        small = plot(streams[4]).figure.get_size_inches()
+        large = plot(streams[100]).figure.get_size_inches()
+        assert (large >= small).all() and (large > small).any(), plot.__name__
+        assert (small >= (7.5, 5.0)).all() and (large <= (16.0, 14.0)).all(), plot.__name__
+
+
+def test_package_loads_matplotlib_only_when_a_figure_is_used():
+    import avalanche_sdr.plots as package
+    from avalanche_sdr.plots import figures
+
+    assert sorted(package._FIGURE_NAMES) == sorted(figures.__all__)
+    assert package.plot_memory is figures.plot_memory
+    with pytest.raises(AttributeError, match="no attribute 'plot_nothing'"):
+        package.plot_nothing  # noqa: B018
+    package_root = Path(avalanche_sdr.__path__[0]).parent
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, avalanche_sdr.plots; print('matplotlib' in sys.modules)"],
+        capture_output=True, text=True, cwd=package_root, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(package_root)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
