@@ -8,7 +8,7 @@ are put in a seeded random order whose first ``n_warm_start`` tasks come from pa
 distinct groups (the warm-start tasks SDR trains without detection).
 
 The result is an Avalanche 0.6.0 benchmark built on the non-deprecated path
-(``ClassificationDataset`` with ``targets`` and ``TaskLabels`` ->
+(``TaskAwareClassificationDataset`` with ``targets`` and ``TaskLabels`` ->
 ``benchmark_from_datasets``, experiences given the ``TaskAware`` and classes-timeline
 attributes) with ``train_stream``, ``valid_stream`` and ``test_stream`` of length T.
 Optional train and eval transforms become the datasets' Avalanche transform groups.
@@ -28,7 +28,7 @@ from avalanche.benchmarks.scenarios.generic_scenario import (
     EagerCLStream,
     ExperienceAttribute,
 )
-from avalanche.benchmarks.utils.classification_dataset import ClassificationDataset
+from avalanche.benchmarks.utils.classification_dataset import TaskAwareClassificationDataset
 from avalanche.benchmarks.utils.data_attribute import DataAttribute, TaskLabels
 from avalanche.benchmarks.utils.flat_data import ConstantSequence
 from avalanche.benchmarks.utils.transform_groups import TransformGroups
@@ -438,11 +438,14 @@ def _transform_groups(
 
 def _task_dataset(
     data: Dataset, labels: np.ndarray, task_label: int, transforms: Optional[TransformGroups]
-) -> ClassificationDataset:
+) -> TaskAwareClassificationDataset:
     """An experience's dataset: ``data`` (samples ``(image, label)``) with the
-    ``targets`` and task-label attributes and the optional transform groups."""
+    ``targets`` and task-label attributes and the optional transform groups.
+
+    Task-aware (``task_set``, ``targets_task_labels``), as Avalanche's task-incremental
+    benchmarks' datasets are: plugins such as ``LwFPlugin`` read them."""
     label_list = [int(v) for v in labels]
-    return ClassificationDataset(
+    return TaskAwareClassificationDataset(
         [data],
         data_attributes=[
             DataAttribute(label_list, "targets"),
@@ -645,7 +648,7 @@ def mixed_similarity_benchmark(
 
     # The label stored for local label j of group k.
     label_of = [list(group) if original_class_ids else list(range(len(group))) for group in groups]
-    datasets: Dict[str, List[ClassificationDataset]] = {"train": [], "valid": [], "test": []}
+    datasets: Dict[str, List[TaskAwareClassificationDataset]] = {"train": [], "valid": [], "test": []}
     task_sizes: List[Dict[str, Any]] = []
     sample_indices: List[Dict[str, np.ndarray]] = []
     present: List[List[int]] = []

@@ -67,6 +67,15 @@ def test_streams_tasks_and_labels(bench):
     assert bench.group_names is None
 
 
+def test_datasets_are_task_aware(bench):
+    # Avalanche's task-aware plugins (LwF) read task_set and targets_task_labels.
+    for stream in (bench.train_stream, bench.valid_stream, bench.test_stream):
+        for i, exp in enumerate(stream):
+            assert list(exp.dataset.task_set.keys()) == [i]
+            assert set(exp.dataset.targets_task_labels) == {i}
+            assert len(exp.dataset.task_set[i]) == len(exp.dataset)
+
+
 def test_batches_are_float_images_and_int64_labels(bench):
     exp = bench.train_stream[4]
     x, y, t = next(iter(DataLoader(exp.dataset, batch_size=8, collate_fn=exp.dataset.collate_fn)))
