@@ -3,7 +3,8 @@
 The names a first script needs are importable from here: ``SDRStrategy`` (with
 ``SDRStrategy.from_benchmark``), the settings ``SDRSettings`` / ``PAPER_SETTINGS`` /
 ``CPU_SETTINGS``, a CPU backbone ``small_cnn_backbone`` and ``pretrain_backbone``
-for it (the README's usage block imports nothing else but a benchmark). The
+for it, and ``seed_everything`` (the README's usage block imports nothing else but a
+benchmark). The
 subpackages hold the pieces:
 
 - :mod:`avalanche_sdr.models` — EFT adapters, backbones, VAEs, the repository model;
@@ -14,6 +15,7 @@ subpackages hold the pieces:
 - :mod:`avalanche_sdr.plots` — figures from a run's results JSON;
 - :mod:`avalanche_sdr.baselines` — the Avalanche baselines SDR is compared with;
 - :mod:`avalanche_sdr.vocabulary` — the decision and outcome names of records and results;
+- :mod:`avalanche_sdr.seeding` — ``seed_everything``, one call that makes a script repeatable;
 - :mod:`avalanche_sdr.cli` — what the command-line entry points share.
 
 The names below are imported on first use (PEP 562), so ``import avalanche_sdr``
@@ -37,9 +39,10 @@ _EXPORTS = {
     "CPU_SETTINGS": "avalanche_sdr.training",
     "pretrain_backbone": "avalanche_sdr.training",
     "small_cnn_backbone": "avalanche_sdr.models",
+    "seed_everything": "avalanche_sdr.seeding",
 }
 _SUBPACKAGES = ("models", "detection", "training", "benchmarks", "evaluation", "plots", "baselines", "vocabulary",
-                "cli")
+                "cli", "seeding")
 
 __all__ = [
     "SDRStrategy",
@@ -53,6 +56,7 @@ __all__ = [
     "CPU_SETTINGS",
     "pretrain_backbone",
     "small_cnn_backbone",
+    "seed_everything",
     "__version__",
 ]
 

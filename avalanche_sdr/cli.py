@@ -7,6 +7,10 @@ avalanche_sdr.plots``) uses this module so that a command
 - refuses bad arguments and unusable output paths while parsing, before any data is
   read or anything is trained: argparse's usage error, exit code 2
   (:func:`seed`, :func:`positive_int`, :func:`output_file`, :func:`output_dir`, ...);
+- answers ``--help`` and usage errors before importing torch, Avalanche or matplotlib
+  (these checks import none of them; :func:`check_device` imports torch for a device
+  other than ``cpu`` only), with plain text from the module docstring
+  (:func:`description`; ``python -m benchmarks.cli_startup`` measures every command);
 - reports the library's own errors (missing or damaged data, unusable checkpoints,
   bad task data, bad results or weights files) as one ``error: <message>`` on
   stderr, exit code 1, without a traceback; with ``--debug`` or the environment
@@ -27,16 +31,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from avalanche_sdr.seeding import MAX_SEED  # noqa: F401 -- re-exported: the largest seed --seed accepts
+
 DEBUG_ENV = "SDR_DEBUG"
 """Environment variable: ``1`` (or any value but ``""`` and ``0``) shows tracebacks."""
 
-MAX_SEED = 2**32 - 1
-"""Largest seed numpy's legacy seeding accepts."""
 
 
 # ---------------------------------------------------------------------- warnings
@@ -197,6 +202,47 @@ def existing_path(text: str) -> str:
     return text
 
 
+# ---------------------------------------------------------------------- help text
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(?P<text>[^`<]*?)\s*(?:<[^`>]*>)?`")
+_LITERAL = re.compile(r"``(?P<text>.+?)``")
+_INTERPRETED = re.compile(r"`(?P<text>[^`]+?)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` (reStructuredText, as in a docstring) without its inline markup, for a
+    terminal; line breaks and spacing are kept.
+
+    Inline literals and interpreted text lose their backquotes; a role keeps its text
+    (the last dotted part after ``~``, the title before a ``<target>``); a closing
+    ``::`` becomes ``:``. For example::
+
+        SDR on ``MixedEMNIST`` (:func:`~avalanche_sdr.cli.seed`, :ref:`data <data>`)::
+        SDR on MixedEMNIST (seed, data):
+    """
+    def role(match: "re.Match[str]") -> str:
+        target = match.group("text")
+        return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
+
+    text = _ROLE.sub(role, text)
+    text = _LITERAL.sub(lambda m: m.group("text"), text)
+    text = _INTERPRETED.sub(lambda m: m.group("text"), text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
+
+
+def description(doc: Optional[str]) -> str:
+    """An entry point's ``--help`` description from its module docstring ``doc``: the
+    first paragraph (the summary, up to the first blank line) on one line, as
+    :func:`plain_text`. ``""`` when there is no docstring (``python -OO``)."""
+    if not doc:
+        return ""
+    paragraph = []
+    for line in doc.strip().splitlines():
+        if not line.strip():
+            break
+        paragraph.append(line.strip())
+    return plain_text(" ".join(paragraph))
+
+
 # ---------------------------------------------------------------------- common options
 def add_debug_argument(parser: argparse.ArgumentParser) -> None:
     """``--debug``: show the full traceback of an error (read by :func:`run_cli`)."""
@@ -260,22 +306,12 @@ def set_threads(threads: Optional[int], device: str = "cpu") -> int:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed the global RNGs of Python's ``random``, numpy (legacy ``np.random``) and torch
-    (CPU and every CUDA device) with ``seed`` (an int in [0, :data:`MAX_SEED`]).
+    """Seed the global RNGs once at a command's start (and the harness before each
+    method) so that a run is repeatable: :func:`avalanche_sdr.seeding.seed_everything`,
+    which says what it covers."""
+    from avalanche_sdr.seeding import seed_everything as seed_globals
 
-    For scripts only: each command calls it once at its start (and the harness before
-    each method) so that a run is repeatable. The library itself never seeds or
-    re-seeds these global generators; it draws from them (a resumed checkpoint restores
-    their states, :mod:`avalanche_sdr.training.checkpoint`).
-    """
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+    seed_globals(seed)
 
 
 def write_json(path: "str | os.PathLike", data: Any) -> None:
@@ -294,7 +330,13 @@ def write_json(path: "str | os.PathLike", data: Any) -> None:
 
 
 def check_device(parser: argparse.ArgumentParser, device: str, option: str = "--device") -> None:
-    """argparse error (exit code 2) when ``device`` is not a torch device or not present."""
+    """argparse error (exit code 2) when ``device`` is not a torch device or not present.
+
+    ``"cpu"`` is always there: accepted without importing torch, so that a command's
+    argument checks stay quick (torch is imported for any other device).
+    """
+    if device == "cpu":
+        return
     import torch
 
     try:
@@ -344,6 +386,11 @@ def run_cli(main: Callable, parse_args: Optional[Callable] = None, argv: Optiona
     debug = debug_requested(argv)
     try:
         result = main(parse_args(argv)) if parse_args is not None else main(argv)
+    except SystemExit:
+        # ``--help``, argparse's usage errors and ``sys.exit`` in ``main``: as they are.
+        # Caught first so that ``library_errors()`` (which imports torch and Avalanche
+        # to name the error classes) is not evaluated for them.
+        raise
     except KeyboardInterrupt:
         if debug:
             traceback.print_exc()
@@ -468,6 +515,7 @@ __all__ = [
     "cifar_resnet_depth",
     "cifar_resnet_weights",
     "debug_requested",
+    "description",
     "existing_dir",
     "existing_file",
     "existing_path",
@@ -477,6 +525,7 @@ __all__ = [
     "output_dir",
     "output_file",
     "output_legend",
+    "plain_text",
     "positive_int",
     "results_table",
     "run_cli",

@@ -28,8 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from avalanche_sdr.detection.calibrated import CalibrationThresholds, calibrated_decision
+from avalanche_sdr import cli
 from benchmarks.detection_errors import has_records, tasks_of
+
+# avalanche_sdr.detection imports torch: imported by the functions below, after the
+# arguments are parsed.
 
 GRID = dict(
     max_elbo_gap=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0],
@@ -61,11 +64,15 @@ def scored_cases(run: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def count_right(cases: Sequence[Dict[str, Any]], thresholds: CalibrationThresholds) -> int:
     """Number of cases the calibrated rule with ``thresholds`` decides right."""
+    from avalanche_sdr.detection.calibrated import calibrated_decision
+
     return sum(calibrated_decision(**c["evidence"], thresholds=thresholds) == c["true"] for c in cases)
 
 
 def sweep(cases: Sequence[Dict[str, Any]], grid: Dict[str, Sequence[float]] = GRID) -> List[tuple]:
     """``(right, thresholds)`` for every grid point, best first, most permissive first among ties."""
+    from avalanche_sdr.detection.calibrated import CalibrationThresholds
+
     results = []
     for values in itertools.product(*grid.values()):
         t = CalibrationThresholds(**dict(zip(grid, values)))
@@ -76,7 +83,7 @@ def sweep(cases: Sequence[Dict[str, Any]], grid: Dict[str, Sequence[float]] = GR
 
 
 def main(argv: Optional[List[str]] = None) -> List[tuple]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=cli.description(__doc__))
     parser.add_argument("paths", nargs="+", help="results JSONs of SDR runs")
     parser.add_argument("--top", type=int, default=10, help="combinations to print")
     args = parser.parse_args(argv)

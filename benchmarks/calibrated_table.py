@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from benchmarks.table2 import mean_std
+from avalanche_sdr import cli
 
 ROWS = ("optimal", "sdr", "sdr_calibrated", "sdr_calibrated_ft")
 TARGET_ACCURACY = 0.9
@@ -43,6 +43,8 @@ def epochs_to(curve: Sequence[float], target: float = TARGET_ACCURACY) -> int:
 
 def _pm(values: Sequence[float], digits: int) -> str:
     """``mean ± std`` of the non-NaN values (:func:`benchmarks.table2.mean_std`), "–" if none."""
+    from benchmarks.table2 import mean_std  # imports torch and Avalanche: not before the arguments are parsed
+
     values = [v for v in values if not math.isnan(v)]
     if not values:
         return "–"
@@ -89,7 +91,7 @@ def format_table(folders: Sequence[Path]) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=cli.description(__doc__))
     parser.add_argument("folders", nargs="+", help="benchmarks.table2 --out folders")
     parser.add_argument("--output", default=None, help="also write the table to this file")
     args = parser.parse_args(argv)

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from avalanche_sdr.detection.calibrated import label_ratio, likelihood_gap
+from avalanche_sdr import cli
 
 
 def has_records(run: Dict[str, Any]) -> bool:
@@ -46,6 +46,9 @@ def tasks_of(run: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def analyse_run(run: Dict[str, Any], name: str) -> List[Dict[str, Any]]:
     """One row per scored task of one run (see the module doc)."""
+    # avalanche_sdr.detection imports torch: not before the arguments are parsed.
+    from avalanche_sdr.detection.calibrated import label_ratio, likelihood_gap
+
     tasks = tasks_of(run)
     group_of_task = {t["detection"]["task"]: t["group"] for t in tasks}
     rows = []
@@ -131,7 +134,7 @@ def load(paths: Iterable[str]) -> List[Dict[str, Any]]:
 
 
 def main(argv: Optional[List[str]] = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=cli.description(__doc__))
     parser.add_argument("paths", nargs="+", help="results JSONs")
     parser.add_argument("--errors-only", action="store_true", help="only rows whose outcome is not correct")
     args = parser.parse_args(argv)

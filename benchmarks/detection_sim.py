@@ -225,10 +225,10 @@ def thread_check(runs_dir) -> str:
 
 
 def parse_args(argv=None):
-    from benchmarks.methods import STREAMS
+    from benchmarks.catalogue import STREAMS  # names only: no torch before the arguments are checked
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_sim",
-                                     description=__doc__.splitlines()[0])
+                                     description=cli.description(__doc__))
     parser.add_argument("--stream", choices=sorted(STREAMS), required=True,
                         help="harness stream (as for benchmarks.table2 --stream)")
     parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",

@@ -29,13 +29,14 @@ import argparse
 import statistics
 import time
 
-import torch
+from avalanche_sdr import cli
 
-from avalanche_sdr.detection.complexity import complexity_measure, relu_ntk_gram
+# torch and avalanche_sdr.detection are imported by the functions that time, after the
+# arguments are parsed (--help and usage errors stay immediate).
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=cli.description(__doc__))
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 4000],
                         help="task sizes n (rows of the features)")
     parser.add_argument("--dim", type=int, default=512, help="feature dimension d")
@@ -56,6 +57,10 @@ def _elapsed(fn) -> float:
 
 def time_pair(n: int, dim: int, classes: int, repeats: int, seed: int) -> tuple[float, float]:
     """Median seconds of S and of a bare Cholesky of the same n x n matrix."""
+    import torch
+
+    from avalanche_sdr.detection.complexity import complexity_measure, relu_ntk_gram
+
     generator = torch.Generator().manual_seed(seed + n)
     features = torch.relu(torch.randn(n, dim, generator=generator))
     labels = torch.randint(0, classes, (n,), generator=generator)
@@ -80,6 +85,8 @@ def time_pair(n: int, dim: int, classes: int, repeats: int, seed: int) -> tuple[
 
 
 def main(args: argparse.Namespace) -> None:
+    import torch
+
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}")

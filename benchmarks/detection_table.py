@@ -21,8 +21,8 @@ from avalanche_sdr import cli
 if __name__ == "__main__":
     cli.install_warning_filters()  # before benchmarks.table2 imports Avalanche
 
-from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
-from benchmarks.table2 import mean_std  # noqa: E402  (after the filters)
+# benchmarks.table2 and avalanche_sdr.evaluation import torch and Avalanche: they are
+# imported by the functions that need them, after the arguments are parsed.
 
 RULE_ROWS = ("sdr", "sdr_calibrated", "sdr_expert_gate", "sdr_two_sample", "sdr_two_sample_nogen",
              "sdr_two_sample_entry", "optimal")
@@ -60,6 +60,8 @@ def read_runs(sources: Sequence[str]) -> List[Dict[str, Any]]:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
+    from benchmarks.table2 import mean_std
+
     if not values:
         return "–"
     mean, std = mean_std(values)
@@ -131,6 +133,7 @@ def entry_memory_table() -> str:
     import torch
 
     from avalanche_sdr.detection import ExpertGateDetector, TwoSampleDetector
+    from avalanche_sdr.evaluation.memory import BYTES_PER_MB
     from avalanche_sdr.models import build_sdr_model, cifar_resnet_backbone, small_cnn_backbone
 
     lines = ["| E0 | adapters + BatchNorm copies | VAE (latent 16, width 32) | two-sample reference (2 classes x 100) | "
@@ -163,7 +166,7 @@ def entry_memory_table() -> str:
 
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_table",
-                                     description=__doc__.splitlines()[0])
+                                     description=cli.description(__doc__))
     parser.add_argument("sources", nargs="+", type=cli.existing_path, metavar="SOURCE",
                         help="folders of run JSONs (a benchmarks.table2 OUT/runs) or runs.json files")
     parser.add_argument("--streams", nargs="+", default=None, metavar="STREAM",

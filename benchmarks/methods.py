@@ -106,6 +106,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
 from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
+from benchmarks import catalogue
 
 # --------------------------------------------------------------------- settings
 
@@ -194,25 +195,28 @@ def _emnist_bymerge(seed: int, sizes, data_root: str, original_class_ids: bool =
                        **_size_overrides(sizes))
 
 
+def _stream(name: str, factory: Callable[[int], Any], *sizes: int, **options) -> StreamSpec:
+    """The :class:`StreamSpec` of ``name`` with its label, E0 family and data-root need
+    read from :data:`benchmarks.catalogue.STREAMS` (defined there once, for the parsers)."""
+    entry = catalogue.STREAMS[name]
+    return StreamSpec(name, entry.label, factory, *sizes, backbone=entry.backbone,
+                      needs_data_root=entry.needs_data_root, **options)
+
+
 STREAMS: Dict[str, StreamSpec] = {
-    "digits": StreamSpec("digits", "MixedDigits (10 tasks)", _digits, 1, 8, 8, 16),
+    "digits": _stream("digits", _digits, 1, 8, 8, 16),
     # CPU caps: 600 train / 60 validation / 300 test images per task (defaults 5400 / 600 / 1000).
-    "fashion10": StreamSpec("fashion10", "MixedFashionMNIST (10 tasks)", _fashion(2), 1, 28, 16, 32,
-                            capped_sizes=(600, 60, 300)),
+    "fashion10": _stream("fashion10", _fashion(2), 1, 28, 16, 32, capped_sizes=(600, 60, 300)),
     # CPU caps: 300 / 30 / 200 (defaults 1080 / 120 / 200).
-    "fashion50": StreamSpec("fashion50", "MixedFashionMNIST (50 tasks)", _fashion(10), 1, 28, 16, 32,
-                            capped_sizes=(300, 30, 200)),
+    "fashion50": _stream("fashion50", _fashion(10), 1, 28, 16, 32, capped_sizes=(300, 30, 200)),
     # Real EMNIST (a bymerge root in the torchvision layout, README: Data), E0 = CIFAR-10
     # ResNet-20. CPU caps: 200 / 20 / 100 (defaults 2400 / 400 per class scaled to bymerge).
-    "emnist100": StreamSpec("emnist100", "MixedEMNIST bymerge (100 tasks)", _emnist_bymerge, 1, 28, 16, 32,
-                            capped_sizes=(200, 20, 100), backbone="cifar_resnet20", needs_data_root=True),
+    "emnist100": _stream("emnist100", _emnist_bymerge, 1, 28, 16, 32, capped_sizes=(200, 20, 100)),
     # 100 tasks (5 groups x 20 splits), 300 / 30 / 100 images per task in every preset
     # (Fashion-MNIST's 1,000 test images per class cut into 20 splits give 50 per class).
-    "fashion100": StreamSpec("fashion100", "MixedFashionMNIST (100 tasks, 300 images each)", _fashion(20), 1, 28,
-                             16, 32, fixed_sizes=(300, 30, 100)),
+    "fashion100": _stream("fashion100", _fashion(20), 1, 28, 16, 32, fixed_sizes=(300, 30, 100)),
     # Small tasks: 50 tasks of 40 training images (20 per class), 10 validation, 100 test.
-    "fashion50_small": StreamSpec("fashion50_small", "MixedFashionMNIST (50 tasks, 40 training images each)",
-                                  _fashion(10), 1, 28, 16, 32, fixed_sizes=(40, 10, 100)),
+    "fashion50_small": _stream("fashion50_small", _fashion(10), 1, 28, 16, 32, fixed_sizes=(40, 10, 100)),
 }
 
 
@@ -540,35 +544,37 @@ class Method:
     task_free: bool = False
 
 
+def _method(name: str, build: Callable[..., Any], is_sdr: bool = False) -> Method:
+    """The :class:`Method` ``name`` with its label and task-free flag read from
+    :data:`benchmarks.catalogue.METHODS` (defined there once, for the parsers)."""
+    entry = catalogue.METHODS[name]
+    return Method(name, entry.label, build, is_sdr, task_free=entry.task_free)
+
+
 METHODS: Dict[str, Method] = {
     m.name: m
     for m in (
-        Method("optimal", "Optimal (EFT for E)", build_optimal, True),
-        Method("single_model", "Single Model per task", build_single_model),
-        Method("finetune", "Finetune", build_finetune),
-        Method("new_head", "New-Head", build_new_head),
-        Method("replay", "ER", build_replay),
-        Method("ewc", "Online EWC", build_ewc),
-        Method("dgr", "DGR (Avalanche GenerativeReplay)", build_generative_replay),
-        Method("pnn", "PNN (Avalanche, on E0 features)", build_pnn),
-        Method("hat", "HAT (hard attention to the task)", build_hat),
-        Method("sdr", "SDR (EFT for E)", build_sdr, True),
-        Method("sdr_eft_g", "SDR (EFT for E and G)", build_sdr_eft_g, True),
-        Method("sdr_calibrated", "SDR (EFT for E), calibrated", build_sdr_calibrated, True),
-        Method("sdr_calibrated_ft", "SDR (EFT for E), calibrated + forward transfer",
-               build_sdr_calibrated_ft, True),
-        Method("sdr_expert_gate", "SDR repository, Expert Gate relatedness (no VAEs)",
-               build_sdr_expert_gate, True),
-        Method("sdr_two_sample", "SDR (EFT for E), two-sample test", build_sdr_two_sample, True),
-        Method("sdr_two_sample_nogen", "SDR (EFT for E), two-sample test, no generators",
-               build_sdr_two_sample_nogen, True),
-        Method("sdr_two_sample_entry", "SDR (EFT for E), two-sample test on each entry's encoder, no generators",
-               build_sdr_two_sample_entry, True),
-        Method("sdr_task_free", "SDR (EFT for E), two-sample test, no generators, task-free routers",
-               build_sdr_task_free, True, task_free=True),
-        Method("ci_replay", "ER, class-incremental (one head over class ids)", build_ci_replay, task_free=True),
-        Method("ci_ewc", "Online EWC, class-incremental", build_ci_ewc, task_free=True),
-        Method("joint", "Joint training (one head over class ids, upper bound)", build_joint, task_free=True),
+        _method("optimal", build_optimal, True),
+        _method("single_model", build_single_model),
+        _method("finetune", build_finetune),
+        _method("new_head", build_new_head),
+        _method("replay", build_replay),
+        _method("ewc", build_ewc),
+        _method("dgr", build_generative_replay),
+        _method("pnn", build_pnn),
+        _method("hat", build_hat),
+        _method("sdr", build_sdr, True),
+        _method("sdr_eft_g", build_sdr_eft_g, True),
+        _method("sdr_calibrated", build_sdr_calibrated, True),
+        _method("sdr_calibrated_ft", build_sdr_calibrated_ft, True),
+        _method("sdr_expert_gate", build_sdr_expert_gate, True),
+        _method("sdr_two_sample", build_sdr_two_sample, True),
+        _method("sdr_two_sample_nogen", build_sdr_two_sample_nogen, True),
+        _method("sdr_two_sample_entry", build_sdr_two_sample_entry, True),
+        _method("sdr_task_free", build_sdr_task_free, True),
+        _method("ci_replay", build_ci_replay),
+        _method("ci_ewc", build_ci_ewc),
+        _method("joint", build_joint),
     )
 }
 """Rows in the paper's order."""

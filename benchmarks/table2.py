@@ -96,11 +96,140 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from benchmarks import catalogue
 
 if __name__ in ("__main__", "__mp_main__"):
     # The command (or one of its spawned workers): hide the third-party warnings a user
     # cannot act on before benchmarks.methods imports Avalanche (avalanche_sdr.cli).
     cli.install_warning_filters()
+
+
+# --------------------------------------------------------------------- command line
+# Defined and run before the imports below (torch, Avalanche: seconds and ~700 MB), so
+# that --help and usage errors are immediate; names from benchmarks.catalogue.
+_PRESET_HELP = {
+    "smoke": "a few epochs per task and method, capped task sizes: checks that a stream and every "
+             "method run (not a result)",
+    "cpu": "CPU_SETTINGS (with the quickstart's head-only budget) and capped task sizes: the tables "
+           "in docs/results",
+    "paper": "the paper's epochs (supplementary A.1) and the streams' full task sizes; meant for a GPU",
+}
+
+
+def _stream_data(name: str) -> str:
+    """Where a harness stream's data come from (for --help)."""
+    if name == "digits":
+        return "scikit-learn's bundled digits (offline, nothing to get)"
+    if name == "emnist100":
+        return ("EMNIST bymerge in --data-root (EMNIST/raw/emnist-bymerge-*-ubyte); "
+                "E0 = --backbone-weights resnet20-*.th")
+    return "Fashion-MNIST in --data-root (default: the Debian package's folder)"
+
+
+def _epilog() -> str:
+    lines = ["streams (--stream):"]
+    lines += [f"  {name:<16} {spec.label}: {_stream_data(name)}" for name, spec in sorted(catalogue.STREAMS.items())]
+    lines += ["", "presets (--preset):"]
+    lines += [f"  {name:<16} {_PRESET_HELP.get(name, '')}" for name in catalogue.PRESETS]
+    lines += ["", "methods (--methods; default: all of them):"]
+    lines += [f"  {name:<21} {method.label}" for name, method in catalogue.METHODS.items()]
+    lines += ["", "Data: README.md, section Data. Results: docs/results/."]
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.table2", description=cli.description(__doc__),
+                                     epilog=_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stream", choices=sorted(catalogue.STREAMS), default="digits", metavar="STREAM",
+                        help="the mixed stream every method runs on (default digits; list below)")
+    parser.add_argument("--preset", choices=catalogue.PRESETS, default="smoke",
+                        help="training budget of every method: smoke (default), cpu or paper (see below)")
+    parser.add_argument("--methods", nargs="+", choices=list(catalogue.METHODS), default=list(catalogue.METHODS),
+                        metavar="METHOD",
+                        help="the rows of the table, one run per method and seed (default: all; list below)")
+    parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
+                        help="seeds, one stream order and one E0 each (default: 0); the table gives mean ± std")
+    parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
+                        help="runs executed at once by the local executor (worker processes; default 1)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: a process pool (default); ray: Ray tasks (pip install 'avalanche-sdr[ray]')")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="Ray cluster to connect to, e.g. auto (default: start a local Ray instance)")
+    parser.add_argument(
+        "--threads", type=cli.non_negative_int, default=1, metavar="N",
+        help="torch threads per run (0: cpu_count // jobs). Default 1: these models are small, and on "
+        "a CPU several threads per run mostly wait for each other, the more so on a busy machine",
+    )
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every run: cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
+                        help="dataset folder (emnist100: required, holds EMNIST/raw/emnist-bymerge-*-ubyte; "
+                        "fashion streams: default /usr/share/datasets/fashion-mnist; digits: not used)")
+    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
+                        help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100: "
+                        "resnet20-*.th from He et al.'s CIFAR ResNets)")
+    parser.add_argument("--out", type=cli.output_dir, default="results/table2", metavar="DIR",
+                        help="output folder: runs/, backbones/, table2.md, runs.csv, runs.json, plots/ "
+                        "(default results/table2); runs already there are skipped")
+    parser.add_argument("--no-plots", action="store_true", help="skip the figures in OUT/plots")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the table of the runs already in --out (those of "
+                        "--methods and --seeds)")
+    parser.add_argument("--tune", action="store_true",
+                        help="first choose the open baseline hyper-parameters (benchmarks/tuning.py: EWC "
+                        "lambda and decay, ER lr and epochs, DGR generator size) of --methods from a fixed "
+                        "grid by validation-stream accuracy on the tuning seed (never the test stream; "
+                        "OUT/tuning/, resumable), then add a '[tuned]' row per tuned method on every seed; "
+                        "grids, scores and choices go in table2.md's notes")
+    parser.add_argument("--tune-seed", type=cli.seed, default=None, metavar="SEED",
+                        help="the one seed --tune runs its grid on (default: the first of --seeds)")
+    parser.add_argument("--tune-extend", type=cli.non_negative_int, default=None, metavar="N",
+                        help="--tune: where the best grid point sits at an axis' smallest or largest value, add "
+                        "one value beyond that edge (the axis' step, within its bounds), run its points and "
+                        "choose again; at most N values per axis (default 2; 0: the fixed grid only)")
+    parser.add_argument("--tune-tasks", type=cli.positive_int, default=None, metavar="K",
+                        help="--tune: tuning runs train on the first K experiences of the stream and are scored "
+                        "on the first K of its validation stream (default: the whole stream); the [tuned] rows "
+                        "still run on the whole stream")
+    parser.add_argument("--protocol", nargs="+", choices=("ours", "paper"), default=["ours"],
+                        help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
+                        "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
+                        "docs/reproducing.rst infers from the paper); '--protocol ours paper' gives both rows")
+    parser.add_argument("--sweep", action="store_true",
+                        help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
+                        "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
+    parser.add_argument("--equal-memory", nargs="+", choices=list(catalogue.METHODS), default=[], metavar="REF",
+                        help="after the other runs, add ER rows (variant mem_REF) whose buffer is sized so that "
+                        "ER's memory meets REF's run on the same seed (REF among --methods, e.g. "
+                        "sdr_two_sample_nogen optimal; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
+                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); sizes and measured "
+                        "memory in OUT/equal_memory.json")
+    cli.add_debug_argument(parser)
+    args = parser.parse_args(argv)
+    missing = [ref for ref in args.equal_memory if ref not in args.methods]
+    if missing:
+        parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
+    for option in ("tune_seed", "tune_extend", "tune_tasks"):
+        if getattr(args, option) is not None and not args.tune:
+            parser.error(f"--{option.replace('_', '-')} needs --tune")
+    if args.tune:
+        from benchmarks.tuning import TUNING_GRIDS, tunable
+
+        if not tunable(args.methods):
+            parser.error(f"--tune: none of --methods has a tuning grid ({', '.join(TUNING_GRIDS)})")
+    if not args.report_only:
+        stream = catalogue.STREAMS[args.stream]
+        if stream.needs_data_root and not args.data_root:
+            parser.error(f"--stream {args.stream} needs --data-root ({_stream_data(args.stream)})")
+        if stream.backbone == "cifar_resnet20" and not args.backbone_weights:
+            parser.error(f"--stream {args.stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
+        cli.check_device(parser, args.device)
+    return args
+
+
+if __name__ == "__main__":
+    _ARGS = parse_args()  # --help and usage errors (exit code 2) end the command here
 
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
@@ -363,16 +492,32 @@ def _run_line(spec: RunSpec, r: Dict[str, Any]) -> str:
 
 
 def _local_results(todo: Sequence[RunSpec], jobs: int):
-    """Yield ``(spec, result or exception)`` as the runs of a local process pool finish."""
+    """Yield ``(spec, result or exception)`` as the runs of a local process pool finish.
+
+    Interrupted (Ctrl-C, or the consumer stops early): the queued runs are cancelled and
+    the workers terminated at once; the pool's own exit would first run every queued run
+    to its end, results unused.
+    """
     import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    try:
         futures = {pool.submit(_job, spec): spec for spec in todo}
         for future in as_completed(futures):
             try:
                 yield futures[future], future.result()
             except Exception as error:  # keep the other runs going
                 yield futures[future], error
+    except BaseException:  # KeyboardInterrupt, GeneratorExit
+        # The runs in flight are lost anyway (this process writes the JSONs): stop their
+        # workers. ProcessPoolExecutor has no public way to (before Python 3.14), and
+        # shutdown() forgets its processes: take them first.
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers:
+            process.terminate()
+        raise
+    pool.shutdown()
 
 
 def _ray_results(todo: Sequence[RunSpec], address: Optional[str], threads: int):
@@ -418,7 +563,10 @@ def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=p
         (Ray tasks, see :func:`_ray_results`).
     :param ray_address: Ray cluster address (``None``: start a local instance).
     Each finished run's JSON is written atomically by this process as it arrives, so a
-    killed harness loses only the runs in flight.
+    harness stopped by Ctrl-C or killed keeps every finished run and loses only the runs
+    in flight, which the same command runs again from their start (it says how many
+    runs are done and skipped). Ctrl-C also says what is kept. A line is printed on
+    stdout per finished run, under a tqdm bar on stderr where stderr is a terminal.
     """
     from tqdm import tqdm
 
@@ -427,22 +575,32 @@ def run_all(specs: Sequence[RunSpec], out_dir: os.PathLike, jobs: int = 1, log=p
     todo = pending_runs(specs, runs_dir)
     skipped = len(specs) - len(todo)
     if skipped and log is not None:
-        log(f"skipping {skipped} finished run(s) found in {runs_dir}")
+        log(f"skipping {skipped} finished run(s) found in {runs_dir}: {skipped} of {len(specs)} done, "
+            f"{len(todo)} to run")
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
     if todo:
         threads = max(s.threads for s in todo)
         results = (_local_results(todo, jobs) if executor == "local"
                    else _ray_results(todo, ray_address, threads))
-        with tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr) as bar:
-            for spec, outcome in results:
-                if isinstance(outcome, Exception):
-                    line = f"{spec.run_id}: FAILED {type(outcome).__name__}: {outcome}"
-                else:
-                    cli.write_json(runs_dir / f"{spec.run_id}.json", outcome)
-                    line = _run_line(spec, outcome)
-                bar.write(line)
-                bar.update(1)
+        finished = 0
+        try:
+            # disable=None: no bar (no \r frames) where stderr is not a terminal.
+            with tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr, disable=None) as bar:
+                for spec, outcome in results:
+                    if isinstance(outcome, Exception):
+                        line = f"{spec.run_id}: FAILED {type(outcome).__name__}: {outcome}"
+                    else:
+                        cli.write_json(runs_dir / f"{spec.run_id}.json", outcome)
+                        finished += 1
+                        line = _run_line(spec, outcome)
+                    bar.write(line, file=sys.stdout)
+                    bar.update(1)
+        except KeyboardInterrupt:
+            if log is not None:
+                log(f"interrupted: {skipped + finished} of {len(specs)} run(s) done and kept in {runs_dir}; the "
+                    "same command runs the others (those in flight start again from their beginning)")
+            raise
     return load_runs(runs_dir, [s.run_id for s in specs])
 
 
@@ -743,126 +901,6 @@ def pareto_lines(runs: Sequence[Dict[str, Any]]) -> str:
         f"{p['label']} ({p['accuracy']:.2f} %, {p['memory_mb']:.3f} MB)" for p in front)
 
 
-_PRESET_HELP = {
-    "smoke": "a few epochs per task and method, capped task sizes: checks that a stream and every "
-             "method run (not a result)",
-    "cpu": "CPU_SETTINGS (with the quickstart's head-only budget) and capped task sizes: the tables "
-           "in docs/results",
-    "paper": "the paper's epochs (supplementary A.1) and the streams' full task sizes; meant for a GPU",
-}
-
-
-def _stream_data(name: str) -> str:
-    """Where a harness stream's data come from (for --help)."""
-    if name == "digits":
-        return "scikit-learn's bundled digits (offline, nothing to get)"
-    if name == "emnist100":
-        return ("EMNIST bymerge in --data-root (EMNIST/raw/emnist-bymerge-*-ubyte); "
-                "E0 = --backbone-weights resnet20-*.th")
-    return "Fashion-MNIST in --data-root (default: the Debian package's folder)"
-
-
-def _epilog() -> str:
-    lines = ["streams (--stream):"]
-    lines += [f"  {name:<16} {spec.label}: {_stream_data(name)}" for name, spec in sorted(STREAMS.items())]
-    lines += ["", "presets (--preset):"]
-    lines += [f"  {name:<16} {_PRESET_HELP.get(name, '')}" for name in sorted(PRESETS)]
-    lines += ["", "methods (--methods; default: all of them):"]
-    lines += [f"  {name:<21} {method.label}" for name, method in METHODS.items()]
-    lines += ["", "Data: README.md, section Data. Results: docs/results/."]
-    return "\n".join(lines)
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.table2", description=__doc__.splitlines()[0],
-                                     epilog=_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stream", choices=sorted(STREAMS), default="digits", metavar="STREAM",
-                        help="the mixed stream every method runs on (default digits; list below)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke",
-                        help="training budget of every method: smoke (default), cpu or paper (see below)")
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS), metavar="METHOD",
-                        help="the rows of the table, one run per method and seed (default: all; list below)")
-    parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
-                        help="seeds, one stream order and one E0 each (default: 0); the table gives mean ± std")
-    parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
-                        help="runs executed at once by the local executor (worker processes; default 1)")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="local: a process pool (default); ray: Ray tasks (pip install 'avalanche-sdr[ray]')")
-    parser.add_argument("--ray-address", default=None, metavar="ADDR",
-                        help="Ray cluster to connect to, e.g. auto (default: start a local Ray instance)")
-    parser.add_argument(
-        "--threads", type=cli.non_negative_int, default=1, metavar="N",
-        help="torch threads per run (0: cpu_count // jobs). Default 1: these models are small, and on "
-        "a CPU several threads per run mostly wait for each other, the more so on a busy machine",
-    )
-    parser.add_argument("--device", default="cpu",
-                        help="torch device of every run: cpu (default), cuda, cuda:1, ...")
-    parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
-                        help="dataset folder (emnist100: required, holds EMNIST/raw/emnist-bymerge-*-ubyte; "
-                        "fashion streams: default /usr/share/datasets/fashion-mnist; digits: not used)")
-    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
-                        help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100: "
-                        "resnet20-*.th from He et al.'s CIFAR ResNets)")
-    parser.add_argument("--out", type=cli.output_dir, default="results/table2", metavar="DIR",
-                        help="output folder: runs/, backbones/, table2.md, runs.csv, runs.json, plots/ "
-                        "(default results/table2); runs already there are skipped")
-    parser.add_argument("--no-plots", action="store_true", help="skip the figures in OUT/plots")
-    parser.add_argument("--report-only", action="store_true",
-                        help="run nothing: write the table of the runs already in --out (those of "
-                        "--methods and --seeds)")
-    parser.add_argument("--tune", action="store_true",
-                        help="first choose the open baseline hyper-parameters (benchmarks/tuning.py: EWC "
-                        "lambda and decay, ER lr and epochs, DGR generator size) of --methods from a fixed "
-                        "grid by validation-stream accuracy on the tuning seed (never the test stream; "
-                        "OUT/tuning/, resumable), then add a '[tuned]' row per tuned method on every seed; "
-                        "grids, scores and choices go in table2.md's notes")
-    parser.add_argument("--tune-seed", type=cli.seed, default=None, metavar="SEED",
-                        help="the one seed --tune runs its grid on (default: the first of --seeds)")
-    parser.add_argument("--tune-extend", type=cli.non_negative_int, default=None, metavar="N",
-                        help="--tune: where the best grid point sits at an axis' smallest or largest value, add "
-                        "one value beyond that edge (the axis' step, within its bounds), run its points and "
-                        "choose again; at most N values per axis (default 2; 0: the fixed grid only)")
-    parser.add_argument("--tune-tasks", type=cli.positive_int, default=None, metavar="K",
-                        help="--tune: tuning runs train on the first K experiences of the stream and are scored "
-                        "on the first K of its validation stream (default: the whole stream); the [tuned] rows "
-                        "still run on the whole stream")
-    parser.add_argument("--protocol", nargs="+", choices=("ours", "paper"), default=["ours"],
-                        help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
-                        "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
-                        "docs/reproducing.rst infers from the paper); '--protocol ours paper' gives both rows")
-    parser.add_argument("--sweep", action="store_true",
-                        help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
-                        "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
-    parser.add_argument("--equal-memory", nargs="+", choices=list(METHODS), default=[], metavar="REF",
-                        help="after the other runs, add ER rows (variant mem_REF) whose buffer is sized so that "
-                        "ER's memory meets REF's run on the same seed (REF among --methods, e.g. "
-                        "sdr_two_sample_nogen optimal; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
-                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); sizes and measured "
-                        "memory in OUT/equal_memory.json")
-    cli.add_debug_argument(parser)
-    args = parser.parse_args(argv)
-    missing = [ref for ref in args.equal_memory if ref not in args.methods]
-    if missing:
-        parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
-    for option in ("tune_seed", "tune_extend", "tune_tasks"):
-        if getattr(args, option) is not None and not args.tune:
-            parser.error(f"--{option.replace('_', '-')} needs --tune")
-    if args.tune:
-        from benchmarks.tuning import TUNING_GRIDS, tunable
-
-        if not tunable(args.methods):
-            parser.error(f"--tune: none of --methods has a tuning grid ({', '.join(TUNING_GRIDS)})")
-    if not args.report_only:
-        stream = STREAMS[args.stream]
-        if stream.needs_data_root and not args.data_root:
-            parser.error(f"--stream {args.stream} needs --data-root ({_stream_data(args.stream)})")
-        if stream.backbone == "cifar_resnet20" and not args.backbone_weights:
-            parser.error(f"--stream {args.stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
-        cli.check_device(parser, args.device)
-    return args
-
-
 def main(args) -> str:
     start = time.perf_counter()
     out = Path(args.out)
@@ -922,4 +960,4 @@ def main(args) -> str:
 
 
 if __name__ == "__main__":
-    cli.run_cli(main, parse_args)
+    cli.run_cli(main, lambda argv: _ARGS)  # parsed above, before the heavy imports

@@ -40,16 +40,33 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from benchmarks.catalogue import TASK_FREE_METHODS  # the harness methods whose runs this table reads
 
 if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
 
+
+# --------------------------------------------------------------------- command
+# Defined and run before the imports below (torch, Avalanche), so that --help and usage
+# errors are immediate.
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.task_free", description=cli.description(__doc__))
+    parser.add_argument("--runs", nargs="+", required=True, type=cli.existing_dir, metavar="DIR",
+                        help="benchmarks.table2 --out folders (one per stream) holding runs of "
+                        f"{', '.join(TASK_FREE_METHODS)}")
+    parser.add_argument("--out", required=True, type=cli.output_file, metavar="FILE.md",
+                        help="the Markdown file to write")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    _ARGS = parse_args(sys.argv[1:])  # --help and usage errors (exit code 2) end the command here
+
 from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN  # noqa: E402
 from benchmarks.methods import METHODS  # noqa: E402
 from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers, table_rows  # noqa: E402
-
-TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
-"""The harness methods whose runs this table reads, in its row order."""
 
 SDR_VIEWS: Tuple[Tuple[str, str], ...] = (
     (ROUTER_GAUSSIAN, "SDR + Gaussian router"),
@@ -238,20 +255,6 @@ def format_report(groups: Dict[Tuple[str, str], List[Dict[str, Any]]]) -> str:
     return "\n".join(parts)
 
 
-# --------------------------------------------------------------------- command
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.task_free", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", nargs="+", required=True, type=cli.existing_dir, metavar="DIR",
-                        help="benchmarks.table2 --out folders (one per stream) holding runs of "
-                        f"{', '.join(TASK_FREE_METHODS)}")
-    parser.add_argument("--out", required=True, type=cli.output_file, metavar="FILE.md",
-                        help="the Markdown file to write")
-    return parser.parse_args(argv)
-
-
 def main(args) -> str:
     try:
         report = format_report(load_task_free_runs([Path(d) for d in args.runs]))
@@ -266,4 +269,4 @@ def main(args) -> str:
 
 
 if __name__ == "__main__":
-    main(parse_args(sys.argv[1:]))
+    main(_ARGS)  # parsed above, before the heavy imports

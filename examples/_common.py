@@ -25,12 +25,24 @@ Every example is built by :func:`stream_example` (:func:`cifar_example`,
   baselines (Avalanche's online EWC and Replay from :mod:`avalanche_sdr.baselines`,
   :func:`run_baselines`) and the results JSON (``--output``, format in
   :mod:`avalanche_sdr.training.stream_runner`, plus ``wall_seconds`` and
-  ``baselines``).
+  ``baselines``);
+- ``--checkpoint-dir DIR`` (:func:`run_stream_example`): a run stopped by Ctrl-C or a
+  kill resumes when the same command runs again. ``DIR`` holds E0 (and the base VAE)
+  with the RNG states after them (``pretrained.pt``,
+  :func:`avalanche_sdr.training.checkpoint.save_pretrained`), the SDR checkpoint of
+  the finished tasks (``manifest.json``, ``state-*.pt``: ``SDRStrategy(checkpoint_dir=DIR)``,
+  as ``examples/quickstart.py``) and each finished ``--compare`` baseline's results
+  (``baseline-<name>.json``). The resumed run loads them instead of training them
+  again and writes the same results JSON as an uninterrupted run (same seed and
+  threads; ``wall_seconds`` excepted: the seconds of the process that ran that part).
+  A baseline interrupted mid-way starts again from its first task. A directory written
+  with other options is refused (exit code 1, the differing options named).
 """
 import argparse
 import dataclasses
 import importlib
 import os
+import sys
 import time
 import types
 from typing import Any, Callable, Dict, Optional, Tuple, Union
@@ -45,6 +57,14 @@ RGB32 = dict(in_channels=3, image_size=32, latent_dim=32, vae_width=32)
 """3x32x32 streams (CIFAR-10, CIFAR-100): image shape and the VAEs' latent size and width."""
 FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
 """Where the Debian package ``dataset-fashion-mnist`` puts Fashion-MNIST."""
+PRETRAINED_FILE = "pretrained.pt"
+"""File in ``--checkpoint-dir`` holding E0, the base VAE and the RNG states after them."""
+BASELINE_FILE = "baseline-{}.json"
+"""File in ``--checkpoint-dir`` holding a finished ``--compare`` baseline's results
+(``{"run_info", "result"}``); ``{}`` is the baseline's name (``ewc``, ``replay``)."""
+RESUME_ADVICE = ("Run the command with the options of the run that wrote it, or pass another --checkpoint-dir "
+                 "(an empty or new folder starts from the beginning).")
+"""What to do when ``--checkpoint-dir`` was written with other options."""
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool) -> None:
@@ -84,6 +104,12 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
                         help="write a text log and CSV logs of the SDR run into this folder")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before the run starts)")
+    parser.add_argument("--checkpoint-dir", type=cli.output_dir, default=None, metavar="DIR",
+                        help="save E0, SDR after every task and each finished --compare baseline here; the same "
+                        "command run again after Ctrl-C or a kill resumes from them (SDR from its last finished "
+                        "task; a baseline interrupted mid-way starts again from its first task) and writes the "
+                        "same results JSON; a folder written with other options is refused. --log-dir files "
+                        "then hold the resumed part only")
     cli.add_decision_arguments(parser)
     cli.add_debug_argument(parser)
 
@@ -109,13 +135,16 @@ def truncate(benchmark, max_tasks: Optional[int]):
     )
 
 
-def make_backbone(args, warm_start, in_channels: int):
+def make_backbone(args, warm_start, in_channels: int, *, pretrain: bool = True):
     """E0 and a sentence saying which one it is (reported with the results).
 
     ``--cifar-resnet-weights``: frozen CIFAR-10 ResNet (option (a) of docs/method.rst,
     "E0 without ImageNet weights"); ``--resnet18-weights``: torchvision ResNet18 from a local
     state_dict; otherwise a small CNN pretrained on the warm-start tasks' training data
     (option (b)).
+
+    :param pretrain: ``False``: the small CNN is built (frozen, eval mode) but not
+        pretrained; its weights are then loaded from ``--checkpoint-dir``.
     """
     from avalanche_sdr.models import cifar_resnet_backbone, resnet18_backbone, small_cnn_backbone
     from avalanche_sdr.training import pretrain_backbone
@@ -130,19 +159,23 @@ def make_backbone(args, warm_start, in_channels: int):
         backbone = resnet18_backbone(weights=args.resnet18_weights, in_channels=in_channels)
         return backbone, f"torchvision ResNet18 ({os.path.basename(args.resnet18_weights)}), frozen"
     backbone = small_cnn_backbone(in_channels=in_channels, widths=(32, 64, 128))
-    pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=64,
-                      device=args.device)
+    if pretrain:
+        pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=64,
+                          device=args.device)
+    else:
+        backbone.requires_grad_(False).to(args.device).eval()
     return backbone, f"small_cnn(32,64,128) pretrained {args.pretrain_epochs} epochs on the warm-start tasks"
 
 
 def make_generator(args, warm_start, *, in_channels: int, image_size: int, latent_dim: int,
-                   vae_width: int) -> Tuple[Optional[str], Any, str]:
+                   vae_width: int, pretrain: bool = True) -> Tuple[Optional[str], Any, str]:
     """The repository's generators: ``(generator, base_vae, note)`` for
     ``build_sdr_model``, ``note`` reported with the results.
 
     ``--no-generators``: none; ``--generator eft`` (``examples/fashion_mnist.py``): EFT
     adapters on one base ConvVAE pretrained on the warm-start tasks' training inputs (10
-    epochs, Adam lr 2e-3); otherwise an independent ConvVAE per entry.
+    epochs, Adam lr 2e-3; ``pretrain=False``: built, frozen, not pretrained: its weights
+    are then loaded from ``--checkpoint-dir``); otherwise an independent ConvVAE per entry.
     """
     if args.no_generators:
         return None, None, "none"
@@ -150,8 +183,11 @@ def make_generator(args, warm_start, *, in_channels: int, image_size: int, laten
         from avalanche_sdr.models import ConvVAE
         from avalanche_sdr.training import pretrain_vae
 
-        base_vae = pretrain_vae(ConvVAE(in_channels, image_size, latent_dim=latent_dim, width=vae_width),
-                                warm_start, epochs=10, lr=2e-3, device=args.device)
+        base_vae = ConvVAE(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
+        if pretrain:
+            pretrain_vae(base_vae, warm_start, epochs=10, lr=2e-3, device=args.device)
+        else:
+            base_vae.requires_grad_(False).to(args.device).eval()
         return "eft", base_vae, (f"EFT adapters on one base ConvVAE (latent {latent_dim}, width {vae_width}) "
                                  "pretrained 10 epochs on the warm-start tasks")
     return "independent", None, f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"
@@ -166,14 +202,37 @@ def sdr_settings(args):
     return settings.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
+def sdr_config(args, config: Dict[str, Any]) -> Dict[str, Any]:
+    """``config`` (stream, E0, generator, device, threads) with SDR's settings added: the
+    results' ``"config"``, and with the seed what a ``--checkpoint-dir`` must match."""
+    return dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
+                preset=args.preset, settings=sdr_settings(args).to_dict(), max_tasks=args.max_tasks)
+
+
+def _mismatch_with_advice(run: Callable[[], Any]) -> Any:
+    """``run()``, its :class:`CheckpointMismatchError` re-raised with :data:`RESUME_ADVICE`."""
+    from avalanche_sdr.training.checkpoint import CheckpointMismatchError
+
+    try:
+        return run()
+    except CheckpointMismatchError as err:
+        raise CheckpointMismatchError(err.directory, err.differences, advice=RESUME_ADVICE) from None
+
+
 def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Optional[str], base_vae=None,
             in_channels: int, image_size: int, latent_dim: int, vae_width: int,
             interactive: bool = False) -> Dict[str, Any]:
     """Train SDR (EFT for E, ``--decision`` rule) on the whole stream; the results dict of
-    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``.
+    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``
+    (seconds of this process: a resumed run counts only the tasks it trained).
 
+    With ``--checkpoint-dir`` the strategy saves a checkpoint there after every task
+    and first resumes from the one it holds.
+
+    :param config: the run's configuration, :func:`sdr_config`.
     :param generator: ``build_sdr_model``'s ``generator`` (:func:`make_generator`).
-    :param interactive: Avalanche's progress-bar logger on stdout as well.
+    :param interactive: Avalanche's progress bars on stdout as well, when stdout is a
+        terminal (``sdr_evaluation_plugin(interactive="auto")``).
     """
     import copy
 
@@ -184,16 +243,15 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Opt
     settings = sdr_settings(args)
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size, a=8, b=16,
                             generator=generator, base_vae=base_vae, latent_dim=latent_dim, vae_width=vae_width)
-    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive=interactive)
+    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive="auto" if interactive else False)
     strategy = SDRStrategy(model=model, settings=settings, decision=args.decision, elbo_samples=8,
-                           evaluator=evaluator, device=args.device)
-    config = dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
-                  preset=args.preset, settings=settings.to_dict(), max_tasks=args.max_tasks)
+                           evaluator=evaluator, device=args.device, checkpoint_dir=args.checkpoint_dir)
     print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=generator is not None)
           + "\n", flush=True)
     start = time.perf_counter()
     try:
-        results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print)
+        results = _mismatch_with_advice(
+            lambda: run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print))
     finally:
         evaluator.close()
     results["wall_seconds"] = time.perf_counter() - start
@@ -203,11 +261,21 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Opt
     return results
 
 
-def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
+def run_baselines(args, benchmark, backbone, run_info: Optional[Dict[str, Any]] = None
+                  ) -> Dict[str, Dict[str, Any]]:
     """Avalanche's online EWC and Replay (:mod:`avalanche_sdr.baselines`, budget
     ``BASELINE_SETTINGS[--preset]``, ``--new-task-epochs`` epochs when given) on the
     same stream and E0: accuracy (mean over tasks of the final test accuracy,
-    task-aware) and memory (MB) measured as for SDR."""
+    task-aware) and memory (MB) measured as for SDR.
+
+    With ``--checkpoint-dir``, each baseline's results are written there when it
+    finishes (:data:`BASELINE_FILE`, with ``run_info``) and read back instead of
+    running it again; one interrupted mid-way runs again from its first task.
+
+    :param run_info: ``{"config", "seed"}`` of the run; a saved baseline of another
+        ``run_info`` or other settings is refused (:class:`CheckpointMismatchError`).
+    """
+    import json
     import warnings
 
     from avalanche.evaluation.metrics import accuracy_metrics
@@ -215,11 +283,14 @@ def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
 
     from avalanche_sdr import baselines
     from avalanche_sdr.evaluation import BYTES_PER_MB, repository_memory_bytes
+    from avalanche_sdr.training.checkpoint import CheckpointError, CheckpointMismatchError
     from avalanche_sdr.training.stream_runner import final_test_accuracies
 
     s = baselines.BASELINE_SETTINGS[args.preset]
     if args.new_task_epochs is not None:
         s = dataclasses.replace(s, epochs=args.new_task_epochs)
+    settings = {"epochs": s.epochs, "lr": s.lr, "train_mb_size": s.train_mb_size,
+                "ewc_lambda": s.ewc_lambda, "ewc_decay": s.ewc_decay, "replay_per_class": s.replay_per_class}
     builders = {
         "ewc": ("Online EWC", lambda **kw: baselines.ewc_strategy(
             backbone, **s.training(), ewc_lambda=s.ewc_lambda, decay_factor=s.ewc_decay, **kw)),
@@ -229,6 +300,24 @@ def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
     }
     out = {}
     for name, (label, build) in builders.items():
+        path = None if args.checkpoint_dir is None else os.path.join(args.checkpoint_dir, BASELINE_FILE.format(name))
+        if path is not None and os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    saved = json.load(f)
+                saved_info, result = saved["run_info"], saved["result"]
+            except (OSError, ValueError, TypeError, KeyError) as err:
+                raise CheckpointError(f"baseline results {path!r} are unreadable ({err}); delete the file to run "
+                                      "that baseline again") from err
+            here = json.loads(json.dumps({"run_info": run_info, "settings": settings}))
+            differences = [(key, saved_value, here[key]) for key, saved_value
+                           in (("run_info", saved_info), ("settings", result.get("settings")))
+                           if saved_value != here[key]]
+            if differences:
+                raise CheckpointMismatchError(path, differences, advice=RESUME_ADVICE)
+            print(f"[resume] {label}: finished before, results read from {path}", flush=True)
+            out[name] = result
+            continue
         cli.seed_everything(args.seed)
         start = time.perf_counter()
         strategy = build(evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
@@ -245,10 +334,10 @@ def run_baselines(args, benchmark, backbone) -> Dict[str, Dict[str, Any]]:
             "task_accuracies": accuracies,
             "memory_mb": repository_memory_bytes(strategy) / BYTES_PER_MB,
             "wall_seconds": time.perf_counter() - start,
-            "settings": {"epochs": s.epochs, "lr": s.lr, "train_mb_size": s.train_mb_size,
-                         "ewc_lambda": s.ewc_lambda, "ewc_decay": s.ewc_decay,
-                         "replay_per_class": s.replay_per_class},
+            "settings": dict(settings),
         }
+        if path is not None:
+            cli.write_json(path, {"run_info": run_info, "result": out[name]})
     return out
 
 
@@ -263,6 +352,39 @@ def report(results: Dict[str, Any], baselines: Optional[Dict[str, Dict[str, Any]
         print(f"{label:<18} {100 * acc:>8.2f} {mem:>9.2f} {wall:>9.1f}")
 
 
+def _kept_on_interrupt(args, n_tasks: int) -> str:
+    """What ``--checkpoint-dir`` holds after an interruption, in one sentence."""
+    from avalanche_sdr.training.checkpoint import has_checkpoint, read_manifest
+
+    if args.checkpoint_dir is None:
+        return "nothing is kept (--checkpoint-dir DIR makes a run resumable)"
+    directory = args.checkpoint_dir
+    if not os.path.isfile(os.path.join(directory, PRETRAINED_FILE)):
+        return "nothing is kept yet (interrupted before E0 was saved); run the same command again"
+    done = read_manifest(directory)["step"] if has_checkpoint(directory) else 0
+    kept = [f"{done} of {n_tasks} SDR tasks"]
+    if args.compare:
+        baselines = sum(os.path.isfile(os.path.join(directory, BASELINE_FILE.format(n))) for n in ("ewc", "replay"))
+        kept.append(f"{baselines} of 2 baselines")
+    return f"E0, {' and '.join(kept)} are kept in {directory}; run the same command again to resume"
+
+
+def _warm_start_modules(args, backbone, base_vae, run_info: Dict[str, Any]) -> None:
+    """``--checkpoint-dir``: load E0 (and the base VAE) and the RNG states after them from
+    :data:`PRETRAINED_FILE` when it is there (refused if written with other options),
+    else save them there."""
+    from avalanche_sdr.training.checkpoint import load_pretrained, save_pretrained
+
+    modules = {"backbone": backbone, **({"base_vae": base_vae} if base_vae is not None else {})}
+    path = os.path.join(args.checkpoint_dir, PRETRAINED_FILE)
+    if os.path.isfile(path):
+        _mismatch_with_advice(lambda: load_pretrained(path, modules, run_info))
+        print(f"[resume] E0{' and the base VAE' if base_vae is not None else ''} loaded from {path}", flush=True)
+    else:
+        os.makedirs(args.checkpoint_dir, exist_ok=True)
+        save_pretrained(path, modules, run_info)
+
+
 def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in_channels: int,
                        image_size: int, latent_dim: int, vae_width: int, record_task_sizes: bool = False,
                        interactive: bool = False) -> Dict[str, Any]:
@@ -271,29 +393,48 @@ def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in
     Seeds everything, builds the stream (``build_stream()``), keeps ``--max-tasks``
     tasks, makes E0 (and a base VAE with ``--generator eft``) from the warm-start tasks,
     runs SDR (and with ``--compare`` the baselines), prints the comparison and the wall
-    time, writes ``--output``.
+    time, writes ``--output``. With ``--checkpoint-dir`` every finished part is saved
+    and a rerun resumes from it (module docstring); Ctrl-C says what is kept.
 
     :param stream: the stream's name in the results' config.
     :param record_task_sizes: also put the full stream's ``task_sizes`` in the config
         (streams whose sizes are scaled to the data, e.g. EMNIST bymerge).
-    :param interactive: Avalanche's progress-bar logger during the SDR run.
+    :param interactive: Avalanche's progress-bar logger during the SDR run, when stdout
+        is a terminal.
     """
+    from avalanche_sdr.training.checkpoint import CheckpointError, has_checkpoint
+
     start = time.perf_counter()
     threads = cli.set_threads(args.threads, args.device)
+    if args.checkpoint_dir is not None and has_checkpoint(args.checkpoint_dir) \
+            and not os.path.isfile(os.path.join(args.checkpoint_dir, PRETRAINED_FILE)):
+        raise CheckpointError(
+            f"--checkpoint-dir {args.checkpoint_dir!r} holds an SDR checkpoint without {PRETRAINED_FILE}: it was not "
+            "written by this command (examples/quickstart.py?); pass another --checkpoint-dir")
     cli.seed_everything(args.seed)
     full = build_stream()
     benchmark = truncate(full, args.max_tasks)
     warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels)
-    sizes = dict(in_channels=in_channels, image_size=image_size, latent_dim=latent_dim, vae_width=vae_width)
-    generator, base_vae, generator_note = make_generator(args, warm_start, **sizes)
-    config = {"stream": stream, "backbone": backbone_note, "generator": generator_note,
-              "device": args.device, "torch_threads": threads}
-    if record_task_sizes:
-        config["task_sizes"] = getattr(full, "task_sizes", None)
-    results = run_sdr(args, benchmark, backbone, config, generator=generator, base_vae=base_vae,
-                      interactive=interactive, **sizes)
-    results["baselines"] = run_baselines(args, benchmark, backbone) if args.compare else None
+    # Resuming: E0 (and the base VAE) and the RNG states after them come from the checkpoint.
+    pretrain = args.checkpoint_dir is None or not os.path.isfile(os.path.join(args.checkpoint_dir, PRETRAINED_FILE))
+    try:
+        backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels, pretrain=pretrain)
+        sizes = dict(in_channels=in_channels, image_size=image_size, latent_dim=latent_dim, vae_width=vae_width)
+        generator, base_vae, generator_note = make_generator(args, warm_start, pretrain=pretrain, **sizes)
+        config = {"stream": stream, "backbone": backbone_note, "generator": generator_note,
+                  "device": args.device, "torch_threads": threads}
+        if record_task_sizes:
+            config["task_sizes"] = getattr(full, "task_sizes", None)
+        config = sdr_config(args, config)
+        run_info = {"config": config, "seed": args.seed}  # what SDR's checkpoint records and compares
+        if args.checkpoint_dir is not None:
+            _warm_start_modules(args, backbone, base_vae, run_info)
+        results = run_sdr(args, benchmark, backbone, config, generator=generator, base_vae=base_vae,
+                          interactive=interactive, **sizes)
+        results["baselines"] = run_baselines(args, benchmark, backbone, run_info) if args.compare else None
+    except KeyboardInterrupt:
+        print(f"interrupted: {_kept_on_interrupt(args, len(benchmark.train_stream))}", file=sys.stderr, flush=True)
+        raise
     report(results, results["baselines"])
     print(f"total wall time {time.perf_counter() - start:.1f}s, {threads} torch thread(s)")
     if args.output:
@@ -317,7 +458,7 @@ def stream_example(doc: str, *, stream: Union[str, Callable[[Any], str]], build:
     :param add_arguments: adds the example's own options to the parser.
     """
     def parse_args(argv=None):
-        parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+        parser = argparse.ArgumentParser(description=cli.description(doc))
         parser.add_argument("--data-root", default=data_root, metavar="DIR", help=data_help)
         if add_arguments is not None:
             add_arguments(parser)

@@ -1,4 +1,4 @@
-"""SDR on the paper's 40-task CIFAR-100 stream (``MixedCIFAR100``; paper Tables 2-4).
+"""SDR on the paper's 40-task CIFAR-100 stream (MixedCIFAR100; paper Tables 2-4).
 
 20 CIFAR-100 superclasses of 5 fine classes (Table 4) x 2 splits = 40 tasks of
 3x32x32 images (1125 / 125 / 250 train/validation/test per task), the first 3

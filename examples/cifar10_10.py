@@ -1,4 +1,4 @@
-"""SDR on the paper's 10-task CIFAR-10 stream (``MixedCIFAR10``; paper Tables 2-4).
+"""SDR on the paper's 10-task CIFAR-10 stream (MixedCIFAR10; paper Tables 2-4).
 
 5 groups of 2 CIFAR-10 classes (Table 4) x 2 splits = 10 tasks of 3x32x32 images
 (4500 / 500 / 1000 train/validation/test per task), the first 3 dissimilar warm-start

@@ -1,4 +1,4 @@
-"""SDR on the paper's 100-task EMNIST stream (``MixedEMNIST``; paper Tables 2-4).
+"""SDR on the paper's 100-task EMNIST stream (MixedEMNIST; paper Tables 2-4).
 
 10 groups of EMNIST classes (Table 4) x 10 splits = 100 tasks of 1x28x28 images, the
 first 3 dissimilar warm-start tasks. Reads the torchvision layout,

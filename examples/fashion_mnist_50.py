@@ -1,4 +1,4 @@
-"""SDR on the 50-task mixed Fashion-MNIST stream (``MixedFashionMNIST(n_splits=10)``).
+"""SDR on the 50-task mixed Fashion-MNIST stream (MixedFashionMNIST with n_splits=10).
 
 5 groups of 2 Fashion-MNIST classes x 10 splits = 50 tasks of 1x28x28 images (1080 /
 120 / 200 train/validation/test per task, EMNIST's sizes of paper Table 3), the first

@@ -36,7 +36,7 @@ if __name__ == "__main__":
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=cli.description(__doc__))
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the stream's task order and of training (default 0)")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",

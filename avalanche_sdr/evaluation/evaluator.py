@@ -9,6 +9,7 @@ detection metrics emit nothing for strategies without ``detection_records``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import IO, Any, List, Optional, Sequence, Union
 
@@ -16,7 +17,7 @@ from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, t
 from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr.evaluation.decision_logger import DecisionLogger
+from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC, DecisionLogger
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics
 from avalanche_sdr.evaluation.memory import RepositoryMemory
 from avalanche_sdr.evaluation.metric_csv_logger import MetricCSVLogger
@@ -26,6 +27,17 @@ TEXT_LOG_NAME = "training_log.txt"
 
 METRICS_CSV_NAME = "metrics.csv"
 """File name of the long-format CSV of every metric value (:class:`MetricCSVLogger`)."""
+
+
+class ProgressLogger(InteractiveLogger):
+    """Avalanche's ``InteractiveLogger`` (tqdm progress bars and metric values on stdout)
+    without SDR's decision lines (``SDR_Decision`` metric values): a
+    :class:`~avalanche_sdr.evaluation.DecisionLogger` beside it prints each of them
+    on a line of its own instead of inside the metric dump."""
+
+    def log_single_metric(self, name, value, x_plot) -> None:
+        if name.split("/", 1)[0] != DECISION_METRIC:
+            super().log_single_metric(name, value, x_plot)
 
 
 class SDREvaluationPlugin(EvaluationPlugin):
@@ -64,7 +76,7 @@ def sdr_evaluation_plugin(
     log_dir: Optional[Union[str, os.PathLike]] = None,
     csv: bool = True,
     text_log: Union[None, bool, str, os.PathLike, IO[str]] = None,
-    interactive: bool = True,
+    interactive: Union[bool, str] = True,
     decision_lines: bool = True,
     extra_metrics: Sequence[Any] = (),
 ) -> SDREvaluationPlugin:
@@ -78,7 +90,9 @@ def sdr_evaluation_plugin(
     and :class:`DetectionMetrics` (``Detection_Correct|Miss|Incorrect|Scored/
     train_phase/train_stream``), then ``extra_metrics``.
 
-    Loggers: ``InteractiveLogger`` (tqdm progress, stdout), ``TextLogger``,
+    Loggers: :class:`ProgressLogger` (Avalanche's ``InteractiveLogger``: tqdm progress
+    and metric values on stdout), :class:`~avalanche_sdr.evaluation.DecisionLogger`
+    (one plain ``[SDR] task t: ...`` line per task on stdout), ``TextLogger``,
     ``CSVLogger`` and :class:`MetricCSVLogger`. ``CSVLogger`` writes only
     Avalanche's accuracy, loss and forgetting columns; ``MetricCSVLogger``
     writes every scalar metric, detection and memory included, to
@@ -98,16 +112,23 @@ def sdr_evaluation_plugin(
         ``True``: ``TextLogger`` to stdout; a path: ``TextLogger`` to that file
         (overwritten); an open text file: ``TextLogger`` to it (not closed by
         the plugin).
-    :param interactive: add an ``InteractiveLogger``.
-    :param decision_lines: without ``interactive``, add a :class:`DecisionLogger`: SDR's
-        one-line decision per task on stdout (the ``InteractiveLogger`` prints those
-        lines among the other metrics).
+    :param interactive: add a :class:`ProgressLogger` (progress bars); ``"auto"``: only
+        when stdout is a terminal, so that output piped or redirected to a file holds
+        plain lines, no progress-bar frames.
+    :param decision_lines: add a :class:`DecisionLogger`: SDR's one-line decision per
+        task on stdout, each at the start of a line (the :class:`ProgressLogger` leaves
+        them out of its metric dump).
     :param extra_metrics: more ``PluginMetric``\\ s (or lists of them, as the
         Avalanche ``*_metrics`` helpers return), e.g. ``loss_metrics(...)``.
     :return: an :class:`SDREvaluationPlugin` (an ``EvaluationPlugin``), to pass
         as ``evaluator=`` to a strategy.
     :raises TypeError: if ``text_log`` has an unsupported type.
+    :raises ValueError: if ``interactive`` is not a bool or ``"auto"``.
     """
+    if interactive == "auto":
+        interactive = sys.stdout.isatty()
+    elif not isinstance(interactive, bool):
+        raise ValueError(f"interactive must be True, False or 'auto', got {interactive!r}")
     metrics: List[Any] = [
         accuracy_metrics(experience=True, stream=True),
         forgetting_metrics(experience=True, stream=True),
@@ -122,8 +143,8 @@ def sdr_evaluation_plugin(
     if log_dir is not None:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
     if interactive:
-        loggers.append(InteractiveLogger())
-    elif decision_lines:
+        loggers.append(ProgressLogger())
+    if decision_lines:
         loggers.append(DecisionLogger())
 
     if text_log is None:
@@ -148,4 +169,4 @@ def sdr_evaluation_plugin(
     return SDREvaluationPlugin(*metrics, loggers=loggers, owned_files=owned_files)
 
 
-__all__ = ["SDREvaluationPlugin", "TEXT_LOG_NAME", "sdr_evaluation_plugin"]
+__all__ = ["ProgressLogger", "SDREvaluationPlugin", "TEXT_LOG_NAME", "sdr_evaluation_plugin"]

@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m avalanche_sdr.plots results/quickstart.json --out results/figures --task T3,2
+    python -m avalanche_sdr.plots results/quickstart.json --out results/figures --task 3
 
 A missing results file or an unusable ``--out`` is refused before anything is read
 (exit code 2); a results file in the wrong format prints one message (exit code 1;
@@ -19,8 +19,6 @@ from avalanche_sdr import cli
 if __name__ == "__main__":
     cli.install_warning_filters()
 
-from avalanche_sdr.plots.figures import make_all_plots  # noqa: E402
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m avalanche_sdr.plots``."""
@@ -36,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--task",
         default=None,
-        help="task for the detection panel: its id or a label like T3,2 "
-        "(default: the first reused task)",
+        help="task for the detection panel: its id, e.g. 3 or 'task 3' (0-based, as in the printed results "
+        "table; default: the first reused task)",
     )
     parser.add_argument("--dpi", type=cli.positive_int, default=150, help="PNG resolution (default 150)")
     cli.add_debug_argument(parser)
@@ -52,6 +50,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    # matplotlib after the arguments are checked: --help and usage errors are immediate.
+    from avalanche_sdr.plots.figures import make_all_plots
+
     paths = make_all_plots(args.results, args.out, task=args.task, dpi=args.dpi)
     for path in paths:
         print(path)

@@ -29,6 +29,10 @@ Manifest (``version`` 1)::
      "rng": {"python": random.getstate(), "numpy": numpy.random.get_state()},
      "run_info": {...} or null}      # what the driver of the run recorded (config, seed)
 
+A script may keep beside it what its run made before the stream, e.g. E0 pretrained
+on the warm-start tasks, with the RNG states after it (:func:`save_pretrained`,
+:func:`load_pretrained`), so that a resumed run neither redoes nor changes that work.
+
 Resuming rebuilds the repository's structure in a freshly built model of the same
 configuration (:meth:`~avalanche_sdr.models.SDRModel.restore_layout`), loads the
 tensors, the decision records, the clock and finally the RNG states, so the next
@@ -92,19 +96,22 @@ class CheckpointError(RuntimeError):
 class CheckpointMismatchError(ValueError):
     """A checkpoint was made with another configuration than the model or strategy.
 
-    :param directory: the checkpoint directory.
+    :param directory: the checkpoint directory (or file).
     :param differences: ``(field, value in the checkpoint, value here)`` triples.
+    :param advice: the message's last sentence, what to do (default: build the model
+        and strategy as in the run that wrote it, or use another directory); a command
+        names its own options here.
 
     Attributes: ``directory`` (str) and ``differences`` (list of triples).
     """
 
-    def __init__(self, directory: PathLike, differences: List[tuple]):
+    def __init__(self, directory: PathLike, differences: List[tuple], advice: Optional[str] = None):
         self.directory = str(directory)
         self.differences = list(differences)
         listed = "; ".join(f"{name}: checkpoint {saved!r}, here {here!r}" for name, saved, here in self.differences)
+        advice = advice or "Build the model and strategy as in the run that wrote it, or use another directory."
         super().__init__(
-            f"the checkpoint in {self.directory!r} was made with another configuration ({listed}). "
-            "Build the model and strategy as in the run that wrote it, or use another directory."
+            f"the checkpoint in {self.directory!r} was made with another configuration ({listed}). {advice}"
         )
 
 
@@ -241,12 +248,18 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
 
 
 def _differences(saved: Dict[str, Any], here: Dict[str, Any], prefix: str) -> List[tuple]:
+    """``(field, saved value, value here)`` of every differing field; dicts on both sides
+    are compared field by field (``prefix.config.backbone``), so a message names the
+    innermost fields that differ."""
     missing = "<absent>"
-    return [
-        (f"{prefix}.{key}", saved.get(key, missing), here.get(key, missing))
-        for key in sorted(set(saved) | set(here))
-        if saved.get(key, missing) != here.get(key, missing)
-    ]
+    differences: List[tuple] = []
+    for key in sorted(set(saved) | set(here)):
+        old, new = saved.get(key, missing), here.get(key, missing)
+        if isinstance(old, dict) and isinstance(new, dict):
+            differences += _differences(old, new, f"{prefix}.{key}")
+        elif old != new:
+            differences.append((f"{prefix}.{key}", old, new))
+    return differences
 
 
 # ---------------------------------------------------------------------- reading
@@ -350,15 +363,79 @@ def _numpy_rng_state() -> list:
     return [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)]
 
 
-def _set_rng_states(manifest: Dict[str, Any], tensors: Dict[str, Any]) -> None:
-    version, state, gauss = manifest["rng"]["python"]
+def _set_rng_states(python: list, numpy: list, torch_state: torch.Tensor, cuda_states: Optional[list]) -> None:
+    """Set the global RNGs to states of :func:`_python_rng_state`, :func:`_numpy_rng_state`,
+    ``torch.get_rng_state()`` and ``torch.cuda.get_rng_state_all()`` (CUDA: only with as
+    many devices as were saved)."""
+    version, state, gauss = python
     random.setstate((version, tuple(state), gauss))
-    name, keys, pos, has_gauss, cached = manifest["rng"]["numpy"]
+    name, keys, pos, has_gauss, cached = numpy
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(tensors["rng_torch"])
-    cuda_states = tensors.get("rng_cuda") or []
+    torch.set_rng_state(torch_state)
+    cuda_states = cuda_states or []
     if cuda_states and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda_states):
         torch.cuda.set_rng_state_all(cuda_states)
+
+
+# ---------------------------------------------------------------------- pretrained modules
+def save_pretrained(path: PathLike, modules: Dict[str, torch.nn.Module], run_info: Dict[str, Any]) -> None:
+    """Save what a run made before its stream starts, and the RNG states after it.
+
+    For scripts whose run begins with work that a resume must not redo or change, e.g.
+    E0 pretrained on the warm-start tasks (and a base VAE): the file lets a resumed run
+    continue with the same modules, drawing the same random numbers, as the run that
+    wrote it (:func:`load_pretrained`). Written atomically (:func:`atomic_write`) with
+    ``torch.save``; read with ``weights_only=True``. Content: ``"modules"`` (name ->
+    ``state_dict``), ``"rng_python"``, ``"rng_numpy"`` (the manifest's ``"rng"``
+    formats), ``"rng_torch"`` (uint8 tensor), ``"rng_cuda"`` (one state per CUDA device)
+    and ``"run_info"`` (``run_info`` as a JSON string).
+
+    :param path: file to write; its directory must exist.
+    :param modules: the modules to save, by name.
+    :param run_info: JSON-safe description of the run (e.g. its config and seed),
+        compared by :func:`load_pretrained`.
+    """
+    saved = {
+        "modules": {name: module.state_dict() for name, module in modules.items()},
+        "rng_python": _python_rng_state(),
+        "rng_numpy": _numpy_rng_state(),
+        "rng_torch": torch.get_rng_state(),
+        "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "run_info": json.dumps(run_info, sort_keys=True),
+    }
+    atomic_write(path, lambda f: torch.save(saved, f))
+
+
+def load_pretrained(path: PathLike, modules: Dict[str, torch.nn.Module], run_info: Dict[str, Any]) -> None:
+    """Load a file of :func:`save_pretrained` into ``modules`` and set the global RNG
+    states (Python, numpy, torch, CUDA) it holds.
+
+    :param path: the file.
+    :param modules: freshly built modules of the same architecture, by the names they
+        were saved under; their weights are overwritten (``strict`` loading).
+    :param run_info: the description of this run; it must equal the saved one.
+    :raises CheckpointError: the file is unreadable or not such a file.
+    :raises CheckpointMismatchError: another ``run_info``, other module names, or
+        state_dicts that do not fit ``modules``.
+    """
+    path = Path(path)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        saved_info = json.loads(saved["run_info"])
+        saved_modules, rng = saved["modules"], [saved[k] for k in ("rng_python", "rng_numpy", "rng_torch")]
+    except Exception as err:  # truncated zip, unpickling error, missing key, ...
+        raise CheckpointError(f"pretrained-state file {str(path)!r} is unreadable: {err}") from err
+    differences = _differences(saved_info, _json_value(run_info), "run_info")
+    if set(saved_modules) != set(modules):
+        differences.append(("modules", sorted(saved_modules), sorted(modules)))
+    if differences:
+        raise CheckpointMismatchError(path, differences)
+    for name, module in modules.items():
+        try:
+            module.load_state_dict(saved_modules[name], strict=True)
+        except RuntimeError as err:
+            raise CheckpointMismatchError(path, [(f"modules.{name}", "saved tensors", str(err))]) from err
+    _set_rng_states(*rng, saved.get("rng_cuda"))
 
 
 # ---------------------------------------------------------------------- the plugin
@@ -491,7 +568,8 @@ class SDRCheckpointPlugin(SupervisedPlugin):
         for field, value in manifest["clock"].items():
             setattr(strategy.clock, field, int(value))
         # Last: nothing may draw random numbers between here and the next experience.
-        _set_rng_states(manifest, tensors)
+        _set_rng_states(manifest["rng"]["python"], manifest["rng"]["numpy"], tensors["rng_torch"],
+                        tensors.get("rng_cuda"))
         return int(manifest["step"])
 
 
@@ -505,8 +583,10 @@ __all__ = [
     "atomic_write",
     "atomic_write_json",
     "has_checkpoint",
+    "load_pretrained",
     "load_repository",
     "read_manifest",
     "repository_fingerprint",
+    "save_pretrained",
     "strategy_fingerprint",
 ]

@@ -7,17 +7,23 @@ data only (option (b) of :ref:`method-backbone`). These functions do that, expli
 before the stream starts; results produced this way must say so (the examples record
 it in their JSON).
 
-Progress: with ``verbose=True`` each function shows a tqdm bar on stderr (one step
-per epoch, the last epoch's mean loss or ELBO beside it), in the style of
-Avalanche's ``InteractiveLogger``; the bar is disabled where stderr is not a
-terminal.
+Progress, with ``verbose=True``, always on **stderr** (a script's own prints on stdout
+stay the same from run to run): where stderr is a terminal, a tqdm bar (one step per
+epoch, the last epoch's mean loss or ELBO beside it, removed when done), in the style
+of Avalanche's ``InteractiveLogger``; elsewhere (piped or redirected to a file) plain
+lines instead, ``[pretrain E0] epoch 4/20: loss 0.1234`` at about five evenly spaced
+epochs. Either way the block ends with one summary line, ``[pretrain E0] 20 epochs on
+3 warm-start tasks (1080 images): loss 0.0123 | 4.1s`` (``[pretrain VAE] ... elbo
+(nats) ...`` for the VAE).
 
 Pretraining is task-aware like the stream: one temporary linear head per warm-start
 experience, discarded afterwards. Nothing of a later task is seen.
 """
 from __future__ import annotations
 
+import math
 import sys
+import time
 from typing import Callable, Sequence
 
 import torch
@@ -47,24 +53,37 @@ def _set_trainable(module: nn.Module, trainable: bool) -> None:
 
 
 def _run_epochs(n: int, *, epochs: int, batch_size: int, step: Callable[[torch.Tensor], float],
-                desc: str, quantity: str, verbose: bool) -> None:
+                desc: str, quantity: str, verbose: bool, n_tasks: int) -> None:
     """``epochs`` passes over ``n`` samples in random mini-batches (indices from the global
     torch RNG, as every training loop of a seeded script); ``step(indices)`` trains on one
-    mini-batch and returns the batch's summed ``quantity`` (loss or ELBO)."""
+    mini-batch and returns the batch's summed ``quantity`` (loss or ELBO). ``verbose``:
+    progress as the module docstring says, labelled ``[desc]``; ``n_tasks``: warm-start
+    tasks, for the summary line."""
     from tqdm import tqdm
 
+    # disable=None: tqdm disables the bar where stderr is not a terminal.
     bar = tqdm(total=epochs, desc=desc, unit="epoch", file=sys.stderr, leave=False, dynamic_ncols=True,
                disable=None if verbose else True)
+    lines = verbose and bar.disable  # plain progress lines instead of the bar
+    every = max(1, math.ceil(epochs / 5))
+    start = time.perf_counter()
+    mean = math.nan
     try:
-        for _ in range(epochs):
+        for epoch in range(1, epochs + 1):
             perm = torch.randperm(n)
             total = 0.0
             for i in range(0, n, batch_size):
                 total += step(perm[i : i + batch_size])
-            bar.set_postfix({quantity: f"{total / n:.4g}"})
+            mean = total / n
+            bar.set_postfix({quantity: f"{mean:.4g}"})
             bar.update(1)
+            if lines and epoch % every == 0 and epoch < epochs:
+                print(f"[{desc}] epoch {epoch}/{epochs}: {quantity} {mean:.4g}", file=sys.stderr, flush=True)
     finally:
         bar.close()
+    if verbose:
+        print(f"[{desc}] {epochs} epochs on {n_tasks} warm-start tasks ({n} images): {quantity} {mean:.4g} | "
+              f"{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
 
 
 def pretrain_backbone(
@@ -85,7 +104,8 @@ def pretrain_backbone(
     :param lr: Adam learning rate.
     :param batch_size: mini-batch size.
     :param device: torch device.
-    :param verbose: show a progress bar with each epoch's mean loss (see the module doc).
+    :param verbose: show progress with each epoch's mean loss and a summary line on stderr
+        (see the module doc).
     :return: the same backbone, trained, in eval mode.
     """
     x, y, t = _warm_start_tensors(experiences)
@@ -112,7 +132,7 @@ def pretrain_backbone(
         return loss.item() * len(idx)
 
     _run_epochs(x.shape[0], epochs=epochs, batch_size=batch_size, step=step, desc="pretrain E0",
-                quantity="loss", verbose=verbose)
+                quantity="loss", verbose=verbose, n_tasks=len(experiences))
     _set_trainable(backbone, False)
     return backbone.eval()
 
@@ -135,7 +155,8 @@ def pretrain_vae(
     :param lr: Adam learning rate.
     :param batch_size: mini-batch size.
     :param device: torch device.
-    :param verbose: show a progress bar with each epoch's mean ELBO (nats per image).
+    :param verbose: show progress with each epoch's mean ELBO (nats per image) and a
+        summary line on stderr (see the module doc).
     :return: the same VAE, trained, frozen, in eval mode.
     """
     x, _, _ = _warm_start_tensors(experiences)
@@ -151,7 +172,7 @@ def pretrain_vae(
         return elbo.sum().item()
 
     _run_epochs(x.shape[0], epochs=epochs, batch_size=batch_size, step=step, desc="pretrain VAE",
-                quantity="elbo (nats)", verbose=verbose)
+                quantity="elbo (nats)", verbose=verbose, n_tasks=len(experiences))
     _set_trainable(vae, False)
     return vae.eval()
 

@@ -157,6 +157,31 @@ def check_plugins(plugins: Iterable) -> None:
                 raise ValueError(f"SDRStrategy cannot use {type(plugin).__name__}: {reason} (see docs/plugins.rst)")
 
 
+def default_evaluator():
+    """The evaluator of an :class:`SDRStrategy` built without ``evaluator=``: quiet.
+
+    Avalanche's own default prints a progress bar per epoch and every metric after
+    every experience (hundreds of lines on a ten-task stream). SDR's default keeps
+    Avalanche's accuracy and loss metrics (per experience and per stream, returned by
+    ``strategy.eval``) and prints one line per task, its decision
+    (:class:`~avalanche_sdr.evaluation.DecisionLogger`), on **stderr**, so that a
+    script's own prints on stdout stay what they are from run to run (the line holds
+    the task's wall-clock seconds). Pass ``evaluator=`` for anything else, e.g.
+    :func:`~avalanche_sdr.evaluation.sdr_evaluation_plugin` (progress bars, text and
+    CSV logs, SDR's detection and memory metrics) or
+    ``EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])`` (silent).
+    """
+    import sys
+
+    from avalanche.evaluation.metrics import accuracy_metrics, loss_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.evaluation.decision_logger import DecisionLogger
+
+    return EvaluationPlugin(accuracy_metrics(experience=True, stream=True), loss_metrics(experience=True, stream=True),
+                            loggers=[DecisionLogger(file=sys.stderr)])
+
+
 def _with_routed_keywords(init):
     """``init``'s signature with the keywords it routes by name (settings fields and
     detector options) listed as keyword-only parameters.
@@ -256,7 +281,8 @@ class SDRStrategy(SupervisedTemplate):
           (``thresholds``, ``two_sample``, ``match_class_count``, ``prior``,
           ``elbo_samples``, ``max_detection_samples``);
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
-          ``plugins``, ``evaluator``, ``eval_every``, ``peval_mode``, ...), passed
+          ``plugins``, ``evaluator`` (default: :func:`default_evaluator`, one line per
+          task on stderr), ``eval_every``, ``peval_mode``, ...), passed
           through. ``optimizer``, ``criterion`` and ``train_epochs`` are SDR's own
           and refused. Which of Avalanche's plugins work with SDR: docs/plugins.rst;
           the refused ones are in :data:`REFUSED_PLUGINS`.
@@ -310,6 +336,7 @@ class SDRStrategy(SupervisedTemplate):
                              forward_transfer=forward_transfer, routers=routers)
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
         initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
+        kwargs.setdefault("evaluator", default_evaluator)
         user_plugins = list(kwargs.pop("plugins", None) or [])
         check_plugins(user_plugins)
         plugins = [self.sdr] + user_plugins
@@ -395,4 +422,4 @@ class SDRStrategy(SupervisedTemplate):
 
 
 __all__ = ["DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS", "SDRStrategy", "benchmark_input_shape",
-           "check_plugins", "make_detector"]
+           "check_plugins", "default_evaluator", "make_detector"]

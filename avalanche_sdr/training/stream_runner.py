@@ -19,15 +19,24 @@ logging mode, after training: the strategy never sees it.
 
 With a strategy built with ``checkpoint_dir``, the run resumes from the checkpoint
 there: finished experiences are skipped, their memory figures come from the
-checkpoint, and the results equal those of an uninterrupted run (bit for bit on CPU).
+checkpoint, the evaluator's :class:`~avalanche_sdr.evaluation.DetectionMetrics` are
+brought up to date with their records, and the results equal those of an
+uninterrupted run (bit for bit on CPU).
 A stream no longer than the warm start has every task trained as ``warm_start`` and
 nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
 """
 from __future__ import annotations
 
+import types
 from typing import Any, Callable, Dict, List, Optional
 
-from avalanche_sdr.evaluation import BYTES_PER_MB, classify_detection, detection_summary, repository_memory_bytes
+from avalanche_sdr.evaluation import (
+    BYTES_PER_MB,
+    DetectionMetrics,
+    classify_detection,
+    detection_summary,
+    repository_memory_bytes,
+)
 from avalanche_sdr.training.checkpoint import CheckpointMismatchError
 
 
@@ -79,6 +88,22 @@ def all_new_memory_bytes(strategy, n_tasks: int) -> int:
     return int(now + per_entry * (n_tasks - len(entries)))
 
 
+def _catch_up_detection_metrics(strategy, finished_experiences) -> None:
+    """After a resume: let every :class:`~avalanche_sdr.evaluation.DetectionMetrics` of
+    the strategy's evaluator score the restored records of the finished experiences, in
+    order, so that it knows their ground truth when a later task reuses their entries
+    (nothing is emitted for them; the interrupted run logged those values)."""
+    metrics = [m for m in getattr(getattr(strategy, "evaluator", None), "metrics", []) or []
+               if isinstance(m, DetectionMetrics)]
+    records = strategy.detection_records
+    model = types.SimpleNamespace(entry_creator=strategy.model.entry_creator)
+    for metric in metrics:
+        for done, experience in enumerate(finished_experiences):
+            # DetectionMetrics.update reads the strategy's records, experience and entry creators.
+            metric.update(types.SimpleNamespace(detection_records=records[: done + 1], experience=experience,
+                                                model=model))
+
+
 def run_sdr_stream(
     strategy,
     benchmark,
@@ -120,6 +145,7 @@ def run_sdr_stream(
                     [(f"stream experience {done['experience']} task", done["task"], int(experience.task_labels[0]))],
                 )
         memory_after = [done["memory_bytes"] / BYTES_PER_MB for done in checkpoint.progress]
+        _catch_up_detection_metrics(strategy, list(train_stream)[:finished])
         if finished and log is not None:
             log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
     for experience in list(train_stream)[finished:]:

@@ -128,3 +128,36 @@ def test_plugin_options():
     assert quiet.loggers == []
     with pytest.raises(TypeError, match="text_log"):
         sdr_evaluation_plugin(text_log=3)
+
+
+class _Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bars_only_on_a_terminal_and_decision_lines_always(monkeypatch):
+    from avalanche_sdr.evaluation.evaluator import ProgressLogger
+
+    monkeypatch.setattr("sys.stdout", io.StringIO())  # piped or redirected
+    piped = sdr_evaluation_plugin(interactive="auto")
+    assert [type(lg) for lg in piped.loggers] == [DecisionLogger]
+    monkeypatch.setattr("sys.stdout", _Terminal())
+    terminal = sdr_evaluation_plugin(interactive="auto")
+    assert [type(lg) for lg in terminal.loggers] == [ProgressLogger, DecisionLogger]
+    assert [type(lg) for lg in sdr_evaluation_plugin(interactive=True).loggers] == [ProgressLogger, DecisionLogger]
+    with pytest.raises(ValueError, match="interactive must be True, False or 'auto'"):
+        sdr_evaluation_plugin(interactive="yes")
+
+
+def test_progress_logger_leaves_decision_lines_to_the_decision_logger(capsys):
+    from avalanche_sdr.evaluation.evaluator import ProgressLogger
+
+    progress, decisions = ProgressLogger(), DecisionLogger()
+    line = "[SDR] task 3: reuse entry 1 (task 1) | 0.4s"
+    for logger in (progress, decisions):
+        logger.log_single_metric("SDR_Decision/train_phase/train_stream/Task003", line, 3)
+        logger.log_single_metric("Top1_Acc_Epoch/train_phase/train_stream/Task003", 0.5, 3)
+    assert list(progress.metric_vals) == ["Top1_Acc_Epoch/train_phase/train_stream/Task003"]
+    assert capsys.readouterr().out == line + "\n"

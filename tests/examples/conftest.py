@@ -1,9 +1,18 @@
 """What the tests of the command lines share: running them as a user does, in
-subprocesses started together (each imports torch and most import Avalanche: seconds
-apiece), each test waiting for its own."""
+subprocesses, a few at a time.
+
+A module queues its commands up front (:meth:`Commands.start`) and each test waits for
+its own (``commands(name)``). At most :data:`MAX_RUNNING` run at once, started in
+order as earlier ones finish (the one a test waits for first): argument errors end in
+a fraction of a second, before torch is imported, but a command that reads data or
+trains imports torch and Avalanche (seconds, ~1 GB each), and dozens of those at once
+overload a small machine.
+"""
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +20,9 @@ import pytest
 from avalanche_sdr import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+MAX_RUNNING = 2
+"""Commands running at once (a command uses one torch thread)."""
 
 
 def _command_env(**extra) -> dict:
@@ -24,9 +36,48 @@ def _command_env(**extra) -> dict:
     return env
 
 
+class _Running:
+    """One started command: its process, output files and deadline."""
+
+    def __init__(self, arguments, env, timeout: float):
+        self.out = tempfile.TemporaryFile(mode="w+")  # files, not pipes: a command never blocks on output
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, *map(str, arguments)], cwd=REPO_ROOT, env=env,
+                                     stdout=self.out, stderr=self.err, text=True)
+        self.deadline = time.monotonic() + timeout
+
+    def finish(self) -> tuple:
+        """Wait until it ends (killed at the deadline): ``(returncode, stdout, stderr)``."""
+        try:
+            self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        return self.proc.returncode, self._read(self.out), self._read(self.err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
+
+    @staticmethod
+    def _read(file) -> str:
+        file.seek(0)
+        text = file.read()
+        file.close()
+        return text
+
+
 class Commands:
-    """Commands running at once from the repository root: :meth:`start` one, call the
-    object with its name to wait for ``(returncode, stdout, stderr)``."""
+    """Commands run from the repository root, at most ``max_running`` at once:
+    :meth:`start` queues one, calling the object with its name waits for
+    ``(returncode, stdout, stderr)``.
+
+    :param timeout: seconds a command may run, from its own start (it is then killed
+        and the waiting test fails with ``subprocess.TimeoutExpired``).
+    """
 
     root = REPO_ROOT
     env = staticmethod(_command_env)
@@ -36,36 +87,63 @@ class Commands:
         """The arguments of ``python`` that run ``examples/<name>.py``."""
         return [REPO_ROOT / "examples" / f"{name}.py"]
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, max_running: int = MAX_RUNNING):
         self.timeout = timeout
-        self.procs = {}
-        self.done = {}
+        self.max_running = max_running
+        self.queued = {}  # name -> (arguments, env), in start order
+        self.running = {}  # name -> _Running, in start order
+        self.done = {}  # name -> (returncode, stdout, stderr)
 
     def start(self, name: str, arguments, env=None) -> None:
-        """Start ``python *arguments`` under ``name``."""
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, *map(str, arguments)], cwd=REPO_ROOT, env=env or _command_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        """Queue ``python *arguments`` under ``name``; it starts when fewer than
+        ``max_running`` commands run."""
+        if name in self.queued or name in self.running or name in self.done:
+            raise ValueError(f"a command named {name!r} was already started")
+        self.queued[name] = (list(arguments), env or _command_env())
+        self._start_queued()
 
     def __call__(self, name: str):
         if name not in self.done:
-            out, err = self.procs[name].communicate(timeout=self.timeout)
-            self.done[name] = (self.procs[name].returncode, out, err)
+            if name in self.queued:  # wanted now: first in the queue
+                self.queued = {name: self.queued.pop(name), **self.queued}
+            while name not in self.running and name not in self.done:
+                self._finish(next(iter(self.running)))  # the oldest: frees a slot
+            if name in self.running:
+                self._finish(name)
+        if isinstance(self.done[name], Exception):
+            raise self.done[name]
         return self.done[name]
 
+    def _finish(self, name: str) -> None:
+        """Wait for a running command; a timeout is kept for the test that asks for it."""
+        try:
+            self.done[name] = self.running.pop(name).finish()
+        except subprocess.TimeoutExpired as timeout:
+            self.done[name] = timeout
+        self._start_queued()
+
+    def _start_queued(self) -> None:
+        for name, command in list(self.running.items()):  # collect the ones that ended
+            if command.proc.poll() is not None:
+                self.done[name] = self.running.pop(name).finish()  # no wait: it has ended
+        while self.queued and len(self.running) < self.max_running:
+            name = next(iter(self.queued))
+            arguments, env = self.queued.pop(name)
+            self.running[name] = _Running(arguments, env, self.timeout)
+
     def stop(self) -> None:
-        """Kill the commands still running."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        """Kill the commands still running and forget the queued ones."""
+        self.queued.clear()
+        for command in self.running.values():
+            command.kill()
+        self.running.clear()
 
 
 @pytest.fixture(scope="module")
 def commands():
-    """A module's :class:`Commands` (timeout 300 s a command); what still runs at the
-    end of the module is killed."""
-    group = Commands(timeout=300)
+    """A module's :class:`Commands` (at most 2 at once, 600 s a command from its own
+    start: the longest, a training smoke run, takes ~1 min on a loaded machine); what
+    still runs at the end of the module is killed."""
+    group = Commands(timeout=600)
     yield group
     group.stop()

@@ -3,9 +3,10 @@ reports the library's errors without a traceback.
 
 Each entry point runs as a user runs it (``python examples/<name>.py``, ``python -m
 benchmarks.table2`` ...) in a subprocess, from the repository root and with this
-checkout on ``PYTHONPATH``. All of them start together in one module-scoped fixture
-(each imports torch and most import Avalanche: seconds apiece) and each test waits for
-its own.
+checkout on ``PYTHONPATH``. One module-scoped fixture queues them all; they run two at
+a time (``conftest.Commands``) and each test waits for its own. An argument error ends
+before torch is imported (a fraction of a second, ``tests/examples/test_cli_startup.py``);
+the library-error cases import torch and Avalanche first (seconds each).
 
 "Before any work" is checked on what the command did, not on time: the examples get a
 ``--data-root`` that does not exist, so reading data would have failed with another
@@ -126,7 +127,7 @@ def test_output_in_a_read_only_folder_is_refused(tmp_path, commands):
     try:
         done = subprocess.run(
             [sys.executable, str(commands.example("quickstart")[0]), "--output", str(locked / "r.json")],
-            cwd=commands.root, env=commands.env(), capture_output=True, text=True, timeout=300,
+            cwd=commands.root, env=commands.env(), capture_output=True, text=True, timeout=120,
         )
     finally:
         locked.chmod(0o755)

@@ -1,8 +1,11 @@
 """The paper-stream examples as a user runs them: ``python examples/<name>.py`` from the
 repository root, in subprocesses.
 
-Every process imports Avalanche (~5 s on 2 cores), so all five start together in one
-module-scoped fixture and each test waits for its own.
+A command that reads data imports torch and Avalanche first (~10 s on a loaded 2-core
+machine). Module-scoped fixtures queue the commands; they run two at a time
+(``conftest.Commands``) and each test waits for its own. The two training runs are
+marked ``slow`` (``-m "not slow"`` leaves them out and never starts them); the whole
+module took 100 s at load 3-5 on 2 cores.
 """
 import json
 from pathlib import Path
@@ -29,16 +32,27 @@ def _fake_emnist(per_class_train, per_class_test):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, commands, write_emnist_root):
-    """All five runs, started at once; ``runs(name) -> (returncode, stdout, stderr)``."""
+def runs(tmp_path_factory, commands):
+    """The quick commands (missing data, a usage error), queued (two run at once);
+    ``runs(name) -> (returncode, stdout, stderr)``."""
     empty = tmp_path_factory.mktemp("empty_root")
+    example = commands.example
+    for name in MISSING:
+        commands.start(name, example(name) + ["--data-root", empty])
+    commands.start("needs_generators", example("fashion_mnist_50") + ["--data-root", empty, "--no-generators"])
+    return commands
+
+
+@pytest.fixture(scope="module")
+def training_runs(tmp_path_factory, commands, write_emnist_root):
+    """The two training runs on fake EMNIST, queued together when the first ``slow``
+    test asks (never when those tests are deselected); ``training_runs(name)`` as
+    :func:`runs`, plus ``.output`` and ``.two_sample_output`` (their results JSONs)."""
     fake = tmp_path_factory.mktemp("fake_emnist")
     # bymerge: per-task sizes scale to the handful of images a class (balanced would
     # demand the paper's 2,400 a class).
     write_emnist_root(fake, "bymerge", *_fake_emnist(per_class_train=60, per_class_test=20))
     example = commands.example
-    for name in MISSING:
-        commands.start(name, example(name) + ["--data-root", empty])
     commands.start("smoke", example("emnist_100") + [
         "--data-root", fake, "--split", "bymerge", "--max-tasks", 4, "--preset", "cpu",
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--vae-epochs", 1, "--compare",
@@ -49,7 +63,6 @@ def runs(tmp_path_factory, commands, write_emnist_root):
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--decision", "two_sample", "--no-generators",
         "--output", fake / "two_sample.json",
     ])
-    commands.start("needs_generators", example("fashion_mnist_50") + ["--data-root", empty, "--no-generators"])
     commands.output = fake / "results.json"
     commands.two_sample_output = fake / "two_sample.json"
     return commands
@@ -64,10 +77,13 @@ def test_missing_data_exits_1_with_the_loader_message(runs, script):
     assert "Traceback" not in err
 
 
-def test_emnist_smoke_run_compares_with_ewc_and_replay(runs):
-    code, out, err = runs("smoke")
+@pytest.mark.slow
+def test_emnist_smoke_run_compares_with_ewc_and_replay(training_runs):
+    """An end-to-end training run: 4 tasks of fake EMNIST, SDR then online EWC and
+    Replay, one epoch each. Cost: ~35 s (one thread, 2 cores at load 3)."""
+    code, out, err = training_runs("smoke")
     assert code == 0, err
-    results = json.loads(Path(runs.output).read_text())
+    results = json.loads(Path(training_runs.output).read_text())
     assert len(results["tasks"]) == 4
     assert results["config"]["max_tasks"] == 4
     assert [t["decision"] for t in results["tasks"][:3]] == ["warm_start"] * 3
@@ -82,10 +98,13 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(runs):
     assert "No loggers specified" not in err and "no QP solver" not in err
 
 
-def test_two_sample_rule_without_generators_runs_by_name(runs):
-    code, out, err = runs("two_sample")
+@pytest.mark.slow
+def test_two_sample_rule_without_generators_runs_by_name(training_runs):
+    """An end-to-end training run: 5 tasks of fake EMNIST with the two-sample rule and
+    no generators. Cost: ~40 s (one thread, 2 cores at load 3)."""
+    code, out, err = training_runs("two_sample")
     assert code == 0, err
-    results = json.loads(Path(runs.two_sample_output).read_text())
+    results = json.loads(Path(training_runs.two_sample_output).read_text())
     assert results["config"]["decision"] == "two_sample"
     assert results["config"]["generator"] == "none"
     scored = [t["detection"] for t in results["tasks"][3:]]

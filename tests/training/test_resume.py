@@ -3,7 +3,8 @@ results JSON is byte for byte the one of an uninterrupted run (CPU, same seed).
 
 Runs ``examples/quickstart.py`` in subprocesses (about 30 s on two CPU cores): the
 uninterrupted reference, without a checkpoint directory, runs beside the run that is
-killed once its checkpoint shows at least 4 finished tasks.
+killed once its checkpoint shows at least 4 finished tasks. Also: what a script keeps
+from before the stream (:func:`~avalanche_sdr.training.checkpoint.save_pretrained`).
 """
 import json
 import os
@@ -13,7 +14,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+
+from avalanche_sdr.models import small_cnn_backbone
+from avalanche_sdr.training.checkpoint import (
+    CheckpointError,
+    CheckpointMismatchError,
+    load_pretrained,
+    save_pretrained,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart.py"
@@ -89,3 +100,46 @@ def test_sigkill_then_resume_gives_the_uninterrupted_results(tmp_path):
     results = json.loads(resumed_json.read_text())
     assert len(results["tasks"]) == N_TASKS and _finished(checkpoint_dir) == N_TASKS
     assert sorted(p.name for p in checkpoint_dir.iterdir()) == ["manifest.json", f"state-{N_TASKS:06d}.pt"]
+
+
+RUN_INFO = {"config": {"stream": "MixedDigits", "backbone": "small_cnn(8,16)"}, "seed": 0}
+
+
+def _draws():
+    """One draw of each global RNG the library's training uses."""
+    import random
+
+    return random.random(), float(np.random.rand()), torch.rand(3)
+
+
+def test_pretrained_modules_and_rng_states_come_back(tmp_path):
+    torch.manual_seed(0)
+    backbone = small_cnn_backbone(in_channels=1, widths=(8, 16))
+    save_pretrained(tmp_path / "pretrained.pt", {"backbone": backbone}, RUN_INFO)
+    expected = _draws()
+
+    torch.manual_seed(1)  # another init and other RNG states: all must come from the file
+    np.random.seed(1)
+    fresh = small_cnn_backbone(in_channels=1, widths=(8, 16))
+    load_pretrained(tmp_path / "pretrained.pt", {"backbone": fresh}, RUN_INFO)
+    drawn = _draws()
+    assert drawn[:2] == expected[:2] and torch.equal(drawn[2], expected[2])
+    for (name, saved), loaded in zip(backbone.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(saved, loaded), name
+    assert [p.name for p in tmp_path.iterdir()] == ["pretrained.pt"]  # no temporary file left
+
+
+def test_pretrained_modules_of_another_run_are_refused(tmp_path):
+    path = tmp_path / "pretrained.pt"
+    save_pretrained(path, {"backbone": small_cnn_backbone(in_channels=1, widths=(8, 16))}, RUN_INFO)
+    other = dict(RUN_INFO, config=dict(RUN_INFO["config"], backbone="small_cnn(8,32)"))
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"run_info\.config\.backbone: checkpoint 'small_cnn\(8,16\)', here 'small_cnn\(8,32\)'"):
+        load_pretrained(path, {"backbone": small_cnn_backbone(in_channels=1, widths=(8, 32))}, other)
+    with pytest.raises(CheckpointMismatchError, match=r"modules: checkpoint \['backbone'\], here \['vae'\]"):
+        load_pretrained(path, {"vae": small_cnn_backbone(in_channels=1, widths=(8, 16))}, RUN_INFO)
+    with pytest.raises(CheckpointMismatchError, match=r"modules\.backbone"):
+        load_pretrained(path, {"backbone": small_cnn_backbone(in_channels=1, widths=(8, 32))}, RUN_INFO)
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    with pytest.raises(CheckpointError, match="is unreadable"):
+        load_pretrained(path, {"backbone": small_cnn_backbone(in_channels=1, widths=(8, 16))}, RUN_INFO)

@@ -1,0 +1,90 @@
+"""The names the harness's commands accept, importable without torch or Avalanche.
+
+The parsers of ``python -m benchmarks.table2``, ``benchmarks.detection_sim`` and
+``benchmarks.task_free`` build their choices and ``--help`` from here, so that
+``--help`` and usage errors (exit code 2) come before anything heavy is imported:
+:mod:`benchmarks.methods`, which defines the same streams, presets and methods with
+their builders, imports torch and Avalanche (a second or more and ~700 MB).
+
+Labels and flags are defined here once: :mod:`benchmarks.methods` reads them when it
+builds its :data:`~benchmarks.methods.STREAMS` and :data:`~benchmarks.methods.METHODS`;
+``tests/harness/test_catalogue.py`` checks that both offer the same names in the same
+order (and the same presets).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+
+@dataclass(frozen=True)
+class StreamEntry:
+    """What a parser needs of a harness stream (:class:`benchmarks.methods.StreamSpec`).
+
+    :param label: human-readable stream name (``StreamSpec.label``).
+    :param needs_data_root: the stream reads ``--data-root`` (no default location).
+    :param backbone: E0 family, ``"small_cnn"`` or ``"cifar_resnet20"`` (needs
+        ``--backbone-weights``).
+    """
+
+    label: str
+    needs_data_root: bool = False
+    backbone: str = "small_cnn"
+
+
+STREAMS: Dict[str, StreamEntry] = {
+    "digits": StreamEntry("MixedDigits (10 tasks)"),
+    "fashion10": StreamEntry("MixedFashionMNIST (10 tasks)"),
+    "fashion50": StreamEntry("MixedFashionMNIST (50 tasks)"),
+    "emnist100": StreamEntry("MixedEMNIST bymerge (100 tasks)", needs_data_root=True, backbone="cifar_resnet20"),
+    "fashion100": StreamEntry("MixedFashionMNIST (100 tasks, 300 images each)"),
+    "fashion50_small": StreamEntry("MixedFashionMNIST (50 tasks, 40 training images each)"),
+}
+"""Harness streams (``--stream``), as :data:`benchmarks.methods.STREAMS`."""
+
+PRESETS: Tuple[str, ...] = ("smoke", "cpu", "paper")
+"""Training budgets (``--preset``), the keys of :data:`benchmarks.methods.PRESETS`."""
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """What a parser needs of a harness method (:class:`benchmarks.methods.Method`).
+
+    :param label: row label (``Method.label``).
+    :param task_free: the run reports task-free accuracies (``Method.task_free``).
+    """
+
+    label: str
+    task_free: bool = False
+
+
+METHODS: Dict[str, MethodEntry] = {
+    "optimal": MethodEntry("Optimal (EFT for E)"),
+    "single_model": MethodEntry("Single Model per task"),
+    "finetune": MethodEntry("Finetune"),
+    "new_head": MethodEntry("New-Head"),
+    "replay": MethodEntry("ER"),
+    "ewc": MethodEntry("Online EWC"),
+    "dgr": MethodEntry("DGR (Avalanche GenerativeReplay)"),
+    "pnn": MethodEntry("PNN (Avalanche, on E0 features)"),
+    "hat": MethodEntry("HAT (hard attention to the task)"),
+    "sdr": MethodEntry("SDR (EFT for E)"),
+    "sdr_eft_g": MethodEntry("SDR (EFT for E and G)"),
+    "sdr_calibrated": MethodEntry("SDR (EFT for E), calibrated"),
+    "sdr_calibrated_ft": MethodEntry("SDR (EFT for E), calibrated + forward transfer"),
+    "sdr_expert_gate": MethodEntry("SDR repository, Expert Gate relatedness (no VAEs)"),
+    "sdr_two_sample": MethodEntry("SDR (EFT for E), two-sample test"),
+    "sdr_two_sample_nogen": MethodEntry("SDR (EFT for E), two-sample test, no generators"),
+    "sdr_two_sample_entry": MethodEntry("SDR (EFT for E), two-sample test on each entry's encoder, no generators"),
+    "sdr_task_free": MethodEntry("SDR (EFT for E), two-sample test, no generators, task-free routers",
+                                 task_free=True),
+    "ci_replay": MethodEntry("ER, class-incremental (one head over class ids)", task_free=True),
+    "ci_ewc": MethodEntry("Online EWC, class-incremental", task_free=True),
+    "joint": MethodEntry("Joint training (one head over class ids, upper bound)", task_free=True),
+}
+"""Harness methods (``--methods``) in the paper's order, as :data:`benchmarks.methods.METHODS`."""
+
+TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
+"""The methods whose runs report task-free accuracies, in row order."""
+
+__all__ = ["METHODS", "MethodEntry", "PRESETS", "STREAMS", "StreamEntry", "TASK_FREE_METHODS"]
