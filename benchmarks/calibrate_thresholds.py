@@ -26,10 +26,13 @@ import itertools
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
 from benchmarks.detection_errors import has_records, tasks_of
+
+if TYPE_CHECKING:  # imported where used: the parser runs before torch is imported
+    from avalanche_sdr.detection.calibrated import CalibrationThresholds
 
 # avalanche_sdr.detection imports torch: imported by the functions below, after the
 # arguments are parsed.

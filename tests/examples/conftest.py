@@ -147,3 +147,22 @@ def commands():
     group = Commands(timeout=600)
     yield group
     group.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_emnist():
+    """``make(per_class_train=60, per_class_test=20, seed=0)``: see :func:`_fake_emnist`."""
+    return _fake_emnist
+
+
+def _fake_emnist(per_class_train: int = 60, per_class_test: int = 20, seed: int = 0):
+    """(train, test) pairs of random 28x28 uint8 images ``[N, 28, 28]`` with labels ``[N]``,
+    ``per_class_*`` images of each of EMNIST bymerge's 47 classes (for ``write_emnist_root``)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    parts = []
+    for n in (per_class_train, per_class_test):
+        labels = np.repeat(np.arange(47), n)
+        parts.append((rng.integers(0, 256, size=(len(labels), 28, 28)), labels))
+    return parts

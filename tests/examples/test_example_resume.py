@@ -15,7 +15,6 @@ interrupted runs side by side, then the two resumptions); the tests marked ``slo
 need it.
 """
 import json
-import os
 import re
 import signal
 import subprocess
@@ -23,21 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 N_TASKS = 6
 TIMEOUT = 300
-
-
-def _fake_emnist(per_class_train=60, per_class_test=20):
-    """(train, test) pairs of random 28x28 uint8 images, ``per_class_*`` of each of the 47 classes."""
-    rng = np.random.default_rng(1)
-    parts = []
-    for n in (per_class_train, per_class_test):
-        labels = np.repeat(np.arange(47), n)
-        parts.append((rng.integers(0, 256, size=(len(labels), 28, 28)), labels))
-    return parts
 
 
 def _strip_wall_seconds(value):
@@ -67,10 +55,10 @@ def _finished_tasks(checkpoint_dir: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def resumed(tmp_path_factory, commands, write_emnist_root):
+def resumed(tmp_path_factory, commands, write_emnist_root, fake_emnist):
     """The reference run and the interrupted, resumed one; a namespace of what each left."""
     root = tmp_path_factory.mktemp("resume")
-    write_emnist_root(root / "data", "bymerge", *_fake_emnist())
+    write_emnist_root(root / "data", "bymerge", *fake_emnist(seed=1))
 
     def command(output, *extra):
         return commands.example("emnist_100") + [

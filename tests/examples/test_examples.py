@@ -10,7 +10,6 @@ module took 100 s at load 3-5 on 2 cores.
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 MISSING = {
@@ -19,16 +18,6 @@ MISSING = {
     "cifar100_40": "CIFAR-100 not found",
     "fashion_mnist_50": "Fashion-MNIST not found",
 }
-
-
-def _fake_emnist(per_class_train, per_class_test):
-    """(train, test) pairs of random 28x28 images, ``per_class_*`` images of each of 47 classes."""
-    rng = np.random.default_rng(0)
-    parts = []
-    for n in (per_class_train, per_class_test):
-        labels = np.repeat(np.arange(47), n)
-        parts.append((rng.integers(0, 256, size=(len(labels), 28, 28)), labels))
-    return parts
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +33,14 @@ def runs(tmp_path_factory, commands):
 
 
 @pytest.fixture(scope="module")
-def training_runs(tmp_path_factory, commands, write_emnist_root):
+def training_runs(tmp_path_factory, commands, write_emnist_root, fake_emnist):
     """The two training runs on fake EMNIST, queued together when the first ``slow``
     test asks (never when those tests are deselected); ``training_runs(name)`` as
     :func:`runs`, plus ``.output`` and ``.two_sample_output`` (their results JSONs)."""
     fake = tmp_path_factory.mktemp("fake_emnist")
     # bymerge: per-task sizes scale to the handful of images a class (balanced would
     # demand the paper's 2,400 a class).
-    write_emnist_root(fake, "bymerge", *_fake_emnist(per_class_train=60, per_class_test=20))
+    write_emnist_root(fake, "bymerge", *fake_emnist(per_class_train=60, per_class_test=20, seed=0))
     example = commands.example
     commands.start("smoke", example("emnist_100") + [
         "--data-root", fake, "--split", "bymerge", "--max-tasks", 4, "--preset", "cpu",

@@ -1,6 +1,7 @@
-"""Fixtures for the training tests: a tiny synthetic mixed stream."""
+"""Fixtures for the training tests: a tiny synthetic mixed stream, scikit-learn's digits."""
 import pytest
 import torch
+from torch.utils.data import TensorDataset
 
 from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
 
@@ -28,3 +29,24 @@ def prototype_stream():
     )
 
 
+
+
+def _tensor_dataset(x, y) -> TensorDataset:
+    dataset = TensorDataset(x, y)
+    dataset.targets = y.tolist()  # what Avalanche's benchmark generators read the classes from
+    return dataset
+
+
+@pytest.fixture(scope="session")
+def digits_split():
+    """scikit-learn's digits as ``(train, test)`` ``TensorDataset`` s with ``targets``:
+    1,200 / 597 images ``[N, 1, 8, 8]`` float32 in [0, 1], int64 labels 0-9, split by a
+    permutation of seed 0."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(data.target, dtype=torch.long)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    train, test = order[:1200], order[1200:]
+    return _tensor_dataset(x[train], y[train]), _tensor_dataset(x[test], y[test])

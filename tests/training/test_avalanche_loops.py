@@ -20,8 +20,6 @@ import warnings
 
 import pytest
 import torch
-from sklearn.datasets import load_digits
-from torch.utils.data import TensorDataset
 
 from avalanche.benchmarks import nc_benchmark
 from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics
@@ -41,20 +39,9 @@ SETTINGS = SDRSettings(new_task_epochs=1, reuse_epochs=1, train_mb_size=32, eval
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
-def _tensor_dataset(x, y):
-    dataset = TensorDataset(x, y)
-    dataset.targets = y.tolist()  # what Avalanche's benchmark generators read the classes from
-    return dataset
-
-
 @pytest.fixture(scope="module")
-def digits():
-    data = load_digits()
-    x = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
-    y = torch.tensor(data.target, dtype=torch.long)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    train, test = order[:1200], order[1200:]
-    return _tensor_dataset(x[train], y[train]), _tensor_dataset(x[test], y[test])
+def digits(digits_split):
+    return digits_split
 
 
 def _benchmark(digits, local: bool):

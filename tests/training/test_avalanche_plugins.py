@@ -10,8 +10,6 @@ import warnings
 
 import pytest
 import torch
-from sklearn.datasets import load_digits
-from torch.utils.data import TensorDataset
 
 from avalanche.benchmarks import nc_benchmark
 from avalanche.core import BasePlugin
@@ -32,19 +30,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def stream():
-    data = load_digits()
-    x = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
-    y = torch.tensor(data.target, dtype=torch.long)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-
-    def dataset(index):
-        d = TensorDataset(x[index], y[index])
-        d.targets = y[index].tolist()
-        return d
-
-    return nc_benchmark(dataset(order[:1200]), dataset(order[1200:]), n_experiences=5, task_labels=True,
-                        class_ids_from_zero_in_each_exp=True, fixed_class_order=list(range(10)), seed=0)
+def stream(digits_split):
+    train, test = digits_split  # tests/training/conftest.py
+    return nc_benchmark(train, test, n_experiences=5, task_labels=True, class_ids_from_zero_in_each_exp=True,
+                        fixed_class_order=list(range(10)), seed=0)
 
 
 def _model():
