@@ -26,7 +26,7 @@ stream from its first training experience.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche.evaluation.metric_definitions import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
@@ -118,6 +118,24 @@ class DetectionMetrics(PluginMetric[Dict[str, Any]]):
             (e.g. the reused entry was created by a task this metric never saw).
         """
         records = getattr(strategy, "detection_records", None)
+        entry_creator = getattr(getattr(strategy, "model", None), "entry_creator", {}) or {}
+        return self._score_latest(records, getattr(strategy, "experience", None), entry_creator)
+
+    def catch_up(self, records: Sequence[Any], experiences: Sequence[Any], entry_creator: Dict[int, int]) -> None:
+        """Score the records of experiences finished before this metric was made, in
+        stream order, emitting nothing: a run resumed from a checkpoint calls it so that
+        the metric knows their ground truth when a later task reuses their entries.
+
+        :param records: the strategy's detection records, one per finished experience.
+        :param experiences: those experiences (with their ``group`` ground truth), in order.
+        :param entry_creator: the repository's entry id -> creating task id.
+        """
+        for done, experience in enumerate(experiences):
+            self._score_latest(records[: done + 1], experience, entry_creator)
+
+    def _score_latest(self, records: Optional[Sequence[Any]], experience: Any,
+                      model_entry_creator: Dict[int, int]) -> Optional[str]:
+        """Score ``records[-1]`` against ``experience``'s ground truth (see :meth:`update`)."""
         if records is None or len(records) <= self._n_records_seen:
             return None
         if len(records) > self._n_records_seen + 1:
@@ -126,12 +144,12 @@ class DetectionMetrics(PluginMetric[Dict[str, Any]]):
                 "records appeared during one training experience; only the last one "
                 "can be matched to the experience's ground truth and is scored.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         self._n_records_seen = len(records)
         record = records[-1]
         try:
-            group = int(experience_ground_truth(strategy.experience, "group"))
+            group = int(experience_ground_truth(experience, "group"))
         except AttributeError:
             if not self._warned_no_group:
                 self._warned_no_group = True
@@ -141,7 +159,7 @@ class DetectionMetrics(PluginMetric[Dict[str, Any]]):
                     "avalanche_sdr.benchmarks (ground truth as ExperienceAttribute "
                     "`group`).",
                     UserWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
             return None
 
@@ -152,7 +170,7 @@ class DetectionMetrics(PluginMetric[Dict[str, Any]]):
                 record_field(record, "candidate_tasks", []) or [],
             )
         )
-        entry_creator.update(getattr(getattr(strategy, "model", None), "entry_creator", {}) or {})
+        entry_creator.update(model_entry_creator)
         try:
             outcome = score_detection_record(
                 record, group, self._earlier_groups, self._task_groups.get, entry_creator

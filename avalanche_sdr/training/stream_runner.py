@@ -27,7 +27,6 @@ nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
 """
 from __future__ import annotations
 
-import types
 from typing import Any, Callable, Dict, List, Optional
 
 from avalanche_sdr.evaluation import (
@@ -89,19 +88,13 @@ def all_new_memory_bytes(strategy, n_tasks: int) -> int:
 
 
 def _catch_up_detection_metrics(strategy, finished_experiences) -> None:
-    """After a resume: let every :class:`~avalanche_sdr.evaluation.DetectionMetrics` of
-    the strategy's evaluator score the restored records of the finished experiences, in
-    order, so that it knows their ground truth when a later task reuses their entries
-    (nothing is emitted for them; the interrupted run logged those values)."""
-    metrics = [m for m in getattr(getattr(strategy, "evaluator", None), "metrics", []) or []
-               if isinstance(m, DetectionMetrics)]
-    records = strategy.detection_records
-    model = types.SimpleNamespace(entry_creator=strategy.model.entry_creator)
-    for metric in metrics:
-        for done, experience in enumerate(finished_experiences):
-            # DetectionMetrics.update reads the strategy's records, experience and entry creators.
-            metric.update(types.SimpleNamespace(detection_records=records[: done + 1], experience=experience,
-                                                model=model))
+    """After a resume: every :class:`~avalanche_sdr.evaluation.DetectionMetrics` of the
+    strategy's evaluator scores the restored records of the finished experiences
+    (:meth:`~avalanche_sdr.evaluation.DetectionMetrics.catch_up`), so that it knows
+    their ground truth when a later task reuses their entries."""
+    for metric in getattr(getattr(strategy, "evaluator", None), "metrics", []) or []:
+        if isinstance(metric, DetectionMetrics):
+            metric.catch_up(strategy.detection_records, finished_experiences, strategy.model.entry_creator)
 
 
 def run_sdr_stream(

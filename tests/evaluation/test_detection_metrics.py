@@ -117,6 +117,27 @@ def test_metric_scores_stream_directly():
     assert metric.after_training(strategy) == []  # the same values were just emitted
 
 
+def test_catch_up_scores_a_resumed_run_as_an_uninterrupted_one():
+    # A run resumed after task 4: the metric is new, the first five records restored.
+    finished, emitted = run_stream(DetectionMetrics(), lambda strategy: None)
+    stream = make_stream(GROUPS)
+    resumed = DetectionMetrics()
+    resumed.catch_up(finished.detection_records[:5], list(stream)[:5], {0: 0, 1: 1, 2: 2, 3: 4})
+    assert list(resumed.outcomes.values()) == EXPECTED[:5]
+    strategy = FakeStrategy()
+    strategy.detection_records = list(finished.detection_records[:5])
+    strategy.model.entry_creator = {0: 0, 1: 1, 2: 2, 3: 4}
+    for task in (5, 6):
+        strategy.finish_experience(stream[task], task, *DECISIONS[task])
+        resumed.update(strategy)
+    assert list(resumed.outcomes.values()) == EXPECTED
+    # Without catching up, task 6's reuse of an entry made by a task the metric never saw
+    # (task 4) is refused.
+    fresh = DetectionMetrics()
+    with pytest.raises(ValueError, match="observe every training experience"):
+        fresh.catch_up(strategy.detection_records[6:], [stream[6]], strategy.model.entry_creator)
+
+
 def test_metric_stream_level_only():
     metric = DetectionMetrics(emit_after_exp=False)
     strategy, emitted = run_stream(metric, metric.after_training_exp)
