@@ -46,6 +46,14 @@ def _wait_for(condition, proc, log_path: Path, what: str) -> None:
         time.sleep(0.02)
 
 
+def _ctrl_c_reaches_python() -> None:
+    """In the child before it starts: SIGINT back to its default. A test run started in
+    the background by a shell without job control inherits SIGINT ignored, and a
+    Python started with SIGINT ignored never raises KeyboardInterrupt: the signal that
+    stands for the user's Ctrl-C would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _finished_tasks(checkpoint_dir: Path) -> int:
     """Finished SDR tasks in the checkpoint (its manifest is replaced atomically)."""
     try:
@@ -76,7 +84,7 @@ def resumed(tmp_path_factory, commands, write_emnist_root, fake_emnist):
     log = root / "interrupted.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, *map(str, resumable)], cwd=commands.root, env=commands.env(),
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_ctrl_c_reaches_python)
         try:
             _wait_for(lambda: _finished_tasks(checkpoint) >= 4, proc, log, "a checkpoint of 4 tasks")
             proc.send_signal(signal.SIGINT)
