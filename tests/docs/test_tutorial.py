@@ -24,6 +24,8 @@ import textwrap
 from pathlib import Path
 from typing import List, NamedTuple
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial.rst"
 METHOD = ROOT / "docs" / "method.rst"
@@ -123,7 +125,9 @@ def test_install_command_is_the_readme_command():
             )
 
 
+@pytest.mark.slow
 def test_tutorial_code_blocks_run(tmp_path):
+    """Every block in order (about 15 s on 2 idle cores)."""
     blocks = [b for b in code_blocks(TUTORIAL.read_text(encoding="utf-8"))
               if not _is_install(b) and b.language in RUNNABLE]
     (tmp_path / "blocks.json").write_text(json.dumps([list(b) for b in blocks]), encoding="utf-8")
@@ -192,11 +196,12 @@ def _close(shown: float, printed: float) -> bool:
     return abs(shown - printed) <= max(0.01 * abs(shown), 1e-3)
 
 
+@pytest.mark.slow
 def test_shown_quickstart_output_is_what_a_run_prints(tmp_path):
     """The page's quick-example output is a real run's: the command it names, run
     here with its stdout piped as the page was made, prints the same lines — same
     words, decisions, entries and outcomes; numbers within 1 % (the seconds, which
-    change from run to run, are not compared)."""
+    change from run to run, are not compared). About 20 s on 2 idle cores."""
     shown = next(b.code for b in code_blocks(TUTORIAL.read_text(encoding="utf-8"))
                  if b.language in SHOWN and "[SDR] task" in b.code)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
