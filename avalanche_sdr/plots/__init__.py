@@ -15,7 +15,8 @@ from typing import Any, List
 
 from avalanche_sdr.plots.results import ResultsFormatError, load_results, task_description, task_label
 
-# figures.__all__, named here so that matplotlib loads only when one is used.
+# The figure functions (figures.__all__ is this list), named here so that matplotlib
+# loads only when one is used.
 _FIGURE_NAMES = (
     "MAX_TICK_LABELS",
     "OUTCOME_COLORS",

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from avalanche_sdr.plots import _FIGURE_NAMES
 from avalanche_sdr.plots.results import (
     TASK_KEYS_ACCURACY,
     TASK_KEYS_DETECTION,
@@ -541,13 +542,4 @@ def make_all_plots(
     return written
 
 
-__all__ = [
-    "MAX_TICK_LABELS",
-    "OUTCOME_COLORS",
-    "make_all_plots",
-    "plot_complexity_heatmap",
-    "plot_consistency_heatmap",
-    "plot_detection_example",
-    "plot_memory",
-    "plot_task_accuracy",
-]
+__all__ = list(_FIGURE_NAMES)  # defined once, in the package, which loads this module lazily
