@@ -29,6 +29,14 @@ DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
 """Decision rule names ``SDRStrategy(decision=...)`` and the examples' ``--decision``
 accept (:func:`avalanche_sdr.training.strategy.make_detector` builds each)."""
 
+REUSE_HEAD = "head"
+"""The paper's reuse: a reused entry stays frozen, the repeat trains a new head of its own."""
+REUSE_ACCUMULATE = "accumulate"
+"""The learning reuse: a repeat keeps training the reused entry (adapters, BatchNorm
+copies) and the entry's one head, through which every task mapped to it answers."""
+REUSE_MODES = (REUSE_HEAD, REUSE_ACCUMULATE)
+"""Every reuse mode (``SDRSettings.reuse``, the examples' and harness's ``--reuse``)."""
+
 ROUTER_GAUSSIAN = "gaussian"
 """SDR's own task-free router (:mod:`avalanche_sdr.models.routing`)."""
 ROUTER_EXPERT_GATE = "expert_gate"
@@ -49,6 +57,9 @@ __all__ = [
     "INCORRECT",
     "MISS",
     "ORACLE",
+    "REUSE_ACCUMULATE",
+    "REUSE_HEAD",
+    "REUSE_MODES",
     "OUTCOMES",
     "ROUTERS",
     "ROUTER_EXPERT_GATE",

@@ -152,6 +152,20 @@ class DetectionRecord:
         decoys for the best candidate (``None`` when not computed).
     :param class_count_filter: candidates were restricted to entries whose creating
         task has the new task's class count.
+    :param class_permutation: for a ``"reuse"`` whose classes were matched to the
+        reused entry's in another order: element ``k`` is the entry's class (output of
+        the entry's head, a local label of the task that created it) that the new
+        task's local class ``k`` repeats. Empty: the identity (class k repeats class k).
+    :param entry_updated: ``reuse="accumulate"`` (:class:`~avalanche_sdr.training.SDRSettings`):
+        the reused entry's adapters, BatchNorm copies and head kept training on this
+        task's data (``False``: head-only reuse, the paper's, or the guard refused the
+        update).
+    :param gate_accuracy: ``reuse="accumulate"`` with ``reuse_guard``: accuracy of the
+        reused entry's head (through ``class_permutation``) on this task's training
+        data, before any training on it (fraction in [0, 1]); ``None`` when not measured.
+    :param gate_threshold: the accuracy ``gate_accuracy`` had to reach for the update
+        to go ahead (midway between chance, 1/c, and the entry's accuracy on its stored
+        images); ``None`` when not measured.
     """
 
     task: int
@@ -173,6 +187,10 @@ class DetectionRecord:
     p_value: list[float] = field(default_factory=list)
     power: float | None = None
     class_count_filter: bool = False
+    class_permutation: list[int] = field(default_factory=list)
+    entry_updated: bool = False
+    gate_accuracy: float | None = None
+    gate_threshold: float | None = None
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -217,6 +235,18 @@ class DetectionRecord:
         self.power = None if self.power is None else float(self.power)
         if not isinstance(self.class_count_filter, bool):
             raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
+        self.class_permutation = [_as_int(v, "class_permutation") for v in self.class_permutation]
+        if self.class_permutation and sorted(self.class_permutation) != list(range(len(self.class_permutation))):
+            raise ValueError(f"class_permutation must be a permutation of 0..c-1, got {self.class_permutation}")
+        if self.class_permutation and self.decision != "reuse":
+            raise ValueError(f"class_permutation is only recorded for a 'reuse', not {self.decision!r}")
+        if not isinstance(self.entry_updated, bool):
+            raise ValueError(f"entry_updated must be a bool, got {self.entry_updated!r}")
+        if self.entry_updated and self.decision != "reuse":
+            raise ValueError(f"entry_updated is only set for a 'reuse', not {self.decision!r}")
+        for name in ("gate_accuracy", "gate_threshold"):
+            value = getattr(self, name)
+            setattr(self, name, None if value is None else float(value))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
@@ -241,6 +271,10 @@ class DetectionRecord:
             **{name: [_json_float(v) for v in getattr(self, name)] for name in EVIDENCE_FIELDS},
             "power": None if self.power is None else _json_float(self.power),
             "class_count_filter": self.class_count_filter,
+            "class_permutation": list(self.class_permutation),
+            "entry_updated": self.entry_updated,
+            "gate_accuracy": None if self.gate_accuracy is None else _json_float(self.gate_accuracy),
+            "gate_threshold": None if self.gate_threshold is None else _json_float(self.gate_threshold),
         }
 
     @classmethod
@@ -279,8 +313,9 @@ class DetectionRecord:
                 values[name] = [float(v) for v in values[name]]
         if "detection_seconds" in values:
             values["detection_seconds"] = float(values["detection_seconds"])
-        if values.get("power") is not None:
-            values["power"] = float(values["power"])
+        for name in ("power", "gate_accuracy", "gate_threshold"):
+            if values.get(name) is not None:
+                values[name] = float(values[name])
         return cls(**values)
 
 

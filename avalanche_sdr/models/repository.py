@@ -11,7 +11,12 @@ continue the stream (paper Fig. 2):
 - per entry, the tensors its detector keeps to recognise the entry's task later
   (:meth:`SDRModel.set_detection_state`: e.g. reference features per class, or an
   autoencoder's weights); they count in the entry's memory and are checkpointed,
-- one classification head f_t per *task* t,
+- one classification head f_t per *task* t; with the learning reuse
+  (``SDRSettings(reuse="accumulate")``) a repeat has no head of its own but answers
+  through the head of its entry's creating task, its classes matched to that head's
+  outputs by a permutation (:meth:`SDRModel.link_head`),
+- with the learning reuse's guard, a few training images per class of each entry
+  (:meth:`SDRModel.set_exemplars`), replayed when a repeat updates the entry,
 - the map task t -> entry m(t) and entry m -> the task that created it,
 - for a task trained on global class ids (labels not 0..c-1, e.g. {4, 7}), its
   sorted class ids (:meth:`SDRModel.class_ids`): its head has c local outputs and
@@ -108,6 +113,16 @@ class SDRModel(MultiTaskModule):
         self.head_class_ids = nn.ModuleDict()
         """Per task trained on global class ids: a :class:`TensorSet` with ``ids``, the
         sorted class ids [c] int64 of its head's c outputs (absent for local labels)."""
+        self.head_links: Dict[int, int] = {}
+        """Task -> the task whose head it answers through (:meth:`link_head`); tasks with
+        a head of their own are absent."""
+        self.head_permutations = nn.ModuleDict()
+        """Per linked task whose classes are in another order than its head owner's: a
+        :class:`TensorSet` with ``perm`` [c] int64 (local class k -> owner output perm[k])."""
+        self.entry_exemplars = nn.ModuleDict()
+        """Per entry (key ``str(entry)``): a :class:`TensorSet` with ``images`` [n, C, H, W]
+        (uint8, value * 255, or float32) and ``labels`` [n] int64 in the entry's head
+        space (:meth:`set_exemplars`); counted in the entry's memory, checkpointed."""
         self.task_to_entry: Dict[int, int] = {}
         self.entry_creator: Dict[int, int] = {}
         self._entry_in_training: Optional[int] = None
@@ -206,8 +221,8 @@ class SDRModel(MultiTaskModule):
         return route(self, x, router)
 
     def entry_bytes(self, entry: int) -> int:
-        """Bytes of one entry: its adapters, BatchNorm copies, generator (if any) and
-        detection state.
+        """Bytes of one entry: its adapters, BatchNorm copies, generator (if any),
+        detection state and stored images (if any).
 
         Parameters and buffers at their stored dtype (the memory definition of
         docs/method.rst).
@@ -217,6 +232,8 @@ class SDRModel(MultiTaskModule):
             modules += list(self.generators.entry_modules(entry))
         if str(int(entry)) in self.detection_states:
             modules.append(self.detection_states[str(int(entry))])
+        if str(int(entry)) in self.entry_exemplars:
+            modules.append(self.entry_exemplars[str(int(entry))])
         tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
@@ -246,7 +263,10 @@ class SDRModel(MultiTaskModule):
         :meth:`restore_layout` needs to rebuild an empty repository so that a saved
         ``state_dict`` loads into it. ``"class_ids"`` lists the tasks trained on global
         class ids (:meth:`set_class_ids`) and is left out when there are none;
-        ``"routing_states"`` likewise (a repository fitted with task-free routers).
+        ``"routing_states"`` likewise (a repository fitted with task-free routers);
+        ``"head_links": [[task, owner task, [permutation]], ...]`` (training order) and
+        ``"exemplars": [[entry, {name: [shape, dtype]}], ...]`` appear with the
+        learning reuse (:meth:`link_head`, :meth:`set_exemplars`).
         """
         layout = {
             "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
@@ -257,6 +277,10 @@ class SDRModel(MultiTaskModule):
         }
         if len(self.routing_states):
             layout["routing_states"] = [[key, state.shapes()] for key, state in self.routing_states.items()]
+        if self.head_links:
+            layout["head_links"] = [[int(t), int(o), self.head_permutation(t)] for t, o in self.head_links.items()]
+        if len(self.entry_exemplars):
+            layout["exemplars"] = [[int(key), state.shapes()] for key, state in self.entry_exemplars.items()]
         if len(self.head_class_ids):
             layout["class_ids"] = [[int(key), [int(v) for v in ids.ids.tolist()]]
                                    for key, ids in self.head_class_ids.items()]
@@ -272,7 +296,7 @@ class SDRModel(MultiTaskModule):
         :raises RuntimeError: if the repository already holds entries or heads.
         :raises ValueError: if the layout's entries are not numbered 0, 1, 2, ...
         """
-        if self.entry_creator or len(self.heads) or len(self.head_class_ids):
+        if self.entry_creator or len(self.heads) or len(self.head_class_ids) or self.head_links:
             raise RuntimeError(
                 f"restore_layout needs an empty repository; this one holds entries {self.entries} "
                 f"and heads for tasks {[int(k) for k in self.heads]}"
@@ -294,6 +318,11 @@ class SDRModel(MultiTaskModule):
             self.set_class_ids(int(task), ids)
         for task, num_classes in layout["heads"]:
             self.add_head(int(task), int(num_classes))
+        for task, owner, permutation in layout.get("head_links", []):
+            self.link_head(int(task), int(owner), permutation)
+        for entry, shapes in layout.get("exemplars", []):
+            tensors = TensorSet.zeros(shapes)
+            self.set_exemplars(int(entry), tensors["images"], tensors["labels"], quantize=False)
         # Avalanche's MultiTaskModule bookkeeping, as adaptation() left it.
         self.known_train_tasks_labels = set(self.task_to_entry)
         self.max_class_label = int(layout["max_class_label"])
@@ -322,9 +351,98 @@ class SDRModel(MultiTaskModule):
         return self.heads[key]
 
     def head_num_classes(self, task: int) -> int:
-        """Number of outputs of the head of ``task``."""
-        head = self.heads[str(int(task))]
-        return self._head_outputs(head)
+        """Number of outputs of the head of ``task`` (its head owner's, for a linked task)."""
+        return self._head_outputs(self.head_module(task))
+
+    def head_owner(self, task: int) -> int:
+        """The task whose head ``task`` answers through: itself, or its :meth:`link_head` owner."""
+        return self.head_links.get(int(task), int(task))
+
+    def head_module(self, task: int) -> nn.Module:
+        """The head ``task`` answers through (its own, or its owner's for a linked task)."""
+        return self.heads[str(self.head_owner(task))]
+
+    def head_permutation(self, task: int) -> List[int]:
+        """For a linked task, the owner output of each of its local classes (identity: [0..c-1])."""
+        key = str(int(task))
+        if key in self.head_permutations:
+            return [int(v) for v in self.head_permutations[key].perm.tolist()]
+        return list(range(self.head_num_classes(task)))
+
+    def link_head(self, task: int, owner: int, permutation=None) -> None:
+        """Let ``task`` answer through ``owner``'s head instead of a head of its own
+        (the learning reuse: one head per entry).
+
+        :param task: a task mapped to ``owner``'s entry, without a head of its own.
+        :param owner: a task with a head of its own (the entry's creating task).
+        :param permutation: local class k of ``task`` is output ``permutation[k]`` of
+            the owner's head; ``None``: the identity.
+        :raises ValueError: ``task`` already has a head, ``owner`` has none, the two are
+            mapped to different entries, or ``permutation`` is not a permutation of the
+            owner's outputs.
+        """
+        task, owner = int(task), int(owner)
+        if str(task) in self.heads:
+            raise ValueError(f"task {task} has a head of its own; it cannot answer through task {owner}'s")
+        if str(owner) not in self.heads:
+            raise ValueError(f"task {owner} has no head of its own to answer through")
+        if self.entry_of(task) != self.entry_of(owner):
+            raise ValueError(f"task {task} (entry {self.entry_of(task)}) cannot answer through the head of "
+                             f"task {owner} (entry {self.entry_of(owner)})")
+        c = self._head_outputs(self.heads[str(owner)])
+        perm = list(range(c)) if permutation is None else [int(v) for v in permutation]
+        if sorted(perm) != list(range(c)):
+            raise ValueError(f"permutation {perm} of task {task} is not a permutation of task {owner}'s "
+                             f"{c} head outputs")
+        self.head_links[task] = owner
+        if str(task) in self.head_permutations:
+            del self.head_permutations[str(task)]
+        if perm != list(range(c)):
+            device = next(self.encoder.parameters()).device
+            self.head_permutations[str(task)] = TensorSet({"perm": torch.tensor(perm, dtype=torch.long)}).to(device)
+
+    def entry_updatable(self, entry: int) -> bool:
+        """Whether every task mapped to ``entry`` answers through its creating task's head,
+        so that training the entry (the learning reuse) moves no frozen head's features."""
+        creator = self.entry_creator[int(entry)]
+        return all(self.head_owner(t) == creator for t, e in self.task_to_entry.items()
+                   if e == int(entry) and self.is_trained(t))
+
+    # ------------------------------------------------------------------ stored images
+    def set_exemplars(self, entry: int, images: Tensor, labels: Tensor, quantize: bool = True) -> None:
+        """Store (or replace) training images of ``entry`` (the learning reuse's guard).
+
+        :param entry: an existing entry.
+        :param images: [n, C, H, W] float images; kept as uint8 (``round(x * 255)``)
+            when ``quantize`` and every value lies in [0, 1], else as float32.
+        :param labels: [n] int64 labels in the entry's head space (local labels of the
+            entry's creating task).
+        """
+        if entry not in self.entry_creator:
+            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
+        images = images.detach().cpu()
+        if images.dim() != 4 or labels.shape != (images.shape[0],):
+            raise ValueError(f"images must be [n, C, H, W] with labels [n], got {tuple(images.shape)} and "
+                             f"{tuple(labels.shape)}")
+        if quantize and images.is_floating_point() and images.numel() and float(images.min()) >= 0.0 \
+                and float(images.max()) <= 1.0:
+            images = (images * 255.0).round().to(torch.uint8)
+        elif images.dtype != torch.uint8:
+            images = images.float()
+        device = next(self.encoder.parameters()).device
+        self.entry_exemplars[str(int(entry))] = TensorSet(
+            {"images": images, "labels": labels.detach().cpu().long()}).to(device)
+
+    def exemplars(self, entry: int) -> Tuple[Tensor, Tensor]:
+        """The images stored for ``entry``: float32 [n, C, H, W] (uint8 ones divided by
+        255) and int64 labels [n]; both empty (n = 0) when none are stored."""
+        key = str(int(entry))
+        if key not in self.entry_exemplars:
+            c, h, w = self.input_shape
+            return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
+        state = self.entry_exemplars[key]
+        images = state.images.float() / 255.0 if state.images.dtype == torch.uint8 else state.images.float()
+        return images, state.labels
 
     @staticmethod
     def _head_outputs(head: nn.Module) -> int:
@@ -332,8 +450,13 @@ class SDRModel(MultiTaskModule):
         return last.out_features
 
     def is_trained(self, task: int) -> bool:
-        """Whether ``task`` has a head (trained, or being trained)."""
-        return str(int(task)) in self.heads
+        """Whether ``task`` has a head, of its own or linked (trained, or being trained)."""
+        return str(int(task)) in self.heads or int(task) in self.head_links
+
+    @property
+    def trained_tasks(self) -> List[int]:
+        """Tasks with a head (own or linked), in training order."""
+        return [t for t in self.task_to_entry if self.is_trained(t)]
 
     # ------------------------------------------------------------------ class ids
     def set_class_ids(self, task: int, class_ids) -> None:
@@ -356,7 +479,7 @@ class SDRModel(MultiTaskModule):
             )
         key = str(int(task))
         identity = torch.equal(ids, torch.arange(ids.numel()))
-        if key in self.heads or key in self.head_class_ids:
+        if self.is_trained(task) or key in self.head_class_ids:
             if ids.tolist() != self.class_ids(task):
                 raise ValueError(f"task {task} already has class ids {self.class_ids(task)}, got {ids.tolist()}")
             return
@@ -376,7 +499,7 @@ class SDRModel(MultiTaskModule):
         key = str(int(task))
         if key in self.head_class_ids:
             return [int(v) for v in self.head_class_ids[key].ids.tolist()]
-        if key in self.heads:
+        if self.is_trained(task):
             return list(range(self.head_num_classes(task)))
         raise KeyError(f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}")
 
@@ -406,8 +529,13 @@ class SDRModel(MultiTaskModule):
                     "trained through SDRStrategy, which maps each task before adaptation"
                 )
             self.set_class_ids(task, classes)
-            self.add_head(task, len(self.class_ids(task)) if str(int(task)) in self.head_class_ids
-                          else int(max(classes)) + 1)
+            width = len(self.class_ids(task)) if str(int(task)) in self.head_class_ids else int(max(classes)) + 1
+            if int(task) in self.head_links:
+                if width != self.head_num_classes(task):
+                    raise ValueError(f"task {task} has {width} classes but answers through task "
+                                     f"{self.head_owner(task)}'s head of {self.head_num_classes(task)}")
+            else:
+                self.add_head(task, width)
             self._untrained_class_ids.pop(int(task), None)
             for cached in [k for k in self._untrained_heads if k[0] == int(task)]:
                 del self._untrained_heads[cached]
@@ -470,8 +598,7 @@ class SDRModel(MultiTaskModule):
 
         :raises KeyError: an untrained task no evaluation experience announced.
         """
-        key = str(int(task_label))
-        if key not in self.heads:
+        if not self.is_trained(task_label):
             if int(task_label) in self.task_to_entry:
                 raise KeyError(f"task {task_label} has no head yet")
             return self._untrained_forward(x, int(task_label))
@@ -480,9 +607,12 @@ class SDRModel(MultiTaskModule):
     def head_logits(self, task: int, features: Tensor) -> Tensor:
         """f_t on features already computed by ``task``'s entry: [N, D] -> logits [N, c]
         (at the class-id columns for a task trained on global class ids, as
-        :meth:`forward_single_task`)."""
+        :meth:`forward_single_task`). A linked task's logits are its owner head's
+        outputs in the task's class order (column k: output ``permutation[k]``)."""
         key = str(int(task))
-        logits = self.heads[key](features)
+        logits = self.head_module(task)(features)
+        if key in self.head_permutations:
+            logits = logits.index_select(1, self.head_permutations[key].perm)
         if key in self.head_class_ids:
             logits = self._at_class_ids(logits, self.head_class_ids[key].ids)
         return logits
@@ -534,7 +664,7 @@ class SDRModel(MultiTaskModule):
             returns them ([N, c_t], or [N, max class id + 1] for a task trained on
             global class ids). Empty before the first task.
         """
-        return {int(key): self.forward_single_task(x, int(key)) for key in self.heads}
+        return {task: self.forward_single_task(x, task) for task in self.trained_tasks}
 
     def forward(self, x: Tensor, task_labels) -> Tensor:
         """Task-aware forward on a mini-batch that may mix tasks.
@@ -602,12 +732,14 @@ class SDRModel(MultiTaskModule):
     def trainable_for(self, task: int, train_encoder_entry: bool) -> List[nn.Parameter]:
         """Unfreeze exactly what training ``task`` updates and return those parameters.
 
-        :param task: the task being trained (its head is always trained).
-        :param train_encoder_entry: also train the adapter set of the task's entry
-            (a new entry); ``False`` for a reused entry (head only).
+        :param task: the task being trained (the head it answers through is always
+            trained: its own, or its owner's for a linked task).
+        :param train_encoder_entry: also train the adapter set and BatchNorm copies of
+            the task's entry (a new entry, or the learning reuse's update); ``False``
+            for head-only reuse.
         """
         self.freeze_all()
-        params: List[nn.Parameter] = list(self.heads[str(int(task))].parameters())
+        params: List[nn.Parameter] = list(self.head_module(task).parameters())
         if train_encoder_entry:
             self._entry_in_training = self.entry_of(task)
             params += list(self.encoder.entry_parameters(self._entry_in_training))

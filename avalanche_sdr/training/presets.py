@@ -58,6 +58,26 @@ class SDRSettings:
     """Epochs of head-only training when a task reuses an entry (paper 2)."""
     reuse_lr: float = 0.001
     """Adam learning rate of head-only training (paper 0.001)."""
+    reuse: str = "head"
+    """What a repeat trains (:data:`~avalanche_sdr.vocabulary.REUSE_MODES`): ``"head"``,
+    the paper's, a new head of its own on the frozen entry; ``"accumulate"`` (beyond
+    the paper), the reused entry's adapters, BatchNorm copies and its one shared head
+    keep training on the repeat for ``reuse_epochs`` at ``update_lr``, so every task
+    mapped to the entry answers through the updated entry (docs/method.rst,
+    "Learning reuse")."""
+    update_lr: float = 0.001
+    """Adam learning rate of an ``"accumulate"`` update (the paper's head-only 0.001:
+    the entry and its head are trained already, so they continue at the low rate)."""
+    reuse_guard: bool = True
+    """``"accumulate"`` only: guard the entries against a wrong reuse. Before an update
+    the entry's head must classify the repeat's training data at least midway between
+    chance and its accuracy on its stored images (else the repeat gets a head of its
+    own on the frozen entry, as ``"head"``), and the stored images are replayed during
+    the update."""
+    guard_exemplars: int = 5
+    """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
+    entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
+    memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
     eval_mb_size: int = 256
@@ -80,9 +100,15 @@ class SDRSettings:
         object.__setattr__(self, "lr_milestones", tuple(milestones))
         for name in ("train_mb_size", "eval_mb_size", "vae_mb_size"):
             check_int(getattr(self, name), name)
-        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience"):
+        from avalanche_sdr.vocabulary import REUSE_MODES
+
+        if self.reuse not in REUSE_MODES:
+            raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
+        if not isinstance(self.reuse_guard, bool):
+            raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
+        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
             check_int(getattr(self, name), name, minimum=0)
-        for name in ("new_task_lr", "reuse_lr", "vae_lr"):
+        for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive learning rate, got {value!r}")

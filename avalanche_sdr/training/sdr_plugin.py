@@ -11,9 +11,15 @@ so a decision that changes the model must be taken in the first of these hooks):
    (skipped for the warm-start tasks), and create a new entry or map the task to
    the reused one. The decision is recorded here, so it is fixed before any
    training on the task.
-2. Avalanche's model adaptation adds the task's head; the strategy's optimizer then
-   covers the head (reuse) or the head and the new adapter set (new).
-3. ``before_training_epoch`` — the learning-rate schedule of new entries.
+   With the learning reuse (``SDRSettings(reuse="accumulate")``,
+   :mod:`avalanche_sdr.training.learning_reuse`) a detected repeat is gated on its
+   data and, when it passes, linked to its entry's head; a task label trained again
+   continues its entry (``rule="known_task"``) instead of being refused.
+2. Avalanche's model adaptation adds the task's head (none for a linked repeat); the
+   strategy's optimizer then covers the head (head-only reuse), the head and the new
+   adapter set (new), or the entry's adapters, BatchNorm copies and head (an update).
+3. ``before_training_epoch`` — the learning-rate schedule of new entries;
+   ``before_backward`` — an update adds the loss of the entry's stored images.
 4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
    training inputs (when the repository keeps generators); fit the task-free routers
    the strategy was built with (:mod:`avalanche_sdr.models.routing`); end the entry's
@@ -64,10 +70,18 @@ from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
+import dataclasses
+
 from avalanche_sdr.models.routing import check_routers, fit_router
+from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_GAUSSIAN
+
+KNOWN_TASK_RULE = "known_task"
+"""``DetectionRecord.rule`` of an experience whose task label was trained before: no
+detection, the task continues its own entry (decision ``"reuse"``)."""
 
 REPORTED_VALUES = {
     DECISION_METRIC: "str: the decision in one line (scores, chosen entry, seconds, generator fit)",
@@ -123,6 +137,7 @@ class SDRPlugin(SupervisedPlugin):
         self._task_classes = 0
         self._train_start = 0.0
         self._bar = None
+        self._replay: Optional[learning_reuse.ExemplarReplay] = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -137,9 +152,22 @@ class SDRPlugin(SupervisedPlugin):
         """Whether the current experience trains a new adapter set."""
         return self.current.decision != "reuse"
 
+    @property
+    def trains_entry(self) -> bool:
+        """Whether the current experience trains an entry's adapters and BatchNorm copies:
+        a new entry, or the learning reuse's update of a reused one."""
+        return self.training_new_entry or self.current.entry_updated
+
+    @property
+    def accumulate(self) -> bool:
+        """Whether repeats update their entry (``settings.reuse == "accumulate"``)."""
+        return self.settings.reuse == REUSE_ACCUMULATE
+
     def learning_rate(self, epoch: int) -> float:
         """Learning rate of epoch ``epoch`` (0-based) of the current experience."""
         settings = self.settings
+        if self.current.entry_updated:
+            return settings.update_lr
         if not self.training_new_entry:
             return settings.reuse_lr
         passed = sum(1 for m in settings.lr_milestones if epoch >= m)
@@ -155,20 +183,19 @@ class SDRPlugin(SupervisedPlugin):
             )
         task = int(experience.task_labels[0])
         model = strategy.model
-        if task in model.task_to_entry:
-            raise ValueError(
-                f"task label {task} was already trained; every experience of an SDR stream "
-                "must carry a new task label (repeats are detected, not announced)"
-            )
         self._close_progress()  # a bar left open by an experience that failed
+        self._replay = None
         x, y = read_task_data(experience)
         num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape, class_ids=True)
         # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
         # records and the detectors' states use; the model keeps the class ids.
         y, class_ids = local_labels(y)
         self._train_start = time.perf_counter()
-        if len(self.records) < self.n_warm_start:
+        if task in model.task_to_entry:
+            record = self._known_task(model, task, num_classes, class_ids)
+        elif len(model.task_to_entry) < self.n_warm_start:
             entry = model.create_entry(task)
+            self._store_exemplars(model, entry, task, x, y, num_classes)
             self._remember(model, entry, task, x, y, num_classes)
             record = DetectionRecord(
                 task=task, decision="warm_start", entry=entry, reused_entry=None,
@@ -178,21 +205,73 @@ class SDRPlugin(SupervisedPlugin):
             )
         else:
             record = self.detector.detect(model, task, x, y, num_classes)
+            if record.decision == "reuse" and self.accumulate:
+                record = self._guarded_update(model, record, x, y, num_classes)
             if record.decision == "new":
                 init_from = self._nearest_entry(record) if self.forward_transfer else None
                 record.entry = model.create_entry(task, init_from=init_from)
                 start = time.perf_counter()
+                self._store_exemplars(model, record.entry, task, x, y, num_classes)
                 self._remember(model, record.entry, task, x, y, num_classes)
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
         model.set_class_ids(task, class_ids)
+        if record.entry_updated:
+            if not model.is_trained(task):
+                model.link_head(task, model.entry_creator[record.entry], record.class_permutation or None)
+            self._replay = learning_reuse.ExemplarReplay(model, record.entry, task, self.settings.train_mb_size)
         model.to(strategy.device)
         self.records.append(record)
         self.epoch_accuracies.append([])
         self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
         strategy.train_epochs = (self.settings.new_task_epochs if self.training_new_entry
                                  else self.settings.reuse_epochs)
+
+    def _known_task(self, model, task: int, num_classes: int, class_ids) -> DetectionRecord:
+        """The record of a task label trained before (Avalanche's ``train`` called again on
+        it): it continues its entry, updated with the learning reuse when every task of
+        the entry answers through the entry's head, else through its own head only."""
+        entry = model.entry_of(task)
+        if model.is_trained(task) and model.head_num_classes(task) != num_classes:
+            raise ValueError(
+                f"task label {task} was trained with {model.head_num_classes(task)} classes and now has "
+                f"{num_classes}; a task label trained again must keep its classes (give a new task a new label)"
+            )
+        creator = model.entry_creator[entry]
+        updated = (self.accumulate and model.head_owner(task) == creator and model.entry_updatable(entry))
+        return DetectionRecord(
+            task=task, decision="reuse", entry=entry, reused_entry=entry, candidate_entries=[entry],
+            candidate_tasks=[creator], rule=KNOWN_TASK_RULE, entry_updated=updated,
+        )
+
+    def _guarded_update(self, model, record: DetectionRecord, x, y, num_classes: int) -> DetectionRecord:
+        """The learning reuse's decision for a detected repeat (module doc of
+        :mod:`~avalanche_sdr.training.learning_reuse`): update the entry, reuse it head-only
+        (its heads cannot all follow an update), or, refused by the guard's gate, a new entry."""
+        entry = record.reused_entry
+        creator = model.entry_creator[entry]
+        if model.head_num_classes(creator) != num_classes or not model.entry_updatable(entry):
+            return record
+        if self.settings.reuse_guard:
+            start = time.perf_counter()
+            result = learning_reuse.gate(model, entry, x, y, num_classes,
+                                         record.class_permutation or range(num_classes))
+            seconds = record.detection_seconds + time.perf_counter() - start
+            if not result.passed:
+                return dataclasses.replace(record, decision="new", entry=-1, reused_entry=None,
+                                           class_permutation=[], gate_accuracy=result.accuracy,
+                                           gate_threshold=result.threshold, detection_seconds=seconds)
+            return dataclasses.replace(record, entry_updated=True, gate_accuracy=result.accuracy,
+                                       gate_threshold=result.threshold, detection_seconds=seconds)
+        return dataclasses.replace(record, entry_updated=True)
+
+    def _store_exemplars(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
+        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class)."""
+        settings = self.settings
+        if self.accumulate and settings.reuse_guard and settings.guard_exemplars > 0:
+            images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
+            model.set_exemplars(entry, images, labels)
 
     @staticmethod
     def _nearest_entry(record: DetectionRecord) -> Optional[int]:
@@ -263,6 +342,11 @@ class SDRPlugin(SupervisedPlugin):
         self._epoch_counts[0] += int(correct)
         self._epoch_counts[1] += int(strategy.mb_y.shape[0])
 
+    def before_backward(self, strategy, **kwargs):
+        if self._replay is not None and len(self._replay):
+            replayed = self._replay.loss(strategy.model, torch.nn.functional.cross_entropy, strategy.device)
+            strategy.loss = strategy.loss + replayed
+
     def after_training_epoch(self, strategy, **kwargs):
         right, seen = self._epoch_counts
         self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
@@ -287,12 +371,24 @@ class SDRPlugin(SupervisedPlugin):
                 self._close_progress()
             heldout_elbo = report.best_holdout_elbo
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
-        if self.training_new_entry:
-            self._remember(model, record.entry, record.task, self._task_inputs, self._task_labels,
+        labels = self._task_labels
+        if record.entry_updated:  # the entry's features moved: refit what was fitted on them
+            labels = learning_reuse.entry_labels(labels, model.head_permutation(record.task))
+        if self.trains_entry:
+            self._remember(model, record.entry, record.task, self._task_inputs, labels,
                            self._task_classes, after_training=True)
         for router in self.routers:
             fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry)
+                       new_entry=self.training_new_entry or (record.entry_updated and router == ROUTER_GAUSSIAN))
+            if record.entry_updated and router == ROUTER_GAUSSIAN:
+                # The other tasks of the entry share its head: their class means, from this
+                # task's data in their own class order, in the entry's new feature space.
+                for other in learning_reuse.tasks_on_entry(model, record.entry):
+                    if other != record.task:
+                        inverse = torch.argsort(torch.tensor(model.head_permutation(other)))
+                        fit_router(router, model, other, self._task_inputs, inverse[labels], self._task_classes,
+                                   new_entry=False)
+        self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
         model.end_entry_training()
@@ -353,8 +449,15 @@ class SDRPlugin(SupervisedPlugin):
                 scores += f" power={record.power:.2f}"
         if record.decision == "reuse":
             verdict = f"reuse entry {record.reused_entry} (task {record.candidate_tasks[record.candidate_entries.index(record.reused_entry)]})"
+            if record.class_permutation:
+                verdict += f", classes matched as {record.class_permutation}"
+            if record.entry_updated:
+                verdict += ", entry updated"
         else:
             verdict = f"new entry {record.entry}"
+        if record.gate_accuracy is not None:
+            verdict += (f" (gate: head accuracy {record.gate_accuracy:.2f} "
+                        f"{'>=' if record.gate_accuracy >= record.gate_threshold else '<'} {record.gate_threshold:.2f})")
         return head + verdict + f" [{scores}]"
 
 

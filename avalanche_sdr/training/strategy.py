@@ -413,11 +413,12 @@ class SDRStrategy(SupervisedTemplate):
     def make_optimizer(self, **kwargs):
         """A fresh Adam over exactly what this experience trains.
 
-        Head only for a reused entry; head and the new adapter set for a new one.
+        Head only for a reused entry; head and the new adapter set for a new one; the
+        entry's adapters, BatchNorm copies and head for a learning reuse's update.
         Everything else has ``requires_grad=False`` and no optimizer state.
         """
         task = self.sdr.current.task
-        params = self.model.trainable_for(task, train_encoder_entry=self.sdr.training_new_entry)
+        params = self.model.trainable_for(task, train_encoder_entry=self.sdr.trains_entry)
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 

@@ -132,7 +132,7 @@ def test_record_dict_keys_follow_spec():
         "candidate_tasks", "consistency", "complexity", "vote_consistency",
         "vote_complexity", "rule", "detection_seconds",
         "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
-        "power", "class_count_filter",
+        "power", "class_count_filter", "class_permutation", "entry_updated", "gate_accuracy", "gate_threshold",
     ]
     assert DECISIONS == ("warm_start", "new", "reuse")
 
@@ -148,6 +148,10 @@ def test_record_dict_keys_follow_spec():
         (dict(vote_complexity=9), "not one of candidate_entries"),
         (dict(task=1.5), "task must be an int"),
         (dict(entry=True), "entry must be an int"),
+        (dict(class_permutation=[0, 0]), "permutation of 0..c-1"),
+        (dict(decision="new", reused_entry=None, class_permutation=[1, 0]), "only recorded for a 'reuse'"),
+        (dict(decision="new", reused_entry=None, entry_updated=True), "only set for a 'reuse'"),
+        (dict(entry_updated=1), "entry_updated must be a bool"),
     ],
 )
 def test_record_validation(overrides, message):
@@ -162,3 +166,10 @@ def test_from_dict_rejects_unknown_and_missing_keys():
     del data["entry"]
     with pytest.raises(ValueError, match="entry"):
         DetectionRecord.from_dict(data)
+
+
+def test_learning_reuse_fields_round_trip():
+    record = reuse_record(class_permutation=[2, 0, 1], entry_updated=True, gate_accuracy=0.875, gate_threshold=0.6)
+    restored = DetectionRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert restored == record
+    assert restored.class_permutation == [2, 0, 1] and restored.entry_updated is True

@@ -1,0 +1,186 @@
+"""The learning reuse (``SDRSettings(reuse="accumulate")``) end to end on the prototype
+stream of conftest.py (8 tasks: 4 groups x 2 splits, 3 warm-start tasks).
+
+Decisions come from ground truth (or are wrong on purpose), so what is under test is
+what a reuse trains: the repeat answers through its entry's head, the entry's adapters
+move, every task of the entry answers through the update, the guard refuses an
+entry whose head cannot classify the repeat, a task label trained again continues its
+entry, and a checkpointed run resumes bit-identically.
+"""
+import copy
+
+import pytest
+import torch
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training.plugins import EvaluationPlugin
+
+from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.evaluation import repository_memory_bytes
+from avalanche_sdr.models import small_cnn_backbone
+from avalanche_sdr.training.sdr_plugin import KNOWN_TASK_RULE
+
+SHORT = dict(CPU_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
+
+
+class GroundTruth:
+    """Reuses the entry of the first earlier task of the same group; ``wrong`` maps a
+    task to the entry it reuses instead (a wrong reuse on purpose); ``permutation`` a
+    task to the class permutation it reports."""
+
+    rule = "ground_truth"
+    needs_generators = False
+
+    def __init__(self, groups, wrong=None, permutation=None):
+        self.groups, self.wrong, self.permutation = list(groups), dict(wrong or {}), dict(permutation or {})
+
+    def detect(self, model, task, x, y, num_classes):
+        reused = self.wrong.get(task)
+        if reused is None:
+            creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}
+            reused = creators.get(self.groups[task])
+        fields = {"class_permutation": self.permutation[task]} if task in self.permutation else {}
+        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule,
+                                       **fields)
+
+
+def _strategy(stream, reuse="accumulate", **kwargs):
+    torch.manual_seed(0)
+    model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
+                            generator=None)
+    detector = kwargs.pop("detector", None) or GroundTruth(stream.stream_groups)
+    return SDRStrategy(model=model, **{**SHORT, **kwargs, "reuse": reuse}, detector=detector,
+                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+
+
+def _entry_state(model, entry):
+    """Copies of the entry's adapter and BatchNorm tensors, by position."""
+    tensors = [t for m in model.encoder.entry_modules(entry) for t in list(m.parameters()) + list(m.buffers())]
+    return {i: t.detach().clone() for i, t in enumerate(tensors)}
+
+
+def _train(strategy, stream, upto=None):
+    for experience in list(stream.train_stream)[:upto]:
+        strategy.train(experience)
+    return strategy
+
+
+def test_repeat_answers_through_its_entry_and_updates_it(prototype_stream):
+    strategy = _strategy(prototype_stream)
+    model = strategy.model
+    experiences = list(prototype_stream.train_stream)
+    before = None
+    for i, experience in enumerate(experiences):
+        task = int(experience.task_labels[0])
+        group = prototype_stream.stream_groups[task]
+        earlier = [t for t in range(task) if prototype_stream.stream_groups[t] == group]
+        if earlier and before is None:
+            entry = model.entry_of(earlier[0])
+            before = (task, entry, _entry_state(model, entry), copy.deepcopy(model.heads[str(earlier[0])]))
+        strategy.train(experience)
+    records = strategy.detection_records
+    repeats = [r for r in records if r.decision == "reuse"]
+    assert repeats and all(r.entry_updated for r in repeats)
+    assert all(r.gate_accuracy is not None and r.gate_accuracy >= r.gate_threshold for r in repeats)
+    # One head per entry: the repeats have none of their own.
+    assert len(model.heads) == model.num_entries
+    assert sorted(model.head_links) == sorted(r.task for r in repeats)
+    task, entry, adapters, old_head = before
+    moved = [name for name, value in _entry_state(model, entry).items() if not torch.equal(value, adapters[name])]
+    assert moved, "the reused entry's adapters did not change"
+    creator = model.entry_creator[entry]
+    assert not torch.equal(model.heads[str(creator)].weight, old_head.weight)
+    x = experiences[task].dataset[0][0].unsqueeze(0)
+    model.eval()
+    assert torch.equal(model(x, task), model(x, creator))  # the same entry and head answer both
+
+
+def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream):
+    head = _train(_strategy(prototype_stream, reuse="head"), prototype_stream)
+    learn = _train(_strategy(prototype_stream), prototype_stream)
+    model = learn.model
+    images, labels = model.exemplars(0)
+    assert images.shape == (2 * SHORT["guard_exemplars"], 1, 8, 8) and labels.tolist() == [0] * 5 + [1] * 5
+    assert model.entry_exemplars["0"].images.dtype == torch.uint8
+    stored = sum(model.entry_exemplars[str(e)].images.numel() + 8 * len(model.exemplars(e)[1])
+                 for e in model.entries)
+    head_bytes = sum(p.numel() * 4 for p in head.model.heads["0"].parameters())
+    n_repeats = len(model.head_links)
+    assert repository_memory_bytes(learn) == repository_memory_bytes(head) + stored - n_repeats * head_bytes
+    assert model.entry_bytes(0) > head.model.entry_bytes(0)
+
+
+def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream):
+    groups = prototype_stream.stream_groups
+    # the first task after the warm start reuses an entry of another group
+    task = 3
+    wrong_entry = next(e for e in range(3) if groups[e] != groups[task])
+    guarded = _train(_strategy(prototype_stream, detector=GroundTruth(groups, wrong={task: wrong_entry})),
+                     prototype_stream, upto=4)
+    record = guarded.detection_records[task]
+    assert record.decision == "new" and record.gate_accuracy < record.gate_threshold
+    assert guarded.model.entry_of(task) == 3
+    unguarded = _train(_strategy(prototype_stream, reuse_guard=False,
+                                 detector=GroundTruth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
+    record = unguarded.detection_records[task]
+    assert record.decision == "reuse" and record.entry_updated and record.gate_accuracy is None
+    assert unguarded.model.exemplars(0)[0].shape[0] == 0  # no guard, no stored images
+
+
+def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream):
+    groups = prototype_stream.stream_groups
+    repeat = next(t for t in range(3, len(groups)) if groups[t] in groups[:t])
+    strategy = _strategy(prototype_stream, detector=GroundTruth(groups, permutation={repeat: [1, 0]}),
+                         reuse_guard=False)
+    _train(strategy, prototype_stream, upto=repeat + 1)
+    model = strategy.model.eval()
+    owner = model.head_owner(repeat)
+    assert owner != repeat and model.head_permutation(repeat) == [1, 0]
+    x = prototype_stream.train_stream[repeat].dataset[0][0].unsqueeze(0)
+    assert torch.equal(model(x, repeat), model(x, owner)[:, [1, 0]])
+    assert strategy.detection_records[repeat].class_permutation == [1, 0]
+
+
+@pytest.mark.parametrize("reuse", ["head", "accumulate"])
+def test_a_task_label_trained_again_continues_its_entry(prototype_stream, reuse):
+    strategy = _strategy(prototype_stream, reuse=reuse)
+    first = prototype_stream.train_stream[0]
+    strategy.train(first)
+    adapters = _entry_state(strategy.model, 0)
+    strategy.train(first)
+    record = strategy.detection_records[-1]
+    assert record.rule == KNOWN_TASK_RULE and record.decision == "reuse" and record.entry == 0
+    assert record.entry_updated == (reuse == "accumulate")
+    moved = any(not torch.equal(v, adapters[k]) for k, v in _entry_state(strategy.model, 0).items())
+    assert moved == (reuse == "accumulate")
+    assert strategy.model.num_entries == 1 and len(strategy.model.heads) == 1
+    # the warm start counts tasks, not experiences: the next task is still a warm start
+    strategy.train(prototype_stream.train_stream[1])
+    assert strategy.detection_records[-1].decision == "warm_start"
+
+
+def test_a_task_label_trained_again_must_keep_its_class_count(prototype_stream):
+    from test_bad_input import _experience  # tests/training is on sys.path (pytest prepend mode)
+
+    strategy = _strategy(prototype_stream)
+    strategy.train(prototype_stream.train_stream[0])
+    images = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="must keep its classes"):
+        strategy.train(_experience(images, torch.arange(3).repeat_interleave(10), task=0))
+
+
+def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, tmp_path):
+    reference = _train(_strategy(prototype_stream), prototype_stream)
+    first = _strategy(prototype_stream, checkpoint_dir=tmp_path)
+    _train(first, prototype_stream, upto=5)
+    resumed = _strategy(prototype_stream, checkpoint_dir=tmp_path)
+    done = resumed.restore_checkpoint()
+    assert done == 5
+    for experience in list(prototype_stream.train_stream)[done:]:
+        resumed.train(experience)
+    assert resumed.model.layout() == reference.model.layout()
+    expected = reference.model.state_dict()
+    for name, value in resumed.model.state_dict().items():
+        assert torch.equal(value, expected[name]), name
+    assert [r.to_dict() | {"detection_seconds": 0} for r in resumed.detection_records] == \
+        [r.to_dict() | {"detection_seconds": 0} for r in reference.detection_records]
