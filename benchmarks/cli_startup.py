@@ -79,6 +79,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("detection_errors", "benchmarks.detection_errors", ()),
     EntryPoint("detection_speed", "benchmarks.detection_speed", ("--sizes", "x")),
     EntryPoint("cli_startup", "benchmarks.cli_startup", ("--repeats", "0")),
+    EntryPoint("reuse_errors", "benchmarks.reuse_errors", ("--rates", "2", "--out", "x")),
     EntryPoint("plots", "avalanche_sdr.plots", (_MISSING + ".json", "--out", "figures")),
 )
 """Every command line of the repository with a parser. ``benchmarks.methods`` and
