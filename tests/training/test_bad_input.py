@@ -139,11 +139,15 @@ def test_evaluation_labels_outside_the_head_are_refused():
     assert strategy.eval([_experience(*_images(3, seed=2, n_classes=2), task=0)])  # a fitting test set runs
 
 
-def test_a_repeated_task_label_is_refused():
+def test_a_repeated_task_label_with_other_classes_is_refused():
+    """A task label trained again continues its entry (tests/training/test_learning_reuse.py),
+    but only with the classes its head was trained on."""
     strategy, images, labels = _trained_on_task_0()
-    with pytest.raises(ValueError, match="task label 0 was already trained"):
-        strategy.train(_experience(images, labels, task=0), eval_streams=[])
+    with pytest.raises(ValueError, match=r"task 0 already has class ids \[0, 1\], got \[5, 6\]"):
+        strategy.train(_experience(images, labels + 5, task=0), eval_streams=[])
     assert strategy.model.num_entries == 1 and len(strategy.detection_records) == 1
+    strategy.train(_experience(images, labels, task=0), eval_streams=[])
+    assert strategy.model.num_entries == 1 and strategy.detection_records[-1].rule == "known_task"
 
 
 def test_an_experience_with_several_tasks_is_refused():
