@@ -271,6 +271,18 @@ def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_reuse_argument(parser: argparse.ArgumentParser) -> None:
+    """``--reuse {head,accumulate}`` (``SDRSettings.reuse``, default ``head``)."""
+    from avalanche_sdr.vocabulary import REUSE_HEAD, REUSE_MODES
+
+    parser.add_argument(
+        "--reuse", default=REUSE_HEAD, choices=REUSE_MODES,
+        help="what a task detected as a repeat trains: head (the paper's; a new head on the reused entry, "
+        "which stays frozen; default) or accumulate (the repeat keeps training the reused entry and its "
+        "one head, so the earlier tasks of its group can improve; docs: Learning reuse)",
+    )
+
+
 def check_decision_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """argparse error (exit code 2) for ``--no-generators`` with a rule that scores tasks
     with the generators (``agreement``, ``calibrated``)."""
@@ -509,6 +521,7 @@ __all__ = [
     "MAX_SEED",
     "add_debug_argument",
     "add_decision_arguments",
+    "add_reuse_argument",
     "add_threads_argument",
     "check_decision_arguments",
     "check_device",

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from avalanche_sdr.vocabulary import REUSE_MODES  # plain strings; imports nothing
+
 
 @dataclass(frozen=True)
 class StreamEntry:
@@ -87,4 +89,9 @@ METHODS: Dict[str, MethodEntry] = {
 TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
 """The methods whose runs report task-free accuracies, in row order."""
 
-__all__ = ["METHODS", "MethodEntry", "PRESETS", "STREAMS", "StreamEntry", "TASK_FREE_METHODS"]
+REUSES: Tuple[str, ...] = REUSE_MODES
+"""What a detected repeat trains in the SDR rows (``--reuse``; ``SDRSettings.reuse``):
+``head`` (the paper's, the rows as defined) and ``accumulate`` (the learning reuse, a
+variant row named after it, :func:`benchmarks.methods.reuse_rows`)."""
+
+__all__ = ["METHODS", "MethodEntry", "PRESETS", "REUSES", "STREAMS", "StreamEntry", "TASK_FREE_METHODS"]

@@ -94,7 +94,9 @@ All baselines train with Adam as ``preset.baselines`` says (an
 :class:`~avalanche_sdr.baselines.BaselineSettings`: epochs per task, learning rate,
 mini-batch, EWC and ER settings; the ``cpu`` and ``paper`` presets use the library's
 :data:`~avalanche_sdr.baselines.BASELINE_SETTINGS`, as ``examples/*.py --compare`` does);
-SDR rows use ``preset.sdr`` (an :class:`~avalanche_sdr.training.SDRSettings`).
+SDR rows use ``preset.sdr`` (an :class:`~avalanche_sdr.training.SDRSettings`); an SDR
+row's option ``reuse="accumulate"`` (``--reuse``, variant ``accumulate``) sets its
+``reuse`` field (the learning reuse, :mod:`avalanche_sdr.training.learning_reuse`).
 """
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
+from avalanche_sdr.vocabulary import REUSE_HEAD, ROUTER_GAUSSIAN
 from benchmarks import catalogue
 
 # --------------------------------------------------------------------- settings
@@ -146,13 +148,19 @@ class StreamSpec:
     fixed_sizes: Optional[Tuple[int, int, int]] = None
 
     def build(self, seed: int, capped: bool, data_root: Optional[str] = None,
-              sizes: Optional[Tuple[int, int, int]] = None, original_class_ids: bool = False):
+              sizes: Optional[Tuple[int, int, int]] = None, original_class_ids: bool = False,
+              shuffle_repeat_labels: bool = False):
         """The stream for ``seed``: capped task sizes if ``capped`` and the stream has caps;
         ``sizes`` = (train, valid, test) images per task overrides both.
         ``original_class_ids``: labels are the dataset's class ids instead of 0..c-1 in
-        every task (same images and tasks; the task-free rows, :attr:`Method.task_free`)."""
+        every task (same images and tasks; the task-free rows, :attr:`Method.task_free`).
+        ``shuffle_repeat_labels``: every task after the first of its group carries its
+        local labels in a seeded other order (same images and tasks;
+        ``benchmarks/shuffled_labels.py``)."""
         sizes = sizes or self.fixed_sizes or (self.capped_sizes if capped else None)
         ids = {"original_class_ids": True} if original_class_ids else {}
+        if shuffle_repeat_labels:
+            ids["shuffle_repeat_labels"] = True
         if self.needs_data_root:
             if not data_root:
                 raise ValueError(f"stream {self.name!r} needs --data-root (see its StreamSpec)")
@@ -169,30 +177,28 @@ def _size_overrides(sizes: Optional[Tuple[int, int, int]]) -> Dict[str, Any]:
     return dict(train_per_task=train, valid_per_task=valid, test_per_task=test)
 
 
-def _digits(seed: int, sizes=None, original_class_ids: bool = False):
+def _digits(seed: int, sizes=None, **options):
     from avalanche_sdr.benchmarks import MixedDigits
 
-    return MixedDigits(seed=seed, original_class_ids=original_class_ids, **_size_overrides(sizes))
+    return MixedDigits(seed=seed, **options, **_size_overrides(sizes))
 
 
 def _fashion(n_splits: int) -> Callable[..., Any]:
-    def factory(seed: int, sizes=None, data_root: Optional[str] = None, original_class_ids: bool = False):
+    def factory(seed: int, sizes=None, data_root: Optional[str] = None, **options):
         from avalanche_sdr.benchmarks import MixedFashionMNIST
 
         root = {} if data_root is None else {"root": data_root}
-        return MixedFashionMNIST(n_splits=n_splits, seed=seed, original_class_ids=original_class_ids, **root,
-                                 **_size_overrides(sizes))
+        return MixedFashionMNIST(n_splits=n_splits, seed=seed, **options, **root, **_size_overrides(sizes))
 
     return factory
 
 
-def _emnist_bymerge(seed: int, sizes, data_root: str, original_class_ids: bool = False):
+def _emnist_bymerge(seed: int, sizes, data_root: str, **options):
     from avalanche_sdr.benchmarks import MixedEMNIST
 
     # bymerge: per-task sizes scale to the rarest class (reported as task_sizes);
     # capped sizes are upper bounds on top of that scaling.
-    return MixedEMNIST(data_root, split="bymerge", seed=seed, original_class_ids=original_class_ids,
-                       **_size_overrides(sizes))
+    return MixedEMNIST(data_root, split="bymerge", seed=seed, **options, **_size_overrides(sizes))
 
 
 def _stream(name: str, factory: Callable[[int], Any], *sizes: int, **options) -> StreamSpec:
@@ -332,9 +338,11 @@ class OracleDetector:
 # --------------------------------------------------------------------- builders
 
 
-SDR_OPTIONS = {"a": 8, "b": 16}
+SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head"}
 """Options of the SDR rows (a run's ``options``) and their defaults: the EFT group sizes
-of the adapters (the paper's a=8, b=16), SDR's memory knob."""
+of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a detected
+repeat trains (``SDRSettings.reuse``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
+paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`reuse_rows`)."""
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
@@ -346,6 +354,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
     if unknown:
         raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
+    settings = preset.sdr if eft["reuse"] == preset.sdr.reuse else preset.sdr.replace(reuse=eft["reuse"])
     generator = ("independent" if base_vae is None else "eft") if generators else None
     model = build_sdr_model(
         copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,
@@ -356,7 +365,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         detection = dict(decision=decision, elbo_samples=preset.elbo_samples, two_sample=two_sample)
     else:  # an injected detector (the oracle) carries its own configuration
         detection = dict(detector=detector)
-    return SDRStrategy(model=model, settings=preset.sdr, forward_transfer=forward_transfer, evaluator=evaluator,
+    return SDRStrategy(model=model, settings=settings, forward_transfer=forward_transfer, evaluator=evaluator,
                        device=device, routers=routers, **detection)
 
 
@@ -649,11 +658,44 @@ def sweep_rows(base: Row) -> List[Row]:
     return []
 
 
-def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), sweep: bool = False) -> List[Row]:
-    """Every row of a harness call: each method under each protocol, and with ``sweep``
-    its memory-knob variants."""
+REUSE_DEFAULT = REUSE_HEAD
+"""The reuse of the SDR rows as the presets define them (``SDRSettings.reuse``): a row of
+another reuse (``--reuse``) is a variant named after it."""
+
+
+def reuse_rows(base: Row, reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]:
+    """``base`` under each reuse of ``reuses`` (``--reuse``, values of
+    :data:`~avalanche_sdr.vocabulary.REUSE_MODES`), for an SDR row: ``"head"`` is
+    ``base`` itself, another value ``v`` the variant ``<base variant>_v`` (``accumulate``,
+    ``a4b8_accumulate``) whose builder gets ``reuse=v``. Other methods: ``[base]``."""
+    if not METHODS[base.method].is_sdr:
+        return [base]
+    rows: List[Row] = []
+    for reuse in reuses:
+        row = base if reuse == REUSE_DEFAULT else \
+            Row(base.method, variant_name(base.variant, reuse), base.options + (("reuse", reuse),))
+        if row not in rows:
+            rows.append(row)
+    return rows
+
+
+def row_reuse(options: Dict[str, Any]) -> str:
+    """The reuse of a row (its ``options``' ``reuse``, else :data:`REUSE_DEFAULT`)."""
+    return (options or {}).get("reuse", REUSE_DEFAULT)
+
+
+def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), sweep: bool = False,
+                 reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]:
+    """Every row of a harness call: each method under each protocol, with ``sweep`` its
+    memory-knob variants, and each SDR row under each reuse of ``reuses``
+    (:func:`reuse_rows`; the other methods' rows once, whatever ``reuses``)."""
     rows: List[Row] = []
     for method in methods:
+        if METHODS[method].is_sdr:
+            family = [row for base in protocol_rows(method, protocols)
+                      for row in [base] + (sweep_rows(base) if sweep else [])]
+            rows += [r for reuse in reuses for row in family for r in reuse_rows(row, (reuse,))]
+            continue
         for base in protocol_rows(method, protocols):
             rows += [base] + (sweep_rows(base) if sweep else [])
     return rows
@@ -697,7 +739,7 @@ def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
     return Row(row.method, row.variant, row.options + (("replay_mem_size", sizing.mem_size),)), sizing
 
 
-__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "SDR_ROUTER", "STREAMS", "SWEEP_EFT", "SWEEP_PER_CLASS",
-           "Method",
+__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "REUSE_DEFAULT", "SDR_ROUTER", "STREAMS", "SWEEP_EFT",
+           "SWEEP_PER_CLASS", "Method",
            "OracleDetector", "Preset", "Row", "StreamSpec", "equal_memory_rows", "harness_rows", "oracle_choice",
-           "protocol_rows", "size_equal_memory", "sweep_rows", "variant_name"]
+           "protocol_rows", "reuse_rows", "row_reuse", "size_equal_memory", "sweep_rows", "variant_name"]

@@ -24,7 +24,20 @@ Measured the same way for every method:
   the last task;
 - wall time: seconds from building the strategy to the end of the final evaluation
   (E0 pretraining excluded: it is shared; the base VAE of ``sdr_eft_g``, pretrained by
-  its builder, included).
+  its builder, included; the group evaluations below included, and also reported alone
+  as ``evaluation_seconds``);
+- backward transfer: after each training experience i, of group g,
+  ``strategy.eval`` of the test experiences of group g's tasks trained so far
+  (:func:`avalanche_sdr.training.stream_runner.evaluate_group`; the global RNGs are
+  put back afterwards, so training is unchanged). The run JSON keeps this
+  ``group_curve`` (one entry per experience: ``task``, ``group``, ``times_seen``,
+  ``group_accuracy_after``, ``initial_accuracy``, ``evaluated``, ``accuracies``) and
+  ``bwt`` (mean over every task but the last of final - initial accuracy, 0-1;
+  positive: earlier tasks improved; the table's ``BWT`` column in accuracy points),
+  ``forgetting`` (mean of best group-evaluation accuracy - final accuracy) and
+  ``avalanche_bwt``, Avalanche's ``StreamBWT`` of ``bwt_metrics(stream=True)`` after
+  the final evaluation (same sign and value as ``bwt``). Not measured (``None``) for
+  ``joint`` (trained once on the whole stream) and tuning runs.
 
 SDR rows also record Correct / Miss / Incorrect over the scored (non-warm-start)
 tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.
@@ -32,7 +45,8 @@ tasks, from :func:`avalanche_sdr.training.stream_runner.run_sdr_stream`.
 Outputs in ``OUT``: ``table2.md`` (mean ± sample std over seeds), ``runs.csv`` (one row
 per run) and ``runs.json`` (all run dicts); ``runs/*.json`` per run; ``plots/``
 (:func:`write_plots`: accuracy against memory per row, a curve per method with a memory
-knob, the Pareto front ringed; and every SDR run's figures).
+knob, the Pareto front ringed; ``group_curve.png``, accuracy on one group's tasks against
+the times the group was seen; and every SDR run's figures).
 ``--report-only`` rewrites these from the runs already in ``OUT`` without running.
 
 Rows beside the methods' own (:mod:`benchmarks.methods`, "variants"; each a row of its
@@ -40,7 +54,10 @@ own, run id ``<stream>_<preset>_<method>_<variant>_seed<k>``): ``--protocol pape
 builds Online EWC and ER on one shared head over local labels (variant ``paper``; ``--protocol
 ours paper`` gives both; docs/reproducing.rst, "The paper's protocol"); ``--sweep`` adds
 ER's ``pc2``, ``pc5``, ``pc20``, ``pc50`` (exemplars per class) and every SDR row's
-``a4b8``, ``a16b32`` (EFT sizes); ``--equal-memory REF ...`` runs, after the others, ER
+``a4b8``, ``a16b32`` (EFT sizes); ``--reuse head accumulate`` adds to every SDR row its
+learning-reuse variant ``accumulate`` (``SDRSettings(reuse="accumulate")``, builder option
+``reuse``; with ``--sweep`` also ``a4b8_accumulate`` ...; ``--reuse accumulate`` alone
+runs the SDR rows with it only); ``--equal-memory REF ...`` runs, after the others, ER
 with its buffer sized so that its memory meets REF's run on the same seed (variant
 ``mem_REF``, :func:`equal_memory_specs`; targets, sizes and measured memory in
 ``OUT/equal_memory.json``; a target below ER's model alone is recorded ``infeasible``
@@ -80,6 +97,7 @@ anything runs (exit code 2); missing data prints one message (exit code 1;
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --methods ewc replay --tune --out results/tuned
+    python -m benchmarks.table2 --preset smoke --methods optimal replay --reuse head accumulate --out results/reuse
 """
 from __future__ import annotations
 
@@ -133,6 +151,9 @@ def _epilog() -> str:
     lines += [f"  {name:<16} {_PRESET_HELP.get(name, '')}" for name in catalogue.PRESETS]
     lines += ["", "methods (--methods; default: all of them):"]
     lines += [f"  {name:<21} {method.label}" for name, method in catalogue.METHODS.items()]
+    lines += ["", "reuse (--reuse; SDR rows only):",
+              f"  {'head':<21} the paper's: a repeat trains a new head on the reused entry, which stays frozen",
+              f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head"]
     lines += ["", "Data: README.md, section Data. Results: docs/results/."]
     return "\n".join(lines)
 
@@ -196,6 +217,10 @@ def parse_args(argv=None):
                         help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
                         "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
                         "docs/reproducing.rst infers from the paper); '--protocol ours paper' gives both rows")
+    parser.add_argument("--reuse", nargs="+", choices=catalogue.REUSES, default=["head"],
+                        help="what a detected repeat trains in every SDR row (list below): head (default) and/or "
+                        "accumulate (variant row 'accumulate'); '--reuse head accumulate' gives both rows; other "
+                        "methods are unaffected")
     parser.add_argument("--sweep", action="store_true",
                         help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
                         "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
@@ -234,7 +259,8 @@ if __name__ == "__main__":
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
-from benchmarks.methods import SDR_ROUTER  # noqa: E402
+from avalanche_sdr.vocabulary import REUSE_MODES  # noqa: E402
+from benchmarks.methods import REUSE_DEFAULT, SDR_ROUTER, row_reuse  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -350,12 +376,13 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     """Run one method on one seed; return its result dict (JSON-safe)."""
     import avalanche.training  # noqa: F401  (imported before the clock starts, for every method)
     import torch
-    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
     import avalanche_sdr  # noqa: F401
     from avalanche_sdr.evaluation import repository_memory_bytes
-    from avalanche_sdr.training.stream_runner import final_test_accuracies, run_sdr_stream
+    from avalanche_sdr.training.stream_runner import (evaluate_group, final_test_accuracies, run_sdr_stream,
+                                                      transfer_summary)
 
     if spec.threads:
         torch.set_num_threads(spec.threads)
@@ -370,6 +397,10 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
     start = time.perf_counter()
     metrics = [accuracy_metrics(experience=True)]
+    # The group curve and BWT (module docstring): test runs trained experience by experience.
+    curve_measured = spec.split == "test" and spec.method not in NO_CURVE_METHODS
+    if curve_measured:
+        metrics += bwt_metrics(experience=False, stream=True)
     task_free_metric = None
     if method.task_free and method.is_sdr:  # SDR's routers, scored without task labels
         from avalanche_sdr.evaluation import TaskFreeMetrics
@@ -381,8 +412,11 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
                             **dict(spec.options))
     detection = None
+    curve, evaluation_seconds = None, 0.0
     if method.is_sdr:
-        sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed)
+        timings: Dict[str, float] = {}
+        sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed, timings=timings)
+        curve, evaluation_seconds = sdr["group_curve"], timings["evaluation_seconds"]
         accuracies = [t["test_accuracy"] for t in sdr["tasks"]]
         memory_mb = sdr["memory_mb"]
         detection = dict(sdr["detection"], unique_tasks=sdr["unique_tasks"],
@@ -401,13 +435,22 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         if isinstance(strategy, avalanche.training.JointTraining):  # the whole stream at once
             strategy.train(trained, eval_streams=[])
         else:
-            for experience in trained:
+            curve = [] if curve_measured else None
+            for position, experience in enumerate(trained):
                 strategy.train(experience, eval_streams=[])
+                if curve is not None:
+                    tick = time.perf_counter()
+                    curve.append(evaluate_group(strategy, benchmark.test_stream, benchmark.stream_groups, position,
+                                                int(experience.task_labels[0])))
+                    evaluation_seconds += time.perf_counter() - tick
         # A tuning run (benchmarks.tuning) is scored on valid_stream: test_stream is never read.
         scored = benchmark.valid_stream if spec.split == "valid" else benchmark.test_stream
         accuracies = final_test_accuracies(strategy, scored if spec.tasks is None else scored[:spec.tasks])
         memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
     wall = time.perf_counter() - start
+    transfer = {"bwt": None, "forgetting": None, "avalanche_bwt": None, "group_curve": curve}
+    if curve is not None:
+        transfer.update(transfer_summary(curve, accuracies), avalanche_bwt=stream_bwt(strategy))
     extra = {"sdr_results": sdr} if method.is_sdr else {}
     if method.task_free:
         extra.update(task_free_results(strategy, task_free_metric, sum(accuracies) / len(accuracies)))
@@ -427,12 +470,31 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         "memory_mb": memory_mb,
         "detection": detection,
         "wall_seconds": wall,
+        "evaluation_seconds": evaluation_seconds,
+        **transfer,
         "torch_threads": torch.get_num_threads(),
         "backbone": backbone_note(spec.stream, spec.preset),
         "task_sizes": getattr(benchmark, "task_sizes", None),
         **({"tasks": spec.tasks} if spec.tasks is not None else {}),
         **extra,
     }
+
+
+NO_CURVE_METHODS = frozenset({"joint"})
+"""Methods without a group curve or BWT: ``joint`` trains once on the whole stream."""
+
+STREAM_BWT_KEY = "StreamBWT/eval_phase/test_stream"
+"""Avalanche's name of its ``StreamBWT`` on the test stream (``bwt_metrics(stream=True)``)."""
+
+
+def stream_bwt(strategy) -> Optional[float]:
+    """Avalanche's ``StreamBWT`` after the strategy's last evaluation (the final one over
+    the whole test stream): the mean over the experiences evaluated both right after
+    their own training and at the end of (last - initial) accuracy, Lopez-Paz & Ranzato's
+    BWT with the sign of ``bwt`` (positive: improvement; Avalanche's ``StreamForgetting``
+    is its negative). ``None`` when the evaluator has none."""
+    value = strategy.evaluator.get_last_metrics().get(STREAM_BWT_KEY)
+    return None if value is None else float(value)
 
 
 def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
@@ -484,6 +546,8 @@ def _job(spec: RunSpec) -> Dict[str, Any]:
 def _run_line(spec: RunSpec, r: Dict[str, Any]) -> str:
     line = (f"{spec.run_id}: acc {100 * r['average_accuracy']:.2f}%  "
             f"mem {r['memory_mb']:.2f} MB  {r['wall_seconds']:.1f}s")
+    if r.get("bwt") is not None:
+        line += f"  bwt {100 * r['bwt']:+.2f}"
     if r["detection"]:
         d = r["detection"]
         line += (f"  correct/miss/incorrect {100 * d['correct']:.0f}/"
@@ -628,10 +692,21 @@ def _pm(values: Sequence[float], digits: int) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def _without_reuse(variant: str, reuse: str) -> str:
+    """A variant's name less its reuse part (``a4b8_accumulate`` -> ``a4b8``)."""
+    if reuse == REUSE_DEFAULT:
+        return variant
+    if variant == reuse:
+        return ""
+    return variant[:-len(reuse) - 1] if variant.endswith("_" + reuse) else variant
+
+
 def table_rows(runs: Sequence[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
     """The runs grouped into table rows (one per method and variant), each row's runs in
-    seed order; rows in the paper's order of the methods, a method's own row first, then
-    its variants by mean memory."""
+    seed order; rows in the paper's order of the methods; within a method, its rows of
+    each reuse (``--reuse``; :data:`~avalanche_sdr.vocabulary.REUSE_MODES` order, the
+    paper's ``head`` first), each reuse's own row first (``""``, ``accumulate``), then its
+    variants by mean memory."""
     order = {name: i for i, name in enumerate(METHODS)}
     by_row: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in runs:
@@ -639,23 +714,34 @@ def table_rows(runs: Sequence[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
 
     def row_order(key):
         memory = sum(r["memory_mb"] for r in by_row[key]) / len(by_row[key])
-        return order.get(key[0], len(order)), key[1] != "", memory, key[1]
+        reuse = row_reuse(by_row[key][0].get("options"))
+        rank = REUSE_MODES.index(reuse) if reuse in REUSE_MODES else len(REUSE_MODES)
+        return order.get(key[0], len(order)), rank, _without_reuse(key[1], reuse) != "", memory, key[1]
 
     return [sorted(by_row[key], key=lambda r: r["seed"]) for key in sorted(by_row, key=row_order)]
+
+
+def _signed_pm(values: Sequence[float], digits: int) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:+.{digits}f} ± {std:.{digits}f}"
 
 
 def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     """The Markdown table, one row per method (and variant) in the paper's order (mean ± std
     over seeds).
 
-    Acc (%) and Mem (MB) for every row; Correct / Miss / Incorrect (%) for SDR rows
-    ("–" otherwise); wall time per run (s, mean ± std); the number of seeds.
+    Acc (%), BWT (backward transfer ``bwt`` in accuracy points, signed: positive, earlier
+    tasks improved; "–" for a row with a run without it, e.g. an older run file) and
+    Mem (MB) for every row; Correct / Miss / Incorrect (%) for SDR rows ("–" otherwise);
+    wall time per run (s, mean ± std); the number of seeds.
     """
-    header = ("| Method | Acc (%) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s) | Seeds |\n"
-              "|---|---|---|---|---|---|---|---|")
+    header = ("| Method | Acc (%) | BWT (pts) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s) "
+              "| Seeds |\n|---|---|---|---|---|---|---|---|---|")
     rows = [header]
     for rs in table_rows(runs):
+        bwt = [r.get("bwt") for r in rs]
         cells = [rs[0]["label"], _pm([100 * r["average_accuracy"] for r in rs], 2),
+                 "–" if None in bwt else _signed_pm([100 * b for b in bwt], 2),
                  _pm([r["memory_mb"] for r in rs], 2)]
         if all(r.get("detection") for r in rs):
             cells += [_pm([100 * r["detection"][k] for r in rs], 1) for k in ("correct", "miss", "incorrect")]
@@ -667,7 +753,8 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
 
 
 CSV_FIELDS = ["run_id", "method", "variant", "label", "stream", "preset", "seed", "average_accuracy",
-              "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "wall_seconds"]
+              "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "bwt", "forgetting", "avalanche_bwt",
+              "wall_seconds", "evaluation_seconds"]
 
 
 def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "", notes: str = "") -> str:
@@ -700,10 +787,14 @@ def curve_key(method: str, options: Dict[str, Any]) -> Tuple[str, str]:
 
 def _curve_label(method: str, fixed: Dict[str, Any]) -> str:
     label = METHODS[method].label if method in METHODS else method
-    if not fixed:
-        return label
-    named = [p for p, by_method in PROTOCOLS.items() if by_method.get(method) and dict(by_method[method]) == fixed]
-    return f"{label} [{named[0] if named else ', '.join(f'{k}={v}' for k, v in sorted(fixed.items()))}]"
+    fixed = dict(fixed)
+    reuse = fixed.pop("reuse", REUSE_DEFAULT)
+    parts = [] if reuse == REUSE_DEFAULT else [reuse]
+    if fixed:
+        named = [p for p, by_method in PROTOCOLS.items()
+                 if by_method.get(method) and dict(by_method[method]) == fixed]
+        parts.insert(0, named[0] if named else ", ".join(f"{k}={v}" for k, v in sorted(fixed.items())))
+    return f"{label} [{', '.join(parts)}]" if parts else label
 
 
 def row_points(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -747,6 +838,10 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     the figures of :func:`avalanche_sdr.plots.make_all_plots` (S and p heatmaps, a
     detection panel, memory growth, per-task accuracy) in ``OUT/plots/<run_id>/``; a run
     whose records hold no scores (Optimal's oracle decisions) gets a log line instead.
+
+    ``group_curve.png`` (where runs have a ``group_curve``):
+    :func:`avalanche_sdr.plots.plot_group_curve`, the accuracy on the tasks of the group
+    seen most often against the times it has been seen, a line per row (mean over seeds).
     """
     import matplotlib
 
@@ -796,6 +891,14 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     fig.savefig(path, dpi=150)
     plt.close(fig)
     written.append(path)
+    ordered = [r for rs in table_rows([r for r in runs if r.get("split", "test") == "test"]) for r in rs]
+    if any(r.get("group_curve") for r in ordered):
+        from avalanche_sdr.plots import plot_group_curve
+
+        ax = plot_group_curve(ordered)
+        path = plots / "group_curve.png"
+        ax.figure.savefig(path, dpi=150)
+        written.append(path)
     for r in runs:
         if not r.get("sdr_results"):
             continue
@@ -815,8 +918,10 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
 
 def harness_variant_rows(args):
     """The rows of a call's first phase: every ``--methods`` row under each ``--protocol``,
-    and with ``--sweep`` their memory-knob variants (:func:`benchmarks.methods.harness_rows`)."""
-    return harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False))
+    with ``--sweep`` their memory-knob variants, and every SDR row under each ``--reuse``
+    (:func:`benchmarks.methods.harness_rows`)."""
+    return harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
+                        getattr(args, "reuse", None) or [REUSE_DEFAULT])
 
 
 def equal_memory_ids(args, seed: int) -> List[str]:

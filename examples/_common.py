@@ -24,8 +24,9 @@ Every example is built by :func:`stream_example` (:func:`cifar_example`,
   its numbers are not the paper's), one SDR run (:func:`run_sdr`), the ``--compare``
   baselines (Avalanche's online EWC and Replay from :mod:`avalanche_sdr.baselines`,
   :func:`run_baselines`) and the results JSON (``--output``, format in
-  :mod:`avalanche_sdr.training.stream_runner`, plus ``wall_seconds`` and
-  ``baselines``);
+  :mod:`avalanche_sdr.training.stream_runner`, plus ``wall_seconds``,
+  ``evaluation_seconds`` and ``baselines``); ``--reuse {head,accumulate}``
+  (``SDRSettings.reuse``, in the config's ``settings``);
 - ``--checkpoint-dir DIR`` (:func:`run_stream_example`): a run stopped by Ctrl-C or a
   kill resumes when the same command runs again. ``DIR`` holds E0 (and the base VAE)
   with the RNG states after them (``pretrained.pt``,
@@ -111,6 +112,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
                         "same results JSON; a folder written with other options is refused. --log-dir files "
                         "then hold the resumed part only")
     cli.add_decision_arguments(parser)
+    cli.add_reuse_argument(parser)
     cli.add_debug_argument(parser)
 
 
@@ -198,13 +200,14 @@ def sdr_settings(args):
     from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS
 
     settings = CPU_SETTINGS if args.preset == "cpu" else PAPER_SETTINGS
-    overrides = {"new_task_epochs": args.new_task_epochs, "vae_epochs": args.vae_epochs}
+    overrides = {"new_task_epochs": args.new_task_epochs, "vae_epochs": args.vae_epochs, "reuse": args.reuse}
     return settings.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
 def sdr_config(args, config: Dict[str, Any]) -> Dict[str, Any]:
-    """``config`` (stream, E0, generator, device, threads) with SDR's settings added: the
-    results' ``"config"``, and with the seed what a ``--checkpoint-dir`` must match."""
+    """``config`` (stream, E0, generator, device, threads) with SDR's settings added (``--reuse``
+    is their ``reuse``): the results' ``"config"``, and with the seed what a
+    ``--checkpoint-dir`` must match."""
     return dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
                 preset=args.preset, settings=sdr_settings(args).to_dict(), max_tasks=args.max_tasks)
 
@@ -224,7 +227,9 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Opt
             interactive: bool = False) -> Dict[str, Any]:
     """Train SDR (EFT for E, ``--decision`` rule) on the whole stream; the results dict of
     :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``
-    (seconds of this process: a resumed run counts only the tasks it trained).
+    (seconds of this process: a resumed run counts only the tasks it trained) and
+    ``evaluation_seconds`` (the part of them spent in the group evaluations behind
+    ``bwt`` and ``group_curve``).
 
     With ``--checkpoint-dir`` the strategy saves a checkpoint there after every task
     and first resumes from the one it holds.
@@ -249,12 +254,14 @@ def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Opt
     print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=generator is not None)
           + "\n", flush=True)
     start = time.perf_counter()
+    timings: Dict[str, float] = {}
     try:
         results = _mismatch_with_advice(
-            lambda: run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print))
+            lambda: run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print, timings=timings))
     finally:
         evaluator.close()
     results["wall_seconds"] = time.perf_counter() - start
+    results["evaluation_seconds"] = timings.get("evaluation_seconds", 0.0)
     print()
     print(cli.results_table(results))
     print()

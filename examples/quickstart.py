@@ -42,6 +42,7 @@ def parse_args(argv=None):
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before training starts)")
     cli.add_decision_arguments(parser)
+    cli.add_reuse_argument(parser)
     parser.add_argument(
         "--forward-transfer", action="store_true",
         help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
@@ -91,7 +92,7 @@ def main(args) -> dict:
 
     # Digits tasks hold ~120 training images: the CPU preset's 2 head-only epochs are 8
     # Adam steps, too few for a fresh head, and 20 VAE epochs are cheap to double.
-    settings = CPU_SMALL_TASK_SETTINGS
+    settings = CPU_SMALL_TASK_SETTINGS.replace(reuse=args.reuse)
     strategy = SDRStrategy(
         model=model,
         settings=settings,

@@ -6,6 +6,10 @@ matplotlib ``Axes`` (a new figure when none is given). Tasks are named as in
 the printed results table: ``task 3`` is the task with 0-based id 3
 (:func:`task_label`; :func:`task_description` adds its 0-based group and split).
 
+:func:`plot_group_curve` draws from several runs instead (the Table 2 harness's run
+dicts, which write it as ``OUT/plots/group_curve.png``): the accuracy on one group's
+tasks against the number of times the group has been seen, a line per row.
+
 The figure functions (:mod:`avalanche_sdr.plots.figures`) are imported on first
 use, so importing this package, or ``python -m avalanche_sdr.plots --help``,
 does not load matplotlib.
@@ -24,6 +28,7 @@ _FIGURE_NAMES = (
     "plot_complexity_heatmap",
     "plot_consistency_heatmap",
     "plot_detection_example",
+    "plot_group_curve",
     "plot_memory",
     "plot_task_accuracy",
 )

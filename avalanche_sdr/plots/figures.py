@@ -46,6 +46,7 @@ from avalanche_sdr.plots.results import (
     detection_grid,
     entry_creators,
     find_task,
+    group_curve_lines,
     load_results,
     require_task_keys,
     task_description,
@@ -491,6 +492,43 @@ def plot_task_accuracy(results: ResultsLike, ax: Optional[Axes] = None) -> Axes:
     ax.figure.legend(handles=present, loc="outside lower center", ncol=min(3, len(present)),
                      fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
+    return ax
+
+
+def plot_group_curve(runs: Sequence[Mapping[str, Any]], group: Optional[int] = None,
+                     ax: Optional[Axes] = None) -> Axes:
+    """Accuracy on one group's tasks against the number of times the group has been seen.
+
+    For ``group`` (default: the group seen most often, ties the lowest id), x is the
+    number of its tasks trained so far (1, 2, ...) and y the mean test accuracy (%) over
+    them right after each (``group_accuracy_after`` of the runs' ``group_curve``); one
+    line per row (method and variant, mean over its seeds;
+    :func:`~avalanche_sdr.plots.results.group_curve_lines`). A rising line: the group's
+    earlier tasks gain from its repeats (backward transfer).
+
+    :param runs: run dicts of the Table 2 harness (``OUT/runs/*.json``) or results of
+        :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` with a ``label``.
+    :param group: the group to draw.
+    :param ax: axes to draw on; None makes a new figure.
+    :return: the axes.
+    :raises ResultsFormatError: no run has a curve for the group.
+    """
+    group, lines = group_curve_lines(runs, group)
+    if ax is None:
+        ax = _new_axes(_MIN_WIDTH, _MIN_HEIGHT)
+    markers = "osD^v<>ph*"
+    for i, line in enumerate(lines):
+        ax.plot(line.times_seen, [100.0 * a for a in line.accuracy], marker=markers[i % len(markers)],
+                label=line.label, color=colormaps["tab10"](i % 10))
+    longest = max(max(line.times_seen) for line in lines)
+    ax.set_xticks(range(1, longest + 1))
+    ax.set_xlim(0.7, longest + 0.3)
+    ax.set_xlabel(f"times group {group} has been seen (its tasks trained so far)")
+    ax.set_ylabel(f"accuracy on group {group}'s\ntasks trained so far (%)")
+    ax.set_title(f"Group {group}: accuracy right after each of its tasks (mean over seeds)", fontsize=_TITLE_SIZE)
+    ax.grid(alpha=0.3)
+    ax.figure.legend(loc="outside lower center", ncol=min(2, len(lines)), fontsize=8, frameon=False,
+                     handles=ax.get_legend_handles_labels()[0])
     return ax
 
 

@@ -340,18 +340,84 @@ def _as_float(value: Any) -> float:
     return float(value)
 
 
+@dataclass
+class GroupCurveLine:
+    """One row's line in :func:`group_curve_lines`: ``label``, and at each
+    ``times_seen`` (1, 2, ...) the ``accuracy`` on the group's tasks trained so far
+    (0-1, mean over the runs that saw the group that often) and ``runs`` (how many)."""
+
+    label: str
+    times_seen: List[int]
+    accuracy: List[float]
+    runs: List[int]
+
+
+def default_curve_group(runs: Sequence[Mapping[str, Any]]) -> int:
+    """The group seen most often in the runs' ``group_curve`` (the most entries of one
+    run); ties: the lowest group id.
+
+    :raises ResultsFormatError: no run has a group curve.
+    """
+    counts: Dict[int, int] = {}
+    for run in runs:
+        seen: Dict[int, int] = {}
+        for entry in run.get("group_curve") or []:
+            if entry is not None:  # None: not measured (a resumed run's checkpoint without it)
+                seen[int(entry["group"])] = seen.get(int(entry["group"]), 0) + 1
+        for group, n in seen.items():
+            counts[group] = max(counts.get(group, 0), n)
+    if not counts:
+        raise ResultsFormatError("no run has a group_curve (runs of the Table 2 harness or run_sdr_stream)")
+    return min(counts, key=lambda g: (-counts[g], g))
+
+
+def group_curve_lines(runs: Sequence[Mapping[str, Any]], group: Optional[int] = None):
+    """The lines of :func:`avalanche_sdr.plots.plot_group_curve`: for ``group`` (default
+    :func:`default_curve_group`), one :class:`GroupCurveLine` per row, in the order rows
+    first appear in ``runs``.
+
+    :param runs: run dicts with ``group_curve`` (entries ``group``, ``times_seen``,
+        ``group_accuracy_after``) and ``label`` (a row: its runs share ``method`` and
+        ``variant``, or the label; several seeds are averaged); runs without a curve are
+        left out.
+    :return: ``(group, lines)``.
+    :raises ResultsFormatError: no run has a group curve, or none holds ``group``.
+    """
+    group = default_curve_group(runs) if group is None else int(group)
+    by_row: Dict[Any, Dict[str, Any]] = {}
+    for run in runs:
+        entries = [e for e in run.get("group_curve") or [] if e is not None and int(e["group"]) == group]
+        if not entries:
+            continue
+        key = (run.get("method"), run.get("variant", "")) if "method" in run else run.get("label")
+        row = by_row.setdefault(key, {"label": str(run.get("label", key)), "values": {}})
+        for entry in entries:
+            row["values"].setdefault(int(entry["times_seen"]), []).append(float(entry["group_accuracy_after"]))
+    if not by_row:
+        raise ResultsFormatError(f"no run's group_curve holds group {group}")
+    lines = []
+    for row in by_row.values():
+        seen = sorted(row["values"])
+        lines.append(GroupCurveLine(row["label"], seen, [sum(row["values"][k]) / len(row["values"][k]) for k in seen],
+                                    [len(row["values"][k]) for k in seen]))
+    return group, lines
+
+
 __all__ = [
     "DETECTION_KEYS",
     "DetectionGrid",
+    "GroupCurveLine",
     "ResultsFormatError",
     "TASK_KEYS_ACCURACY",
     "TASK_KEYS_DETECTION",
     "TASK_KEYS_MEMORY",
     "chosen_entry",
+    "default_curve_group",
     "default_example_task",
     "detection_grid",
     "entry_creators",
     "find_task",
+    "group_curve_lines",
     "load_results",
     "require_task_keys",
     "task_description",

@@ -24,7 +24,8 @@ Manifest (``version`` 1)::
      "fingerprint": {"repository": {...}, "strategy": {...}},   # configuration
      "repository": SDRModel.layout(),  # entries, task -> entry map, head class counts
      "records": [DetectionRecord.to_dict(), ...],               # one per experience
-     "progress": [{"experience", "task", "memory_bytes"}, ...], # one per experience
+     "progress": [{"experience", "task", "memory_bytes", "train_accuracy_per_epoch",
+                   "group_curve"}, ...],                        # one per experience
      "clock": {Avalanche Clock counters},
      "rng": {"python": random.getstate(), "numpy": numpy.random.get_state()},
      "run_info": {...} or null}      # what the driver of the run recorded (config, seed)
@@ -456,7 +457,11 @@ class SDRCheckpointPlugin(SupervisedPlugin):
     Attributes: ``directory`` (``Path``); ``progress``, one dict per finished
     experience (``experience``: its index in the stream, ``task``: its task label,
     ``memory_bytes``: repository memory after it, see
-    :func:`~avalanche_sdr.evaluation.repository_memory_bytes`); ``run_info``, a
+    :func:`~avalanche_sdr.evaluation.repository_memory_bytes`; ``group_curve``: the
+    stream runner's group-curve entry of the experience,
+    :func:`~avalanche_sdr.training.stream_runner.evaluate_group`, which the runner adds
+    after the experience's own checkpoint, so it is saved with the next one and the last
+    finished experience's is evaluated again on resuming); ``run_info``, a
     JSON-safe dict saved verbatim in every manifest and compared on :meth:`restore`
     (the stream runner records the run's ``config`` and ``seed`` there).
     """

@@ -11,15 +11,42 @@ The results dictionary is the one the examples write with ``--output`` and
      "unique_tasks": C,
      "tasks": [{"task", "group", "split", "decision", "entry", "chosen_task",
                 "outcome", "test_accuracy", "train_accuracy_per_epoch" (training accuracy of
-                each epoch, 0-1), "memory_mb", "detection": {...}}, ...]}
+                each epoch, 0-1), "memory_mb", "detection": {...}}, ...],
+     "group_curve": [{"task", "group", "times_seen", "group_accuracy_after",
+                      "initial_accuracy", "evaluated", "accuracies"}, ...],
+     "bwt": float or null, "forgetting": float or null}
+
+The group curve (:func:`evaluate_group`): after training experience i, of group g,
+the test experiences of group g's tasks trained so far (i included) are evaluated
+with ``strategy.eval``; one entry per experience: ``times_seen`` (how many tasks of
+group g are trained so far), ``group_accuracy_after`` (mean accuracy over those test
+experiences, 0-1), ``initial_accuracy`` (task i's own test accuracy right after
+training it), ``evaluated`` (their stream positions) and ``accuracies`` (each one's
+accuracy). :func:`transfer_summary` computes from it and the final accuracies:
+
+- ``bwt``: backward transfer (Lopez-Paz & Ranzato 2017), the mean over every task but
+  the last of (final accuracy - initial accuracy); positive: earlier tasks got
+  better. It equals Avalanche's ``StreamBWT`` (``bwt_metrics(stream=True)``: same
+  sign; Avalanche's ``StreamForgetting`` is its negative) read after the final
+  evaluation, since the group evaluation sets every task's initial accuracy the way
+  Avalanche does (the experience evaluated is the one just trained);
+- ``forgetting`` (Chaudhry et al. 2018, over the evaluations made here): the mean
+  over every task but the last of (its best accuracy in the group evaluations -
+  its final accuracy); >= 0 up to the final evaluation's own gains.
+
+The group evaluation leaves the global random generators as it found them
+(:func:`preserved_rng`), so the training of the next experiences is the one of a run
+without it.
 
 The dictionary holds no wall-clock values, so identical runs give identical results
 (timings go to the strategy's loggers instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
 logging mode, after training: the strategy never sees it.
 
 With a strategy built with ``checkpoint_dir``, the run resumes from the checkpoint
-there: finished experiences are skipped, their memory figures come from the
-checkpoint, the evaluator's :class:`~avalanche_sdr.evaluation.DetectionMetrics` are
+there: finished experiences are skipped, their memory figures and group-curve entries
+come from the checkpoint (``progress[i]["group_curve"]``; the last finished
+experience's entry is evaluated again on the restored model, which is the model after
+it), the evaluator's :class:`~avalanche_sdr.evaluation.DetectionMetrics` are
 brought up to date with their records, and the results equal those of an
 uninterrupted run (bit for bit on CPU).
 A stream no longer than the warm start has every task trained as ``warm_start`` and
@@ -27,7 +54,13 @@ nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+import contextlib
+import random
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import torch
 
 from avalanche_sdr.evaluation import (
     BYTES_PER_MB,
@@ -72,6 +105,73 @@ def final_test_accuracies(strategy, test_stream) -> List[float]:
     return accuracies
 
 
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Run a block and then put the global random generators (Python, numpy, torch and
+    every CUDA device) back where they were: an evaluation draws a seed per data loader
+    from torch's generator, which would otherwise change the training that follows."""
+    python, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def evaluate_group(strategy, test_stream, groups: Sequence[int], position: int, task: int) -> Dict[str, Any]:
+    """The group-curve entry of the experience at ``position`` of the stream, just trained.
+
+    Evaluates (``strategy.eval``, one call; :func:`preserved_rng` around it) the test
+    experiences of every position ``j <= position`` with ``groups[j] == groups[position]``.
+
+    :param test_stream: the test experiences, in the order of the training stream.
+    :param groups: the ground-truth group of every position (the runner's, never the
+        strategy's).
+    :param task: the experience's task label (recorded).
+    :return: ``{"task", "group", "times_seen", "group_accuracy_after",
+        "initial_accuracy", "evaluated", "accuracies"}`` (JSON-safe).
+    """
+    group = int(groups[position])
+    evaluated = [j for j in range(position + 1) if int(groups[j]) == group]
+    with preserved_rng():
+        accuracies = final_test_accuracies(strategy, [test_stream[j] for j in evaluated])
+    return {
+        "task": int(task),
+        "group": group,
+        "times_seen": len(evaluated),
+        "group_accuracy_after": sum(accuracies) / len(accuracies),
+        "initial_accuracy": accuracies[-1],
+        "evaluated": evaluated,
+        "accuracies": accuracies,
+    }
+
+
+def transfer_summary(curve: Sequence[Optional[Dict[str, Any]]], final_accuracies: Sequence[float]
+                     ) -> Dict[str, Optional[float]]:
+    """``{"bwt", "forgetting"}`` of a run (module docstring) from its group curve (one
+    :func:`evaluate_group` entry per position) and the final accuracy of every task.
+
+    Both are means over every task but the last (Lopez-Paz & Ranzato's 1 / (T - 1); the
+    last task's difference is 0 by construction); ``None`` for a stream of one task or a
+    curve with a missing entry.
+    """
+    n = len(final_accuracies)
+    if n < 2 or len(curve) != n or any(entry is None for entry in curve):
+        return {"bwt": None, "forgetting": None}
+    seen: List[List[float]] = [[] for _ in range(n)]
+    for entry in curve:
+        for j, accuracy in zip(entry["evaluated"], entry["accuracies"]):
+            seen[j].append(float(accuracy))
+    earlier = range(n - 1)
+    bwt = sum(float(final_accuracies[j]) - float(curve[j]["initial_accuracy"]) for j in earlier) / (n - 1)
+    forgetting = sum(max(seen[j]) - float(final_accuracies[j]) for j in earlier) / (n - 1)
+    return {"bwt": bwt, "forgetting": forgetting}
+
+
 def all_new_memory_bytes(strategy, n_tasks: int) -> int:
     """Repository bytes had all ``n_tasks`` tasks been trained as new entries.
 
@@ -104,6 +204,7 @@ def run_sdr_stream(
     config: Optional[Dict[str, Any]] = None,
     seed: Optional[int] = None,
     log: Optional[Callable[[str], None]] = None,
+    timings: Optional[Dict[str, float]] = None,
 ) -> Dict[str, Any]:
     """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
     then evaluate every task on ``benchmark.test_stream``; return the results dict.
@@ -117,11 +218,17 @@ def run_sdr_stream(
         ``print`` in a script; ``None``: silent). Per-experience lines go to the
         strategy's loggers (``SDR_Decision``); :func:`avalanche_sdr.cli.results_table`
         prints the results as a table.
+    :param timings: a dict that receives ``"evaluation_seconds"``, the wall time of this
+        call's group evaluations (:func:`evaluate_group`; not the final evaluation);
+        kept out of the results, which hold no wall-clock values.
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
         checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
     train_stream, test_stream = benchmark.train_stream, benchmark.test_stream
     memory_after: List[float] = []
+    group_curve: List[Optional[Dict[str, Any]]] = []
+    groups: List[int] = []  # ground truth, read after each experience's training
+    evaluation_seconds = 0.0
     finished = 0
     checkpoint = getattr(strategy, "checkpoint", None)
     if checkpoint is not None:
@@ -139,11 +246,29 @@ def run_sdr_stream(
                 )
         memory_after = [done["memory_bytes"] / BYTES_PER_MB for done in checkpoint.progress]
         _catch_up_detection_metrics(strategy, list(train_stream)[:finished])
-        if finished and log is not None:
-            log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
-    for experience in list(train_stream)[finished:]:
+        groups = [int(e.group) for e in list(train_stream)[:finished]]
+        group_curve = [done.get("group_curve") for done in checkpoint.progress]
+        if finished:
+            # The last finished experience's entry was evaluated after its checkpoint was
+            # written; the restored model is the model after it: evaluate it again.
+            tick = time.perf_counter()
+            group_curve[-1] = evaluate_group(strategy, test_stream, groups, finished - 1,
+                                            checkpoint.progress[-1]["task"])
+            evaluation_seconds += time.perf_counter() - tick
+            checkpoint.progress[-1]["group_curve"] = group_curve[-1]
+            if log is not None:
+                log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
+    for position, experience in enumerate(list(train_stream)[finished:], start=finished):
         strategy.train(experience, eval_streams=[])
         memory_after.append(repository_memory_bytes(strategy) / BYTES_PER_MB)
+        groups.append(int(experience.group))
+        tick = time.perf_counter()
+        group_curve.append(evaluate_group(strategy, test_stream, groups, position, int(experience.task_labels[0])))
+        evaluation_seconds += time.perf_counter() - tick
+        if checkpoint is not None:  # saved with the next experience's checkpoint
+            checkpoint.progress[position]["group_curve"] = group_curve[-1]
+    if timings is not None:
+        timings["evaluation_seconds"] = evaluation_seconds
     accuracies = final_test_accuracies(strategy, test_stream)
 
     model = strategy.model
@@ -190,8 +315,11 @@ def run_sdr_stream(
         "memory_mb_all_new": all_new_memory_bytes(strategy, len(tasks)) / BYTES_PER_MB,
         "unique_tasks": model.num_entries,
         "tasks": tasks,
+        "group_curve": group_curve,
+        **transfer_summary(group_curve, accuracies),
     }
     return results
 
 
-__all__ = ["run_sdr_stream", "final_test_accuracies", "all_new_memory_bytes"]
+__all__ = ["run_sdr_stream", "final_test_accuracies", "all_new_memory_bytes", "evaluate_group", "preserved_rng",
+           "transfer_summary"]

@@ -5,8 +5,8 @@ A user runs ``examples/emnist_100.py`` (on a small fake EMNIST bymerge root, 6 t
 (SIGINT) in the middle of the SDR stream, runs the same command again and kills it
 (SIGKILL) in the middle of the baselines, then runs it a third time: the results JSON
 equals the one of an uninterrupted run of the same command without
-``--checkpoint-dir`` (same seed, one thread), ``wall_seconds`` aside (each run's own
-seconds). The reference run, with stdout and stderr piped, also shows the plain
+``--checkpoint-dir`` (same seed, one thread), ``wall_seconds`` and
+``evaluation_seconds`` aside (each run's own seconds). The reference run, with stdout and stderr piped, also shows the plain
 output: no progress-bar frames, one ``[SDR] task t:`` line per task, a labelled
 pretraining line.
 
@@ -29,9 +29,10 @@ TIMEOUT = 300
 
 
 def _strip_wall_seconds(value):
-    """``value`` without its ``wall_seconds`` keys (at any depth)."""
+    """``value`` without its ``wall_seconds`` and ``evaluation_seconds`` keys (at any depth)."""
     if isinstance(value, dict):
-        return {k: _strip_wall_seconds(v) for k, v in value.items() if k != "wall_seconds"}
+        return {k: _strip_wall_seconds(v) for k, v in value.items()
+                if k not in ("wall_seconds", "evaluation_seconds")}
     if isinstance(value, list):
         return [_strip_wall_seconds(v) for v in value]
     return value

@@ -33,13 +33,16 @@ def test_format_table_mean_std_order_and_detection_columns():
         _run("finetune", 0, 0.50, 0.25, 3.0),
         _run("sdr", 0, 0.80, 1.0, 10.0, _det(1.0, 0.0, 0.0)),
     ]
+    runs[0]["bwt"], runs[2]["bwt"] = 0.01, -0.02
     lines = table2.format_table(runs).strip().splitlines()
-    assert lines[0].startswith("| Method | Acc (%) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) | Wall (s)")
+    assert lines[0].startswith("| Method | Acc (%) | BWT (pts) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) "
+                               "| Wall (s)")
     # Paper order: Finetune before SDR, whatever the order of the runs.
     assert lines[2].startswith("| Finetune |") and lines[3].startswith("| SDR (EFT for E) |")
-    assert lines[2] == "| Finetune | 50.00 ± 0.00 | 0.25 ± 0.00 | – | – | – | 3.0 ± 0.0 | 0 |"
-    # Sample std of (80, 90) is 7.07; of (100, 50) is 35.36.
-    assert lines[3] == ("| SDR (EFT for E) | 85.00 ± 7.07 | 1.25 ± 0.35 | 75.0 ± 35.4 | 12.5 ± 17.7 "
+    # No bwt in the run (an older run file): "–".
+    assert lines[2] == "| Finetune | 50.00 ± 0.00 | – | 0.25 ± 0.00 | – | – | – | 3.0 ± 0.0 | 0 |"
+    # Sample std of (80, 90) is 7.07; of (100, 50) is 35.36; BWT in points, signed: mean(-2, +1).
+    assert lines[3] == ("| SDR (EFT for E) | 85.00 ± 7.07 | -0.50 ± 2.12 | 1.25 ± 0.35 | 75.0 ± 35.4 | 12.5 ± 17.7 "
                         "| 12.5 ± 17.7 | 11.0 ± 1.4 | 0,1 |")
 
 

@@ -16,7 +16,7 @@ from benchmarks.methods import METHODS, PRESETS, STREAMS, Row, equal_memory_rows
 TASK_FREE = ["sdr_task_free", "ci_replay", "ci_ewc", "joint"]
 RUN_KEYS = {"run_id", "method", "variant", "options", "label", "stream", "stream_label", "preset", "seed", "split",
             "average_accuracy", "task_accuracies", "memory_mb", "detection", "wall_seconds", "torch_threads",
-            "backbone", "task_sizes"}
+            "backbone", "task_sizes", "evaluation_seconds", "bwt", "forgetting", "avalanche_bwt", "group_curve"}
 """The keys of every run JSON (an SDR row adds ``sdr_results``)."""
 
 
@@ -39,6 +39,11 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
         assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
     for run in runs.values():
         assert 0.0 <= run["average_accuracy"] <= 1.0 and run["memory_mb"] > 0
+    # Joint training has no per-experience curve; the others do, their BWT Avalanche's.
+    assert runs["joint"]["group_curve"] is None and runs["joint"]["bwt"] is None
+    for name in ("finetune", "ci_replay", "sdr_task_free"):
+        assert len(runs[name]["group_curve"]) == len(runs[name]["task_accuracies"]), name
+        assert runs[name]["bwt"] == pytest.approx(runs[name]["avalanche_bwt"], abs=1e-9), name
 
 
 def test_sdr_task_free_reports_every_router_and_its_memory(harness):
