@@ -80,6 +80,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("detection_speed", "benchmarks.detection_speed", ("--sizes", "x")),
     EntryPoint("cli_startup", "benchmarks.cli_startup", ("--repeats", "0")),
     EntryPoint("reuse_errors", "benchmarks.reuse_errors", ("--rates", "2", "--out", "x")),
+    EntryPoint("shuffled_labels", "benchmarks.shuffled_labels", ("--seeds", "-1")),
     EntryPoint("plots", "avalanche_sdr.plots", (_MISSING + ".json", "--out", "figures")),
 )
 """Every command line of the repository with a parser. ``benchmarks.methods`` and

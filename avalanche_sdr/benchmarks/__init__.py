@@ -11,6 +11,10 @@
   dataset's original class ids instead of labels local to each task, for
   class-incremental (task-free) learners; same images, tasks and splits
   (``MixedSimilarityBenchmark.task_class_ids``, ``n_classes_total``).
+- ``shuffle_repeat_labels=True`` (the generator and every preset): every task after
+  the first of its group carries its local labels in a seeded other order (repeats
+  whose classes come in another order); ``MixedSimilarityBenchmark.label_permutations``
+  and ``label_matching`` give the ground truth.
 - :func:`dataset_tensors` / :func:`experience_tensors`: a whole experience as tensors.
 - :class:`DatasetNotFoundError`: raised when a preset's files are missing;
   :class:`CorruptDatasetError`: raised when one is truncated or unreadable.

@@ -77,6 +77,7 @@ def MixedCIFAR10(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-10 stream: 5 groups of 2 (Table 4) x 2 splits = 10 tasks.
 
@@ -135,6 +136,7 @@ def MixedCIFAR100(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's CIFAR-100 stream: 20 superclasses (Table 4) x 2 splits = 40 tasks.
 

@@ -10,7 +10,7 @@ from .mixed_stream import MixedSimilarityBenchmark, mixed_similarity_benchmark
 #: Default grouping: consecutive digit pairs.
 DIGITS_GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
 
-# Seed purpose for the train/test division (0-2 are used by the generic generator).
+# Seed purpose for the train/test division (0-2 and 4 are used by the generic generator).
 _TEST_DIVISION = 3
 
 
@@ -25,6 +25,7 @@ def MixedDigits(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over ``sklearn.datasets.load_digits``.
 
@@ -51,6 +52,10 @@ def MixedDigits(
     :param eval_transform: transform group ``"eval"``, the same way.
     :param original_class_ids: True: labels are the digits themselves (int64, the
         original class ids ``groups[k][j]``) instead of local 0..c-1, same images; see
+        :func:`mixed_similarity_benchmark`.
+    :param shuffle_repeat_labels: True: every task after the first of its group carries
+        its local labels in a seeded other order (``benchmark.label_permutations``),
+        same images; not with ``original_class_ids``; see
         :func:`mixed_similarity_benchmark`.
     :return: a :class:`MixedSimilarityBenchmark` (see its attributes).
     """
@@ -87,6 +92,7 @@ def MixedDigits(
         train_transform=train_transform,
         eval_transform=eval_transform,
         original_class_ids=original_class_ids,
+        shuffle_repeat_labels=shuffle_repeat_labels,
     )
 
 

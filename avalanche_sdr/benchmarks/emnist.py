@@ -55,6 +55,7 @@ def MixedEMNIST(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """The paper's EMNIST stream: 10 groups (Table 4) x 10 splits = 100 tasks, 1x28x28.
 

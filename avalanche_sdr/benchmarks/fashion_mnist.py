@@ -26,6 +26,7 @@ def MixedFashionMNIST(
     train_transform: Optional[Callable] = None,
     eval_transform: Optional[Callable] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Mixed similar/dissimilar stream over Fashion-MNIST (1x28x28).
 

@@ -12,6 +12,9 @@ The result is an Avalanche 0.6.0 benchmark built on the non-deprecated path
 ``benchmark_from_datasets``, experiences given the ``TaskAware`` and classes-timeline
 attributes) with ``train_stream``, ``valid_stream`` and ``test_stream`` of length T.
 Optional train and eval transforms become the datasets' Avalanche transform groups.
+With ``shuffle_repeat_labels=True``, every task that is not the first of its group in
+the stream carries its local labels in a seeded other order (a repeat whose classes
+come in another order); ``label_permutations`` records the ground truth.
 """
 
 import re
@@ -44,8 +47,10 @@ from .image_arrays import (
 
 PerTask = Optional[Union[int, Sequence[int]]]
 
-# Purposes mixed into the seed so each random draw has its own independent stream.
+# Purposes mixed into the seed so each random draw has its own independent stream
+# (3 is MixedDigits' train/test division).
 _ORDER, _TRAIN, _TEST = 0, 1, 2
+_SHUFFLE = 4
 
 
 class MixedSimilarityBenchmark(CLScenario):
@@ -58,7 +63,11 @@ class MixedSimilarityBenchmark(CLScenario):
     - labels local to the task, 0..c-1 in the order of ``groups[k]`` (default), or,
       for a benchmark built with ``original_class_ids=True``, the dataset's original
       class ids: local label j is stored as ``groups[k][j]``
-      (:meth:`task_class_ids`), the same images in the same order otherwise;
+      (:meth:`task_class_ids`), the same images in the same order otherwise; for a
+      benchmark built with ``shuffle_repeat_labels=True``, the class ``groups[k][j]``
+      of experience i carries the local label ``label_permutations[i][j]`` (the
+      identity for the first task of each group), the same images in the same order
+      otherwise;
     - ``classes_in_this_experience``: sorted list of the labels present (a list, not a
       set, so ``MultiHeadClassifier.adaptation`` works); ``previous_classes``,
       ``classes_seen_so_far``, ``future_classes``: sorted lists too (of the same kind
@@ -69,7 +78,8 @@ class MixedSimilarityBenchmark(CLScenario):
       ``exp.train()`` / ``exp.eval()`` raises ``MaskedAttributeError``;
     - batches ``(x, y, t)``: x float32 [N, C, H, W] in [0, 1] (or what the transform
       groups make of it), y int64 [N], t int64 [N]; samples are stored class by class
-      (local label order): shuffle in the loader.
+      (in the order of ``groups[k]``, which is the local label order unless
+      ``shuffle_repeat_labels``): shuffle in the loader.
 
     Benchmark-level description (plain attributes, JSON-safe except ``sample_indices``):
 
@@ -80,10 +90,16 @@ class MixedSimilarityBenchmark(CLScenario):
     - ``n_splits`` (R), ``n_warm_start``, ``seed``;
     - ``original_class_ids``: bool, whether the labels are the original class ids
       (see above) rather than local ones;
+    - ``shuffle_repeat_labels``: bool, whether the tasks after the first of each group
+      carry their local labels in another order;
+    - ``label_permutations``: list of T lists (stream order), c ints each: experience
+      i stores the images of class ``groups[k][j]`` under the local label
+      ``label_permutations[i][j]`` (a permutation of 0..c-1; the identity for every
+      task without ``shuffle_repeat_labels``); see :meth:`label_matching`;
     - ``stream_groups`` / ``stream_splits``: list of T ints, k and r at each position;
     - ``task_sizes``: list of T dicts (stream order) with ``train``, ``valid``, ``test``
       (images in the task), ``train_per_class``, ``valid_per_class``,
-      ``test_per_class`` (lists in local label order) and ``scaled`` (True when
+      ``test_per_class`` (lists indexed by local label) and ``scaled`` (True when
       ``scale_to_available`` reduced this task's sizes below the requested ones);
     - ``sample_indices``: list of T dicts of int64 arrays ``train``, ``valid`` (indices
       into the train dataset) and ``test`` (indices into the test dataset), in the
@@ -99,6 +115,8 @@ class MixedSimilarityBenchmark(CLScenario):
         self.n_warm_start: int = description["n_warm_start"]
         self.seed: int = description["seed"]
         self.original_class_ids: bool = description["original_class_ids"]
+        self.shuffle_repeat_labels: bool = description["shuffle_repeat_labels"]
+        self.label_permutations: List[List[int]] = description["label_permutations"]
         self.stream_groups: List[int] = description["stream_groups"]
         self.stream_splits: List[int] = description["stream_splits"]
         self.task_sizes: List[Dict[str, Any]] = description["task_sizes"]
@@ -119,13 +137,45 @@ class MixedSimilarityBenchmark(CLScenario):
     def task_class_ids(self, i: int) -> List[int]:
         """The original class ids of experience ``i``'s local labels, in local-label
         order: ``groups[stream_groups[i]]`` (local label j is class id
-        ``task_class_ids(i)[j]``, whichever labels the streams carry).
+        ``task_class_ids(i)[j]``, whichever labels the streams carry), reordered by
+        ``label_permutations[i]`` (local label ``label_permutations[i][j]`` is class
+        ``groups[k][j]``).
 
         :raises IndexError: ``i`` outside ``0..n_tasks - 1``.
         """
+        self._check_experience(i)
+        group = self.groups[self.stream_groups[i]]
+        ids = [0] * len(group)
+        for j, label in enumerate(self.label_permutations[i]):
+            ids[label] = group[j]
+        return ids
+
+    def label_matching(self, i: int, earlier: int) -> List[int]:
+        """How experience ``i``'s local labels map to those of experience ``earlier`` of
+        the same group: element k is the local label that ``earlier`` gives to the class
+        ``i`` labels k (the ground truth of a detector's ``class_permutation`` when ``i``
+        reuses the entry ``earlier`` created; the identity without
+        ``shuffle_repeat_labels``).
+
+        :raises IndexError: an experience outside ``0..n_tasks - 1``.
+        :raises ValueError: the two experiences are of different groups (no matching).
+        """
+        self._check_experience(i)
+        self._check_experience(earlier)
+        if self.stream_groups[i] != self.stream_groups[earlier]:
+            raise ValueError(
+                f"experiences {i} and {earlier} are of groups {self.stream_groups[i]} and "
+                f"{self.stream_groups[earlier]}; only tasks of one group have a label matching"
+            )
+        mine, theirs = self.label_permutations[i], self.label_permutations[earlier]
+        out = [0] * len(mine)
+        for j, label in enumerate(mine):
+            out[label] = theirs[j]
+        return out
+
+    def _check_experience(self, i: int) -> None:
         if not 0 <= i < self.n_tasks:
             raise IndexError(f"experience {i} outside 0..{self.n_tasks - 1}")
-        return list(self.groups[self.stream_groups[i]])
 
 
 def warm_start_order(
@@ -164,6 +214,35 @@ def warm_start_order(
             warm.append(task)
     chosen = set(warm)
     return warm + [task for task in permuted if task not in chosen]
+
+
+def label_permutations(
+    order: Sequence[Tuple[int, int]], groups: Sequence[Sequence[int]], seed: int, shuffle: bool
+) -> List[List[int]]:
+    """The local-label order of every task of the stream (``label_permutations``).
+
+    Without ``shuffle``: the identity for every task. With it, every task that is not
+    the first of its group in ``order`` gets a uniformly random permutation of
+    0..c-1 other than the identity (c >= 2; a one-class task keeps [0]), drawn in
+    stream order from one numpy generator seeded with ``SeedSequence([seed, 4])``
+    (its own purpose; the global RNG is untouched).
+
+    :param order: the stream's tasks (k, r) in stream order (:func:`warm_start_order`).
+    :param groups: K lists of class ids.
+    :return: one list per task, element j the local label of class ``groups[k][j]``.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), _SHUFFLE]))
+    seen = set()
+    out: List[List[int]] = []
+    for k, _ in order:
+        c = len(groups[k])
+        permutation = list(range(c))
+        if shuffle and k in seen and c >= 2:
+            while permutation == list(range(c)):
+                permutation = [int(v) for v in rng.permutation(c)]
+        seen.add(k)
+        out.append(permutation)
+    return out
 
 
 def _round_half_up(value: float) -> int:
@@ -494,6 +573,7 @@ def mixed_similarity_benchmark(
     eval_transform: Optional[Callable] = None,
     in_memory: Optional[bool] = None,
     original_class_ids: bool = False,
+    shuffle_repeat_labels: bool = False,
 ) -> MixedSimilarityBenchmark:
     """Build a stream of similar and dissimilar tasks T_{k,r} over a classification dataset.
 
@@ -571,9 +651,19 @@ def mixed_similarity_benchmark(
         over ``benchmark.n_classes_total`` outputs); the images, their order, the task
         labels, the splits and ``sample_indices`` are the same as with False, and the
         experiences' class lists hold original ids too.
+    :param shuffle_repeat_labels: False (default): class ``groups[k][j]`` has local
+        label j in every task. True: every task that is not the first of its group in
+        the stream relabels its classes by a seeded permutation other than the
+        identity (:func:`label_permutations`; the same for its train, validation and
+        test data): class ``groups[k][j]`` of experience i has local label
+        ``benchmark.label_permutations[i][j]``, so a repeat's classes come in another
+        order than those of the group's first task. Images, their order, task labels,
+        groups, splits and ``sample_indices`` are those of the default stream; only
+        the labels (and the per-class lists of ``task_sizes``, indexed by label)
+        change. Local labels only: raises ``ValueError`` with ``original_class_ids``.
     :return: a :class:`MixedSimilarityBenchmark` (an Avalanche ``CLScenario``).
-    :raises ValueError: bad groups/sizes, a class with too few images, or
-        ``n_warm_start`` > K.
+    :raises ValueError: bad groups/sizes, a class with too few images,
+        ``n_warm_start`` > K, or ``shuffle_repeat_labels`` with ``original_class_ids``.
     :raises TypeError: a dataset without ``targets``.
     """
     groups = _check_groups(groups)
@@ -590,7 +680,16 @@ def mixed_similarity_benchmark(
             f"group_names has {len(group_names)} entries; one per group ({len(groups)}) "
             "is expected"
         )
+    if not isinstance(shuffle_repeat_labels, bool):
+        raise ValueError(f"shuffle_repeat_labels must be a bool, got {shuffle_repeat_labels!r}")
+    if shuffle_repeat_labels and original_class_ids:
+        raise ValueError(
+            "shuffle_repeat_labels=True reorders the local labels 0..c-1 of repeated tasks; "
+            "with original_class_ids=True the labels are the dataset's class ids, which have "
+            "no order to shuffle. Pass one of the two options, not both"
+        )
     order = warm_start_order(len(groups), n_splits, n_warm_start, seed)
+    permutations = label_permutations(order, groups, seed, shuffle_repeat_labels)
     n_train = _per_group(train_per_task, groups, "train_per_task")
     n_valid = _per_group(valid_per_task, groups, "valid_per_task")
     n_test = _per_group(test_per_task, groups, "test_per_task")
@@ -654,13 +753,15 @@ def mixed_similarity_benchmark(
     present: List[List[int]] = []
     for i, task in enumerate(order):
         k, _ = task
+        # The label of group position j in this task (label_of[k] unless shuffled).
+        task_labels = [label_of[k][label] for label in permutations[i]]
         sizes: Dict[str, Any] = {}
         indices: Dict[str, np.ndarray] = {}
         for part in ("train", "valid", "test"):
             per_class = selections[task][part]
             idx = np.concatenate(per_class).astype(np.int64)
             labels = np.concatenate(
-                [np.full(len(p), label, dtype=np.int64) for label, p in zip(label_of[k], per_class)]
+                [np.full(len(p), label, dtype=np.int64) for label, p in zip(task_labels, per_class)]
             )
             source_name = "test" if part == "test" else "train"
             if memory[source_name]:
@@ -677,13 +778,16 @@ def mixed_similarity_benchmark(
                 dataset = dataset.eval()
             datasets[part].append(dataset)
             sizes[part] = int(len(idx))
-            sizes[f"{part}_per_class"] = [int(len(p)) for p in per_class]
+            per_label = [0] * len(per_class)
+            for label, p in zip(permutations[i], per_class):
+                per_label[label] = int(len(p))
+            sizes[f"{part}_per_class"] = per_label
             indices[part] = idx
         sizes["scaled"] = scaled_group[k]
         task_sizes.append(sizes)
         sample_indices.append(indices)
         present.append(
-            sorted(label for label, p in zip(label_of[k], selections[task]["train"]) if len(p) > 0)
+            sorted(label for label, p in zip(task_labels, selections[task]["train"]) if len(p) > 0)
         )
     del gathered
 
@@ -705,6 +809,8 @@ def mixed_similarity_benchmark(
         n_warm_start=int(n_warm_start),
         seed=seed,
         original_class_ids=bool(original_class_ids),
+        shuffle_repeat_labels=shuffle_repeat_labels,
+        label_permutations=permutations,
         stream_groups=[k for k, _ in order],
         stream_splits=[r for _, r in order],
         task_sizes=task_sizes,
@@ -724,6 +830,7 @@ _PRESET_STREAM_OPTIONS = (
     "train_transform",
     "eval_transform",
     "original_class_ids",
+    "shuffle_repeat_labels",
 )
 
 
@@ -740,6 +847,9 @@ _STREAM_OPTIONS_DOC = """\
 :param original_class_ids: True: labels are the original class ids (int64
     ``groups[k][j]``) instead of local 0..c-1, same images; see
     :func:`mixed_similarity_benchmark`.
+:param shuffle_repeat_labels: True: every task after the first of its group carries
+    its local labels in a seeded other order (``benchmark.label_permutations``), same
+    images; not with ``original_class_ids``; see :func:`mixed_similarity_benchmark`.
 """
 
 
@@ -747,7 +857,8 @@ def _stream_options_doc(preset: Callable) -> Callable:
     """Decorator of the presets: replaces the line ``{stream options}`` of the
     preset's docstring by the descriptions of the stream options it shares with the
     other presets (``n_splits``, ``seed``, ``n_warm_start``, the per-task sizes, the
-    transforms and ``original_class_ids``), indented like that line."""
+    transforms, ``original_class_ids`` and ``shuffle_repeat_labels``), indented like
+    that line."""
     doc = preset.__doc__ or ""
     match = re.search(r"^( *)\{stream options\}\n", doc, flags=re.MULTILINE)
     if match is None:
@@ -795,6 +906,7 @@ def _table3_benchmark(
 
 __all__ = [
     "MixedSimilarityBenchmark",
+    "label_permutations",
     "mixed_similarity_benchmark",
     "sizes_from_class_counts",
     "warm_start_order",

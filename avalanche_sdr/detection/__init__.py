@@ -15,7 +15,8 @@
   with the functions above and applies a decision rule.
 * :class:`TwoSampleDetector` -- the ``"two_sample"`` rule (beyond the paper): a
   label-aware repeat test on E0 features with a level fixed in advance and a power
-  check; needs no generators.
+  check (optionally over every matching of the classes, :func:`bottleneck_matching`);
+  needs no generators.
 * :class:`ExpertGateDetector` -- the ``"expert_gate"`` baseline: Aljundi et al.'s
   autoencoder relatedness, on E0 features.
 
@@ -46,6 +47,7 @@ from .two_sample import (
     TwoSampleDetector,
     TwoSampleSettings,
     bonferroni,
+    bottleneck_matching,
     energy_pvalue,
     hotelling_pvalue,
     random_projection,
@@ -78,6 +80,7 @@ __all__ = [
     "TwoSampleDetector",
     "TwoSampleSettings",
     "bonferroni",
+    "bottleneck_matching",
     "energy_pvalue",
     "hotelling_pvalue",
     "random_projection",

@@ -36,6 +36,33 @@ level ``alpha`` chosen before any run:
    their reference), subsampled from the other half to the new task's per-class
    sizes, and tested exactly like the new task. The share of decoys rejected estimates the power; below ``min_power``
    the task is declared new (costs memory, never accuracy).
+7. **Classes in another order** (``match_classes=True``; off by default). A repeat
+   whose local labels come in another order (the earlier task's class 0 is now class
+   1, ...) fails the class-by-class test of step 3. With the option, every candidate
+   with the same class count gets the c x c matrix ``P[k, j]`` of per-class p-values
+   (new class k against the entry's class j), and the combined p-value is maximised
+   over the c! class matchings sigma (``sigma[k]``: the entry class matched to new
+   class k): ``p_e = max_sigma min(1, c * min_k P[k, sigma[k]])``, a bottleneck
+   assignment solved exactly by :func:`bottleneck_matching` (the identity when it
+   reaches the maximum, so unshuffled streams keep it). This is still a level-alpha
+   test of "t repeats e under *some* matching": if t repeats e under the true
+   matching pi, the c p-values ``P[k, pi[k]]`` are valid, so their Bonferroni
+   combination is below alpha with probability at most alpha; the test rejects only
+   when the combination is below alpha for *every* sigma, pi included, so
+   ``P(reject) <= P(bonferroni_pi < alpha) <= alpha``. What it costs is power: the
+   maximum over matchings makes a different task look like a repeat more easily, so
+   the power check tests its decoys the same way (each decoy's combined p-value is
+   maximised over matchings too; otherwise the power would be overestimated). A
+   decoy must then differ from the entry under every matching: its classes are drawn
+   from all stored classes (the entry's own included), and a draw is kept only when
+   no matching pairs each decoy class with an entry class it is not known to differ
+   from (no perfect matching in that bipartite graph; the first half of each stored
+   class decides, as in step 6). Decoy class k has the new task's class-k size, and
+   the decoy's own best matching decides which entry class it is compared with, so
+   the sizes follow the matching. The chosen matching of a reuse is recorded as
+   :attr:`~avalanche_sdr.detection.DetectionRecord.class_permutation` (empty for the
+   identity). Cost: c^2 per-class tests per candidate and per decoy instead of c
+   (Hotelling on ``dim``-dimensional features: fractions of a millisecond each).
 
 Written by hand (numpy/scipy have no two-sample Hotelling or batched permutation
 energy test; scipy.stats.f gives the F tail): a few dozen lines of float64 linear
@@ -48,8 +75,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from scipy import stats
+from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 from avalanche_sdr._checks import check_int
@@ -91,6 +120,14 @@ class TwoSampleSettings:
     :param seed: seed of the private RNGs (subsamples, decoys, permutations); each
         task mixes its task id in, so decisions do not depend on the stream's past
         RNG use.
+    :param match_classes: ``False`` (default, every measured result of the project):
+        new class j is tested against the entry's class j only. ``True``: the classes
+        of a new task may repeat the entry's in another order; each candidate's
+        combined p-value is maximised over the class matchings
+        (:func:`bottleneck_matching`, module doc step 7: still a level-``alpha`` test),
+        the decoys of the power check are tested the same way, and a reuse records
+        the matching as ``class_permutation``. Costs c^2 per-class tests per candidate
+        and per decoy instead of c.
     """
 
     alpha: float = 0.01
@@ -104,6 +141,7 @@ class TwoSampleSettings:
     match_class_count: bool = True
     feature_space: str = "e0"
     seed: int = 0
+    match_classes: bool = False
 
     def __post_init__(self):
         if not 0.0 < self.alpha < 1.0:
@@ -112,6 +150,8 @@ class TwoSampleSettings:
             raise ValueError(f"min_power must lie in [0, 1], got {self.min_power}")
         if self.feature_space not in FEATURE_SPACES:
             raise ValueError(f"feature_space must be one of {FEATURE_SPACES}, got {self.feature_space!r}")
+        if not isinstance(self.match_classes, bool):
+            raise ValueError(f"match_classes must be a bool (True or False), got {self.match_classes!r}")
         if self.test not in TESTS:
             raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
         for name in ("dim", "reference_per_class", "max_per_class", "n_decoys", "n_permutations"):
@@ -235,6 +275,64 @@ def bonferroni(pvalues: Sequence[float]) -> float:
     return min(1.0, len(pvalues) * min(pvalues))
 
 
+# ---------------------------------------------------------------------- class matching
+
+
+def _has_perfect_matching(allowed: np.ndarray) -> bool:
+    """Whether the bipartite graph of the [c, c] bool matrix ``allowed`` (row k may be
+    paired with column j) pairs every row with its own column (maximum matching of
+    size c, by ``linear_sum_assignment`` on the 0/1 matrix)."""
+    rows, cols = linear_sum_assignment(allowed.astype(np.float64), maximize=True)
+    return bool(allowed[rows, cols].all())
+
+
+def bottleneck_matching(pvalues) -> Tuple[List[int], float]:
+    """The class matching that maximises the Bonferroni-combined p-value.
+
+    Over the c! permutations sigma, maximises ``bonferroni([P[k, sigma[k]] for k])`` =
+    ``min(1, c * min_k P[k, sigma[k]])``, a bottleneck assignment, solved exactly: a
+    binary search over the distinct values of ``min(1, c * P)`` for the largest
+    threshold whose 0/1 matrix ``min(1, c * P) >= threshold`` holds a perfect matching
+    (``scipy.optimize.linear_sum_assignment``). Among the permutations that reach the
+    maximum: the identity when it is one; otherwise the one with the largest sum of
+    ``log P[k, sigma[k]]`` (``linear_sum_assignment`` restricted to the pairs that reach
+    the maximum: deterministic). O(c^3 log c).
+
+    :param pvalues: [c, c] p-values (array-like of floats in [0, 1], c >= 1):
+        ``pvalues[k][j]`` tests "new class k repeats the entry's class j".
+    :return: ``(sigma, combined)``: ``sigma`` a list of c ints, a permutation of
+        0..c-1, ``sigma[k]`` the entry class matched to new class k; ``combined`` the
+        largest combined p-value, equal to ``bonferroni`` of the matched p-values.
+    :raises ValueError: if ``pvalues`` is not a square matrix of numbers in [0, 1].
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] != p.shape[1] or p.shape[0] < 1:
+        raise ValueError(f"bottleneck_matching takes a [c, c] matrix of p-values (c >= 1), got shape {p.shape}")
+    if not (np.all(p >= 0.0) and np.all(p <= 1.0)):  # also False for NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    c = p.shape[0]
+    contribution = np.minimum(1.0, c * p)  # bonferroni of a matching = its smallest entry here
+    levels = np.unique(contribution)  # ascending; the smallest is always reached
+    lo, hi = 0, len(levels) - 1
+    while lo < hi:  # invariant: levels[lo] is reached by some matching, levels[hi + 1:] by none
+        mid = (lo + hi + 1) // 2
+        if _has_perfect_matching(contribution >= levels[mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    best = float(levels[lo])
+    identity = list(range(c))
+    if float(np.diagonal(contribution).min()) >= best:
+        return identity, best
+    allowed = contribution >= best
+    cost = -np.log(np.maximum(p, np.finfo(np.float64).tiny))  # <= 708.4 each
+    rows, cols = linear_sum_assignment(np.where(allowed, cost, 1e6))  # 1e6 > any c * 708.4: never taken
+    sigma = [int(j) for j in cols[np.argsort(rows)]]
+    if not allowed[np.arange(c), sigma].all():  # pragma: no cover - a perfect matching exists at `best`
+        raise RuntimeError("bottleneck_matching: the tie-break left the optimal matchings")
+    return sigma, best
+
+
 # ---------------------------------------------------------------------- detector
 
 
@@ -243,6 +341,11 @@ def _task_generator(seed: int, task: int, purpose: int) -> torch.Generator:
 
 
 _SUBSAMPLE, _REFERENCE, _DECOY, _PERMUTE = range(4)
+
+_MAX_DECOY_DRAWS = 200
+"""Draws of a decoy's classes (``match_classes``) before the fallback decoy (every
+class the same known-distinct one): a draw is kept when it differs from the entry
+under every class matching, which most draws do."""
 
 
 def _subsample(n: int, k: int, generator: torch.Generator) -> Tensor:
@@ -305,6 +408,25 @@ class TwoSampleDetector(FeatureRuleDetector):
         if self.settings.test == "hotelling":
             return hotelling_pvalue(x, ref)
         return energy_pvalue(x, ref, self.settings.n_permutations, generator)
+
+    def _combined(self, samples: Sequence[Tensor], refs: Sequence[Tensor],
+                  generator: torch.Generator) -> Tuple[float, List[int]]:
+        """Combined p-value of "the task of ``samples`` repeats the entry of ``refs``"
+        and the class matching it was reached with.
+
+        :param samples: c tensors [n_k, dim], the task's class-k features.
+        :param refs: c tensors [m_j, dim], the entry's class-j references.
+        :return: ``(p, sigma)``: without ``match_classes``, Bonferroni over
+            ``p(samples[j], refs[j])`` and the identity; with it, the largest
+            Bonferroni combination over the class matchings and its matching
+            (:func:`bottleneck_matching`).
+        """
+        c = len(samples)
+        if not self.settings.match_classes:
+            return bonferroni([self._pvalue(samples[j], refs[j], generator) for j in range(c)]), list(range(c))
+        matrix = [[self._pvalue(samples[k], refs[j], generator) for j in range(c)] for k in range(c)]
+        sigma, combined = bottleneck_matching(matrix)
+        return combined, sigma
 
     # -------------------------------------------------------------- references
     def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
@@ -376,6 +498,16 @@ class TwoSampleDetector(FeatureRuleDetector):
         (level alpha / c); decoy samples are drawn from its second half, at most the
         new task's class size (fewer when that half is smaller: the power is then
         underestimated, which errs towards "new").
+
+        With ``match_classes`` (module doc, step 7): decoy class k, with the new task's
+        class-k size, is any stored class (the entry's own included) with a non-empty
+        second half; a draw of the c classes is kept when it differs from ``entry``
+        under every class matching (no perfect matching pairs each decoy class with an
+        entry class it is not told apart from), and each decoy's combined p-value is
+        maximised over the matchings, as the new task's. After
+        ``_MAX_DECOY_DRAWS`` rejected draws, the decoy has one known-distinct class in
+        every slot (a draw that always differs). 0.0 when no stored class is told apart
+        from any of the entry's classes.
         """
         s = self.settings
         refs = refs if refs is not None else {e: self._references(model, e) for e in model.entries}
@@ -383,6 +515,8 @@ class TwoSampleDetector(FeatureRuleDetector):
         level = s.alpha / c
         same_space = [entry] if s.feature_space == "entry" else list(refs)
         halves = {(e, j): self._halves(refs, (e, j)) for e in same_space for j in range(len(refs[e]))}
+        if s.match_classes:
+            return self._matched_decoy_power(entry, sizes, task, refs, halves, level)
         decoys = []
         for j in range(c):
             options = [o for o, (selection, sampling) in halves.items() if o != (entry, j) and len(sampling) >= 1
@@ -399,6 +533,34 @@ class TwoSampleDetector(FeatureRuleDetector):
                 sample = pool_j[_subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
             rejected += bonferroni(pvalues) < s.alpha
+        return rejected / s.n_decoys
+
+    def _matched_decoy_power(self, entry: int, sizes: Sequence[int], task: int, refs,
+                             halves: Dict[Tuple[int, int], Tuple[Tensor, Tensor]], level: float) -> float:
+        """:meth:`decoy_power` with ``match_classes`` (see there)."""
+        s = self.settings
+        c = len(sizes)
+        classes = [o for o, (_, sampling) in halves.items() if len(sampling) >= 1]
+        # distinct[o][j]: class o's first half is told apart from the entry's class j.
+        distinct = {o: np.array([o != (entry, j) and self._known_distinct((entry, j), o, refs, halves[o][0], level)
+                                 for j in range(c)]) for o in classes}
+        usable = [o for o in classes if distinct[o].any()]
+        if not usable:
+            return 0.0
+        g = _task_generator(s.seed, task, _DECOY)
+        rejected = 0
+        for _ in range(s.n_decoys):
+            for _ in range(_MAX_DECOY_DRAWS):
+                draw = [classes[int(torch.randint(len(classes), (1,), generator=g))] for _ in range(c)]
+                if not _has_perfect_matching(~np.stack([distinct[o] for o in draw])):
+                    break  # differs from the entry under every matching
+            else:
+                draw = [usable[int(torch.randint(len(usable), (1,), generator=g))]] * c
+            samples = []
+            for k, o in enumerate(draw):
+                pool = halves[o][1]
+                samples.append(pool[_subsample(len(pool), max(1, min(sizes[k], len(pool))), g)])
+            rejected += self._combined(samples, refs[entry], g)[0] < s.alpha
         return rejected / s.n_decoys
 
     # -------------------------------------------------------------- decision
@@ -419,15 +581,19 @@ class TwoSampleDetector(FeatureRuleDetector):
         if s.feature_space == "e0":
             feats = self.project(model, x)
             self._last = (int(task), feats)
-        combined = []
+        combined, matchings = [], []
+        identity = list(range(num_classes))
         for e in entries:
             if len(refs[e]) != num_classes:  # another label-set size cannot be a repeat
                 combined.append(0.0)
+                matchings.append(identity)
                 continue
             if s.feature_space == "entry":
                 feats = self.project(model, x, e)
             gp = _task_generator(s.seed, task * 100_003 + e, _PERMUTE)
-            combined.append(bonferroni([self._pvalue(feats[rows[j]], refs[e][j], gp) for j in range(num_classes)]))
+            p, sigma = self._combined([feats[r] for r in rows], refs[e], gp)
+            combined.append(p)
+            matchings.append(sigma)
         best = self.best_candidate(combined)
         power = None
         reused = None
@@ -435,10 +601,11 @@ class TwoSampleDetector(FeatureRuleDetector):
             power = self.decoy_power(model, entries[best], sizes, task, refs)
             if power >= s.min_power:
                 reused = entries[best]
+        permutation = matchings[best] if reused is not None and matchings[best] != identity else []
         return DetectionRecord.decided(
             model, task=task, entries=entries, reused=reused, rule=self.rule,
             detection_seconds=time.perf_counter() - start, p_value=combined, power=power,
-            class_count_filter=s.match_class_count,
+            class_count_filter=s.match_class_count, class_permutation=permutation,
         )
 
     def config(self) -> Dict[str, object]:
@@ -448,5 +615,5 @@ class TwoSampleDetector(FeatureRuleDetector):
 
 __all__ = [
     "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "PROJECTION_SEED", "TESTS", "TwoSampleDetector", "TwoSampleSettings",
-    "bonferroni", "energy_pvalue", "hotelling_pvalue", "random_projection",
+    "bonferroni", "bottleneck_matching", "energy_pvalue", "hotelling_pvalue", "random_projection",
 ]

@@ -24,6 +24,7 @@ from avalanche_sdr.detection.two_sample import (
     TwoSampleDetector,
     TwoSampleSettings,
     bonferroni,
+    bottleneck_matching,
     energy_pvalue,
     hotelling_pvalue,
     random_projection,
@@ -325,7 +326,7 @@ def test_settings_defaults_and_to_dict():
     d = s.to_dict()
     assert d == dict(alpha=0.01, min_power=0.9, test="hotelling", dim=16, reference_per_class=100,
                      max_per_class=500, n_decoys=32, n_permutations=999, match_class_count=True,
-                     feature_space="e0", seed=0)
+                     feature_space="e0", seed=0, match_classes=False)
     assert json.loads(json.dumps(d)) == d
     assert TwoSampleSettings(**d) == s
     custom = TwoSampleSettings(alpha=0.05, test="energy", dim=8, seed=3, match_class_count=False)
@@ -345,6 +346,7 @@ def test_settings_defaults_and_to_dict():
     dict(dim=0), dict(dim=1.5), dict(dim=16.0), dict(dim=True), dict(dim="16"),
     dict(reference_per_class=1), dict(reference_per_class=0), dict(max_per_class=1),
     dict(n_decoys=0), dict(n_decoys=-3), dict(n_permutations=0), dict(n_permutations=99.0),
+    dict(match_classes=1), dict(match_classes="yes"), dict(match_classes=None),
 ])
 def test_settings_validation(overrides):
     with pytest.raises(ValueError):
@@ -693,3 +695,252 @@ def test_decoy_power_is_measured_on_other_data_than_the_decoy_selection(repo, mo
     decoys = [s for s in seen if s <= second_rows and not s <= first_rows]
     assert selections and decoys and len(selections) + len(decoys) == len(seen)
     assert len(decoys) == det.settings.n_decoys * 2
+
+
+# ============================================================== classes in another order (match_classes)
+
+
+def _brute_force_best(p: np.ndarray):
+    """Every permutation with its Bonferroni-combined p-value and sum of log p."""
+    import itertools
+
+    c = len(p)
+    return [(list(s), bonferroni([p[k, s[k]] for k in range(c)]),
+             float(np.sum(np.log(np.maximum([p[k, s[k]] for k in range(c)], np.finfo(float).tiny)))))
+            for s in itertools.permutations(range(c))]
+
+
+@pytest.mark.parametrize("matrix, sigma, combined", [
+    ([[0.001, 0.4], [0.3, 0.002]], [1, 0], 0.6),  # the swap: bottleneck 0.3, times c = 2
+    ([[0.5, 0.5], [0.5, 0.5]], [0, 1], 1.0),  # all tied: the identity
+    ([[0.6, 0.9], [0.9, 0.6]], [0, 1], 1.0),  # the swap's bottleneck is larger, but both give p = 1
+    ([[0.0, 0.0], [0.0, 0.0]], [0, 1], 0.0),
+    ([[0.2]], [0], 0.2),
+    ([[0.01, 0.2, 0.3], [0.25, 0.02, 0.001], [0.4, 0.001, 0.03]], [1, 0, 2], 0.09),  # bottleneck 0.03
+    ([[0.1, 0.9, 0.2], [0.2, 0.1, 0.9], [0.9, 0.2, 0.1]], [1, 2, 0], 1.0),
+    # Two permutations reach min p = 0.05 (combined 0.15), not the identity (0.01):
+    # [1, 2, 0] (p 0.05, 0.2, 0.2) and [2, 0, 1] (0.05 each): the larger sum of log p.
+    ([[0.01, 0.05, 0.05], [0.05, 0.01, 0.2], [0.2, 0.05, 0.01]], [1, 2, 0], 0.15),
+])
+def test_bottleneck_matching_small_matrices(matrix, sigma, combined):
+    got_sigma, got = bottleneck_matching(matrix)
+    assert got_sigma == sigma
+    assert got == pytest.approx(combined, rel=1e-12, abs=0)
+    assert got == bonferroni([matrix[k][j] for k, j in enumerate(got_sigma)])
+
+
+def test_bottleneck_matching_prefers_the_identity_only_when_it_is_optimal():
+    # The identity ties the optimum (3 * 0.1 = 0.3) with [0, 2, 1] (whose sum of log p
+    # is larger): the identity wins. Lower its bottleneck and the other one is taken.
+    p = np.array([[0.2, 0.01, 0.01], [0.01, 0.1, 0.1], [0.01, 0.15, 0.1]])
+    assert bottleneck_matching(p) == ([0, 1, 2], pytest.approx(0.3))
+    p[1, 1] = 0.09
+    assert bottleneck_matching(p) == ([0, 2, 1], pytest.approx(0.3))
+    # Clipped at 1: the identity (3 * 0.4 >= 1) ties [0, 2, 1] (larger p) at p = 1.
+    p = np.array([[0.9, 0.01, 0.01], [0.01, 0.4, 0.8], [0.01, 0.8, 0.4]])
+    assert bottleneck_matching(p) == ([0, 1, 2], 1.0)
+    p[1, 1] = 0.3
+    assert bottleneck_matching(p) == ([0, 2, 1], 1.0)
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 4, 5])
+def test_bottleneck_matching_equals_brute_force(c):
+    rng = np.random.default_rng(c)
+    for trial in range(60):
+        # Values on a coarse grid (many ties), some exact zeros, some near-one entries.
+        p = rng.choice([0.0, 1e-30, 0.001, 0.004, 0.02, 0.2, 0.34, 0.5, 0.9, 1.0], size=(c, c))
+        if trial % 3 == 0:
+            p = rng.uniform(size=(c, c)) ** 4
+        sigma, combined = bottleneck_matching(p)
+        table = _brute_force_best(p)
+        best = max(value for _, value, _ in table)
+        assert combined == best
+        assert sorted(sigma) == list(range(c))
+        assert bonferroni([p[k, sigma[k]] for k in range(c)]) == best
+        optimal = [(s, logs) for s, value, logs in table if value == best]
+        if any(s == list(range(c)) for s, _ in optimal):
+            assert sigma == list(range(c))
+        else:
+            assert dict((tuple(s), logs) for s, logs in optimal)[tuple(sigma)] == pytest.approx(
+                max(logs for _, logs in optimal), rel=1e-9, abs=1e-9)
+        assert bottleneck_matching(p) == (sigma, combined)  # deterministic
+
+
+@pytest.mark.parametrize("bad", [[[0.1, 0.2]], [], [[0.1, math.nan], [0.2, 0.3]], [[1.5, 0.1], [0.1, 0.1]],
+                                 [[-0.1, 0.1], [0.1, 0.1]], [0.1, 0.2]])
+def test_bottleneck_matching_rejects_bad_matrices(bad):
+    with pytest.raises(ValueError):
+        bottleneck_matching(bad)
+
+
+MATCH = TwoSampleSettings(match_classes=True)
+
+
+def _relabel(y: torch.Tensor, permutation) -> torch.Tensor:
+    """Labels after a shuffle: the class labelled j is now labelled ``permutation[j]``."""
+    return torch.tensor(permutation)[y]
+
+
+def _inverse(permutation):
+    return [permutation.index(k) for k in range(len(permutation))]
+
+
+@pytest.mark.parametrize("name, entry, permutation", [
+    ("A", 0, [1, 0]), ("B", 1, [1, 0]), ("C", 2, [2, 0, 1]), ("C", 2, [1, 2, 0]), ("C", 2, [0, 2, 1]),
+])
+def test_detector_matches_the_classes_of_a_shuffled_repeat(repo, name, entry, permutation):
+    model, _ = repo
+    x, y = sample(TEMPLATES[name], 60, seed=7)
+    y = _relabel(y, permutation)
+    r = TwoSampleDetector(MATCH).detect(model, 30, x, y, len(permutation))
+    assert r.decision == "reuse" and r.entry == entry
+    # New class k holds the images of the entry's class permutation^-1[k].
+    assert r.class_permutation == _inverse(permutation)
+    assert r.power >= MATCH.min_power and max(r.p_value) >= MATCH.alpha
+    assert DetectionRecord.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    # Without matching the same task is declared new: every class is compared with
+    # another class of the entry.
+    off = TwoSampleDetector().detect(model, 30, x, y, len(permutation))
+    assert off.decision == "new" and off.class_permutation == []
+    assert all(p < MATCH.alpha for p in off.p_value)
+
+
+@pytest.mark.parametrize("name, entry", [("A", 0), ("B", 1), ("C", 2)])
+def test_detector_with_matching_keeps_the_identity_of_an_unshuffled_repeat(repo, name, entry):
+    model, _ = repo
+    x, y = sample(TEMPLATES[name], 60, seed=7)
+    on = TwoSampleDetector(MATCH).detect(model, 31, x, y, len(TEMPLATES[name]))
+    off = TwoSampleDetector().detect(model, 31, x, y, len(TEMPLATES[name]))
+    assert on.decision == off.decision == "reuse" and on.entry == off.entry == entry
+    assert on.class_permutation == [] and off.class_permutation == []
+    # The identity reaches the optimum: the same combined p-value as without matching.
+    assert on.p_value[on.candidate_entries.index(entry)] == off.p_value[off.candidate_entries.index(entry)]
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_detector_with_matching_declares_an_unseen_task_new(repo, classes):
+    model, _ = repo
+    x, y = sample(templates(40 + classes, classes), 60, seed=8)
+    r = TwoSampleDetector(MATCH).detect(model, 32, x, y, classes)
+    assert r.decision == "new" and r.entry == -1 and r.class_permutation == []
+    assert r.p_value and all(p < MATCH.alpha for p in r.p_value) and r.power is None
+
+
+def test_detector_with_matching_in_each_entrys_feature_space():
+    # feature_space="entry": references in each entry's own encoder space, decoys only
+    # from the candidate's own classes (a 2-class entry's only decoys that differ under
+    # every matching repeat one of its classes twice).
+    settings = TwoSampleSettings(match_classes=True, feature_space="entry")
+    model, det = make_model(), TwoSampleDetector(settings)
+    for task, name in enumerate("ABC"):
+        _add(model, det, task, TEMPLATES[name])
+    for name, entry, permutation in [("A", 0, [1, 0]), ("C", 2, [2, 0, 1]), ("B", 1, [0, 1])]:
+        x, y = sample(TEMPLATES[name], 60, seed=7)
+        r = det.detect(model, 40, x, _relabel(y, permutation), len(permutation))
+        assert r.decision == "reuse" and r.entry == entry and r.power >= settings.min_power
+        expected = _inverse(permutation)
+        assert r.class_permutation == ([] if expected == list(range(len(expected))) else expected)
+    x, y = sample(TEMPLATES["A"], 60, seed=7)
+    off = TwoSampleDetector(dataclasses.replace(settings, match_classes=False))
+    assert off.detect(model, 41, x, 1 - y, 2).decision == "new"
+    x, y = sample(templates(42, 2), 60, seed=8)
+    assert det.detect(model, 42, x, y, 2).decision == "new"
+
+
+def test_matching_off_is_the_detector_as_measured(repo):
+    """``match_classes=False`` (the default) decides exactly as before the option
+    existed: records computed with the code of the commit before it (decisions, entries,
+    powers; p-values to float64 rounding)."""
+    model, _ = repo
+    det = TwoSampleDetector(TwoSampleSettings(n_decoys=8))
+    golden = [
+        ("reuse", 0, [1.0, 3.425671398897663e-125], 1.0),
+        ("reuse", 2, [0.3120545265356947], 1.0),
+        ("new", -1, [1.8938606854673206e-116, 1.2492012332865673e-122], None),
+        ("reuse", 1, [2.483666398108501e-43, 0.7601127582287658], 1.0),
+    ]
+    cases = [(TEMPLATES["A"], 60, 7), (TEMPLATES["C"], 5, 8), (templates(41, 2), 30, 9), (TEMPLATES["B"], 3, 10)]
+    for task, ((tmpl, per, seed), (decision, entry, pvalues, power)) in enumerate(zip(cases, golden), start=10):
+        x, y = sample(tmpl, per, seed=seed)
+        r = det.detect(model, task, x, y, len(tmpl))
+        assert (r.decision, r.entry, r.power, r.class_permutation) == (decision, entry, power, [])
+        assert r.p_value == pytest.approx(pvalues, rel=1e-6)
+
+
+def _near_copies():
+    """Three 2-class entries: templates a and two slightly shifted copies (told apart
+    at full reference size, not with a few images)."""
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(2, 1, 8, 8, generator=g) * 0.6 + 0.2
+    model, det = make_model(), TwoSampleDetector()
+    for task, shift in enumerate((0.0, 0.05, -0.05)):
+        _add(model, det, task, a + shift, per_class=100, seed=10 + task, noise=0.1)
+    return model, a
+
+
+def test_matched_decoys_are_tested_over_matchings(monkeypatch):
+    """A decoy (a1', a0') of shifted copies is rejected when tested class by class, not
+    when its classes may be matched: the power of the matched test is lower, and
+    testing the decoys without matching would overestimate it."""
+    model, _ = _near_copies()
+    det = TwoSampleDetector(MATCH)
+    refs = {e: det._references(model, e) for e in model.entries}
+    draws = []
+    real = det._combined
+
+    def spy(samples, references, g):
+        draws.append([len(s) for s in samples])
+        return real(samples, references, g)
+
+    monkeypatch.setattr(det, "_combined", spy)
+    for n in (3, 5):
+        draws.clear()
+        matched = det.decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
+        assert draws == [[n, n + 1]] * MATCH.n_decoys  # decoy class k has the new task's class-k size
+        unmatched = TwoSampleDetector(MATCH)
+        monkeypatch.setattr(unmatched, "_combined", lambda samples, references, g, d=unmatched: (
+            bonferroni([d._pvalue(s, r, g) for s, r in zip(samples, references)]), [0, 1]))
+        assert matched < unmatched.decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
+
+
+def test_matched_decoys_differ_from_the_entry_under_every_matching(repo, monkeypatch):
+    """No decoy is a relabelled copy of the entry: its classes never are the entry's
+    classes in some order."""
+    model, _ = repo
+    det = TwoSampleDetector(MATCH)
+    refs = {e: det._references(model, e) for e in model.entries}
+    origin = {}
+    for e in refs:
+        for j in range(len(refs[e])):
+            for row in det._halves(refs, (e, j))[1]:
+                origin[tuple(row.tolist())] = (e, j)
+    seen = []
+    real = det._combined
+
+    def spy(samples, references, g):
+        seen.append([{origin[tuple(r.tolist())] for r in s} for s in samples])
+        return real(samples, references, g)
+
+    monkeypatch.setattr(det, "_combined", spy)
+    for entry, sizes in [(0, [40, 40]), (2, [30, 30, 30])]:
+        seen.clear()
+        power = det.decoy_power(model, entry, sizes, task=6, refs=refs)
+        assert power >= MATCH.min_power and len(seen) == MATCH.n_decoys
+        own = {(entry, j) for j in range(len(sizes))}
+        for slots in seen:
+            assert all(len(s) == 1 for s in slots)  # each decoy class from one stored class
+            assert {next(iter(s)) for s in slots} != own
+        assert any(next(iter(s)) in own for slots in seen for s in slots)  # the entry's classes are drawn too
+
+
+def test_matching_and_the_global_rng(repo):
+    model, _ = repo
+    x, y = sample(TEMPLATES["C"], 20, seed=44)
+    state, np_state = torch.get_rng_state(), np.random.get_state()
+    a = _strip_time(TwoSampleDetector(MATCH).detect(model, 50, x, _relabel(y, [2, 0, 1]), 3))
+    assert torch.equal(state, torch.get_rng_state())
+    assert np.array_equal(np_state[1], np.random.get_state()[1]) and np_state[2] == np.random.get_state()[2]
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        b = _strip_time(TwoSampleDetector(MATCH).detect(model, 50, x, _relabel(y, [2, 0, 1]), 3))
+    assert a == b and a["class_permutation"] == [1, 2, 0]
