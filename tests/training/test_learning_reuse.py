@@ -184,3 +184,26 @@ def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, t
         assert torch.equal(value, expected[name]), name
     assert [r.to_dict() | {"detection_seconds": 0} for r in resumed.detection_records] == \
         [r.to_dict() | {"detection_seconds": 0} for r in reference.detection_records]
+
+
+def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream):
+    """With the two-sample rule's class matching, a stream whose repeats list their classes
+    in another order is decided and learned as the same stream unshuffled."""
+    from conftest import GROUPS, _prototype_dataset
+
+    from avalanche_sdr.benchmarks import mixed_similarity_benchmark
+    from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
+
+    shuffled = mixed_similarity_benchmark(_prototype_dataset(60, seed=1), _prototype_dataset(20, seed=2), GROUPS,
+                                          n_splits=2, seed=0, shuffle_repeat_labels=True)
+    runs = {}
+    for name, stream in (("plain", prototype_stream), ("shuffled", shuffled)):
+        detector = TwoSampleDetector(TwoSampleSettings(alpha=0.001, match_classes=True))
+        strategy = _train(_strategy(stream, detector=detector), stream)
+        runs[name] = strategy, [strategy.eval([e])["Top1_Acc_Exp/eval_phase/test_stream/Task%03d/Exp%03d"
+                                              % (e.task_label, e.current_experience)] for e in stream.test_stream]
+    plain, shuffled_run = runs["plain"][0], runs["shuffled"][0]
+    assert [r.decision for r in shuffled_run.detection_records] == [r.decision for r in plain.detection_records]
+    updated = [r for r in shuffled_run.detection_records if r.entry_updated]
+    assert updated and all(r.class_permutation == [1, 0] for r in updated)
+    assert abs(sum(runs["shuffled"][1]) - sum(runs["plain"][1])) / len(runs["plain"][1]) < 0.05
