@@ -59,10 +59,18 @@ learning-reuse variant ``accumulate`` (``SDRSettings(reuse="accumulate")``, buil
 ``reuse``; with ``--sweep`` also ``a4b8_accumulate`` ...; ``--reuse accumulate`` alone
 runs the SDR rows with it only); ``--equal-memory REF ...`` runs, after the others, ER
 with its buffer sized so that its memory meets REF's run on the same seed (variant
-``mem_REF``, :func:`equal_memory_specs`; targets, sizes and measured memory in
-``OUT/equal_memory.json``; a target below ER's model alone is recorded ``infeasible``
-and not run). The harness prints the rows on the accuracy-memory Pareto front
-(:func:`pareto_front`).
+``mem_REF``, ``mem_REF_paper`` under ``--protocol paper``, :func:`equal_memory_specs`;
+targets, sizes and measured memory in ``OUT/equal_memory.json``, which ``--report-only``
+writes again from a new sizing without training; a target below ER's model alone is
+recorded ``infeasible`` and not run). REF is a row of the call: a method (its own row, e.g.
+``sdr_two_sample_nogen``, the head-only SDR run) or ``METHOD:VARIANT`` for one of its
+variant rows (``sdr_two_sample_nogen:accumulate``, the run
+``<stream>_<preset>_sdr_two_sample_nogen_accumulate_seed<k>``; ER row
+``mem_sdr_two_sample_nogen_accumulate``). With ``--tune`` and ER (``replay``) tuned, each
+REF that is not task-free also gets ER with its ``[tuned]`` values at that memory (variant
+``mem_REF_tuned``, e.g. "ER [mem_sdr_two_sample_nogen_tuned]": the tuned options and the
+buffer sized as ``mem_REF``'s). The harness prints the rows on the accuracy-memory Pareto
+front (:func:`pareto_front`).
 
 Task-free rows (issue #15, :attr:`benchmarks.methods.Method.task_free`: ``sdr_task_free``,
 ``ci_replay``, ``ci_ewc``, ``joint``) run on the same stream with the dataset's original
@@ -85,7 +93,8 @@ like runs. Where the best point sits at a grid's edge, values beyond it are adde
 run (``--tune-extend N``, default 2 per axis; 0: the fixed grid); ``--tune-tasks K``
 tunes on the first K tasks of the stream only. Each tuned method then gets a
 ``[tuned]`` row (variant ``tuned``, the chosen values) on every seed beside its default
-row, and ``table2.md`` ends with a section
+row (with ``--equal-memory``, ER's also at each reference's memory, ``mem_REF_tuned``), and
+``table2.md`` ends with a section
 "Tuning (validation stream only)": grid, values added, every point's validation score,
 the chosen values, the tuning seed. With ``--report-only`` it re-writes that section from
 ``OUT/tuning/`` without running.
@@ -98,11 +107,14 @@ anything runs (exit code 2); missing data prints one message (exit code 1;
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --methods ewc replay --tune --out results/tuned
     python -m benchmarks.table2 --preset smoke --methods optimal replay --reuse head accumulate --out results/reuse
+    python -m benchmarks.table2 --preset smoke --methods sdr_two_sample_nogen replay --reuse head accumulate \
+        --tune --equal-memory sdr_two_sample_nogen sdr_two_sample_nogen:accumulate --out results/equal
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -154,8 +166,60 @@ def _epilog() -> str:
     lines += ["", "reuse (--reuse; SDR rows only):",
               f"  {'head':<21} the paper's: a repeat trains a new head on the reused entry, which stays frozen",
               f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head"]
+    lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
+              "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
+              f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",
+              f"  {'':<21} ':' written '_': mem_sdr_two_sample_nogen_accumulate); a task-free REF: ci_replay",
+              f"  {'mem_REF_paper':<21} the same under --protocol paper",
+              f"  {'mem_REF_tuned':<21} with --tune, where ER (replay) is tuned: ER with its [tuned] values, the",
+              f"  {'':<21} buffer sized the same way (not for a task-free REF)"]
     lines += ["", "Data: README.md, section Data. Results: docs/results/."]
     return "\n".join(lines)
+
+
+def split_reference(ref: str) -> Tuple[str, str]:
+    """An ``--equal-memory`` reference's method and variant: ``"sdr"`` -> ``("sdr", "")``,
+    ``"sdr_two_sample_nogen:accumulate"`` -> ``("sdr_two_sample_nogen", "accumulate")``
+    (the run ``<stream>_<preset>_sdr_two_sample_nogen_accumulate_seed<k>``)."""
+    method, _, variant = ref.partition(":")
+    return method, variant
+
+
+def equal_memory_variant(ref: str) -> str:
+    """The variant of the ER row sized to ``ref`` (under the ``ours`` protocol): ``mem_<method>``,
+    ``mem_<method>_<variant>`` for a variant reference."""
+    return "mem_" + "_".join(p for p in split_reference(ref) if p)
+
+
+def _referenced_variant(ref: str, variant: str) -> str:
+    """The variant of an ER row of :func:`benchmarks.methods.equal_memory_rows` of ``ref``'s
+    method (``mem_<method>[_<protocol>]``) for ``ref``: ``mem_<method>_<variant>[_<protocol>]``
+    for a variant reference, else unchanged."""
+    method, ref_variant = split_reference(ref)
+    return equal_memory_variant(ref) + variant[len(f"mem_{method}"):] if ref_variant else variant
+
+
+def tuned_equal_memory_variant(ref: str) -> Optional[str]:
+    """The variant of the tuned ER row sized to ``ref`` (``--tune`` with ``replay`` tuned):
+    ``mem_<...>_tuned``; ``None`` for a task-free reference (its row is ``ci_replay``, which
+    has no tuning grid)."""
+    from benchmarks.tuning import TUNED_VARIANT  # plain Python, no torch
+
+    if catalogue.METHODS[split_reference(ref)[0]].task_free:
+        return None
+    return f"{equal_memory_variant(ref)}_{TUNED_VARIANT}"
+
+
+def _reference(text: str) -> str:
+    """argparse type of ``--equal-memory``: ``METHOD`` or ``METHOD:VARIANT``."""
+    method, colon, variant = text.partition(":")
+    if method not in catalogue.METHODS:
+        raise argparse.ArgumentTypeError(f"invalid method {method!r} in {text!r} (choose from "
+                                         f"{', '.join(catalogue.METHODS)}; a variant row: METHOD:VARIANT)")
+    if colon and (not variant or not all(c.isalnum() or c == "_" for c in variant)):
+        raise argparse.ArgumentTypeError(f"{text!r}: after ':' comes a row's variant name, e.g. "
+                                         f"{method}:accumulate")
+    return text
 
 
 def parse_args(argv=None):
@@ -224,17 +288,40 @@ def parse_args(argv=None):
     parser.add_argument("--sweep", action="store_true",
                         help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
                         "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
-    parser.add_argument("--equal-memory", nargs="+", choices=list(catalogue.METHODS), default=[], metavar="REF",
+    parser.add_argument("--equal-memory", nargs="+", type=_reference, default=[], metavar="REF",
                         help="after the other runs, add ER rows (variant mem_REF) whose buffer is sized so that "
-                        "ER's memory meets REF's run on the same seed (REF among --methods, e.g. "
-                        "sdr_two_sample_nogen optimal; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
-                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); sizes and measured "
-                        "memory in OUT/equal_memory.json")
+                        "ER's memory meets REF's run on the same seed (REF a row of this call: a method of "
+                        "--methods, e.g. sdr_two_sample_nogen optimal, or METHOD:VARIANT for one of its variant rows, "
+                        "e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate, row mem_sdr_two_sample_"
+                        "nogen_accumulate; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
+                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); with --tune and ER "
+                        "tuned, also ER with its tuned values at that memory (mem_REF_tuned); sizes and measured "
+                        "memory in OUT/equal_memory.json (--report-only sizes again, without training, from "
+                        "OUT/backbones and the stream's data)")
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
-    missing = [ref for ref in args.equal_memory if ref not in args.methods]
+    missing = [ref for ref in args.equal_memory if split_reference(ref)[0] not in args.methods]
     if missing:
         parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
+    if args.equal_memory:  # each reference must be a row of this call (its variant rows need the methods module)
+        from benchmarks.methods import equal_memory_rows as sized_rows
+        from benchmarks.methods import harness_rows as rows_of
+
+        rows = rows_of(args.methods, args.protocol, args.sweep, args.reuse)
+        for ref in args.equal_memory:
+            method, variant = split_reference(ref)
+            if any(r.method == method and r.variant == variant for r in rows):
+                continue
+            names = [f"{method}:{r.variant}" if r.variant else method for r in rows if r.method == method]
+            parser.error(f"--equal-memory {ref}: not a row of this call (--protocol, --sweep and --reuse give "
+                         f"{method} the rows {', '.join(names)}; a variant row is named METHOD:VARIANT)")
+        made: Dict[Tuple[str, str], str] = {}
+        for ref in args.equal_memory:
+            for row in sized_rows(split_reference(ref)[0], args.protocol):
+                key = (row.method, _referenced_variant(ref, row.variant))
+                if key in made:
+                    parser.error(f"--equal-memory {made[key]} {ref}: both give the row {key[0]} [{key[1]}]")
+                made[key] = ref
     for option in ("tune_seed", "tune_extend", "tune_tasks"):
         if getattr(args, option) is not None and not args.tune:
             parser.error(f"--{option.replace('_', '-')} needs --tune")
@@ -259,6 +346,7 @@ if __name__ == "__main__":
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
+from benchmarks.methods import Row  # noqa: E402
 from avalanche_sdr.vocabulary import REUSE_MODES  # noqa: E402
 from benchmarks.methods import REUSE_DEFAULT, SDR_ROUTER, row_reuse  # noqa: E402
 
@@ -338,7 +426,7 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
     from avalanche_sdr.training import pretrain_backbone
     from avalanche_sdr.training.checkpoint import atomic_write
 
-    path = Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
+    path = backbone_file(stream, preset, seed, out_dir)
     if path.exists():
         return str(path)
     cli.seed_everything(seed)
@@ -924,59 +1012,105 @@ def harness_variant_rows(args):
                         getattr(args, "reuse", None) or [REUSE_DEFAULT])
 
 
-def equal_memory_ids(args, seed: int) -> List[str]:
-    """Run ids of the ``--equal-memory`` ER rows of ``seed`` (sized or not)."""
+def equal_memory_targets(ref: str, protocols: Sequence[str] = ("ours",),
+                         tuned: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Row]:
+    """The ER rows sized to reference ``ref`` (``METHOD`` or ``METHOD:VARIANT``,
+    :func:`split_reference`), before sizing: :func:`benchmarks.methods.equal_memory_rows` of
+    its method (variant ``mem_<method>``, under each protocol; ``mem_<method>_<variant>`` for
+    a variant reference), then, where ``tuned`` (the ``--tune`` choices that get a
+    ``[tuned]`` row, :func:`benchmarks.tuning.harness_tune`) has ``replay`` and the
+    reference is not task-free, ER with the tuned options as its ``[tuned]`` row has them
+    (variant :func:`tuned_equal_memory_variant`, ``mem_<...>_tuned``)."""
+    method, variant = split_reference(ref)
+    rows = equal_memory_rows(method, protocols)
+    rows = [dataclasses.replace(r, variant=_referenced_variant(ref, r.variant)) for r in rows]
+    tuned_variant = tuned_equal_memory_variant(ref)
+    if tuned and "replay" in tuned and tuned_variant:
+        from benchmarks.tuning import tuned_options
+
+        rows.append(Row("replay", tuned_variant, tuned_options(tuned["replay"])))
+    return rows
+
+
+def equal_memory_ids(args, seed: int, tuned: Optional[Dict[str, Dict[str, Any]]] = None) -> List[str]:
+    """Run ids of the ``--equal-memory`` ER rows of ``seed`` (sized or not;
+    :func:`equal_memory_targets`)."""
     return [run_id(args.stream, args.preset, row.method, seed, row.variant)
             for ref in (getattr(args, "equal_memory", None) or [])
-            for row in equal_memory_rows(ref, getattr(args, "protocol", None) or ["ours"])]
+            for row in equal_memory_targets(ref, getattr(args, "protocol", None) or ["ours"], tuned)]
 
 
-def equal_memory_specs(args, out: os.PathLike, threads: int, log=print) -> Tuple[List[RunSpec], List[Dict[str, Any]]]:
-    """``--equal-memory``: after the first phase, an ER row per reference method, seed and
-    protocol with its buffer sized so that its memory after the stream meets the reference
-    run's (``OUT/runs/<reference run id>.json``, its ``memory_mb``;
-    :func:`benchmarks.methods.size_equal_memory`). A task-free reference (``sdr_task_free``)
+def backbone_file(stream: str, preset: str, seed: int, out_dir: os.PathLike) -> Path:
+    """Where :func:`prepare_backbone` keeps E0 of (stream, preset, seed)."""
+    return Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
+
+
+def equal_memory_specs(args, out: os.PathLike, threads: int, log=print,
+                       tuned: Optional[Dict[str, Dict[str, Any]]] = None,
+                       pretrain: bool = True) -> Tuple[List[RunSpec], List[Dict[str, Any]]]:
+    """``--equal-memory``: after the first phase, an ER row per reference, seed and
+    protocol (and with ``tuned``, the tuned ER row; :func:`equal_memory_targets`) with its
+    buffer sized so that its memory after the stream meets the reference run's
+    (``OUT/runs/<reference run id>.json``, its ``memory_mb``; a reference ``METHOD:VARIANT``
+    is the run of that variant row; :func:`benchmarks.methods.size_equal_memory`, on the
+    network the row's options give: the tuned options hold no network option, so the tuned
+    row gets the ``ours`` row's size). A task-free reference (``sdr_task_free``)
     gets one class-incremental ER row (``ci_replay``, sized on the stream with the class ids)
     whose target is the reference's memory with SDR's own router only
     (:func:`memory_mb_with_routers` keeping :data:`benchmarks.methods.SDR_ROUTER`).
 
-    :return: the specs to run (variant ``mem_<reference>``, option ``replay_mem_size``) and one
-        record per row: the sizing's numbers (bytes; ``status`` ``sized``, ``capped``,
-        ``infeasible`` (not run: the model alone exceeds the target) or ``no_reference``).
+    :param pretrain: make E0 where its file is missing (:func:`prepare_backbone`); ``False``
+        (``--report-only``): never train, a seed without its E0 file gets ``no_backbone``.
+    :return: the specs to run (variant ``mem_<reference>[...]``, option ``replay_mem_size``) and
+        one record per row: the sizing's numbers (bytes; ``status`` ``sized``, ``capped``,
+        ``infeasible`` (not run: the model alone exceeds the target), ``no_reference`` or
+        ``no_backbone``) and the row's ``options``.
     """
     out = Path(out)
     protocols = getattr(args, "protocol", None) or ["ours"]
     specs, records = [], []
     for seed in args.seeds:
         benchmarks: Dict[bool, Any] = {}  # original_class_ids -> the seed's stream
+        loaded: Dict[str, Any] = {}  # the seed's E0: "path", "backbone"
         for ref in args.equal_memory:
-            ref_id = run_id(args.stream, args.preset, ref, seed)
+            method, variant = split_reference(ref)
+            ref_id = run_id(args.stream, args.preset, method, seed, variant)
             ref_path = out / "runs" / f"{ref_id}.json"
-            for row in equal_memory_rows(ref, protocols):
+            for row in equal_memory_targets(ref, protocols, tuned):
                 record = dict(seed=seed, reference=ref, reference_run_id=ref_id,
-                              run_id=run_id(args.stream, args.preset, row.method, seed, row.variant))
+                              run_id=run_id(args.stream, args.preset, row.method, seed, row.variant),
+                              options=dict(row.options))
                 if not ref_path.exists():
                     records.append(dict(record, status="no_reference", note=f"{ref_path} does not exist"))
                     continue
                 target = round(memory_mb_with_routers(json.loads(ref_path.read_text()), (SDR_ROUTER,))
                                * BYTES_PER_MB)
-                if not benchmarks:
-                    path = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
-                                            data_root=args.data_root, weights=args.backbone_weights)
-                    backbone = _load_backbone(RunSpec(args.stream, args.preset, "replay", seed, path))
+                if not loaded:
+                    path = backbone_file(args.stream, args.preset, seed, out)
+                    if pretrain or path.exists():
+                        path = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
+                                                data_root=args.data_root, weights=args.backbone_weights)
+                        loaded.update(path=path, backbone=_load_backbone(
+                            RunSpec(args.stream, args.preset, "replay", seed, path)))
+                    else:
+                        loaded.update(path=None)
+                if loaded["path"] is None:
+                    records.append(dict(record, status="no_backbone",
+                                        note=f"{backbone_file(args.stream, args.preset, seed, out)} does not exist"))
+                    continue
                 task_free = METHODS[row.method].task_free
                 if task_free not in benchmarks:
                     benchmarks[task_free] = STREAMS[args.stream].build(seed, PRESETS[args.preset].capped,
                                                                        args.data_root, original_class_ids=task_free)
-                sized, sizing = size_equal_memory(row, backbone, benchmarks[task_free], target)
+                sized, sizing = size_equal_memory(row, loaded["backbone"], benchmarks[task_free], target)
                 record.update(sizing.as_dict(), target_mb=target / BYTES_PER_MB,
                               predicted_mb=sizing.predicted_bytes / BYTES_PER_MB)
                 records.append(record)
                 if log is not None:
                     log(f"equal memory {record['run_id']}: {sizing.status}: {sizing.note}")
                 if sized is not None:
-                    specs.append(RunSpec(args.stream, args.preset, sized.method, seed, path, args.device, threads,
-                                         args.data_root, variant=sized.variant, options=sized.options))
+                    specs.append(RunSpec(args.stream, args.preset, sized.method, seed, loaded["path"], args.device,
+                                         threads, args.data_root, variant=sized.variant, options=sized.options))
     return specs, records
 
 
@@ -1020,16 +1154,20 @@ def main(args) -> str:
     if args.report_only:
         ids = [run_id(args.stream, args.preset, r.method, s, r.variant) for s in args.seeds
                for r in harness_variant_rows(args)]
-        ids += [i for s in args.seeds for i in equal_memory_ids(args, s)]
         ids += [run_id(args.stream, args.preset, m, s, "tuned") for s in args.seeds for m in tuned]
+        ids += [i for s in args.seeds for i in equal_memory_ids(args, s, tuned)]
         runs = load_runs(out / "runs", ids)
         if not runs:
             raise SystemExit(f"no finished runs of these methods and seeds in {out / 'runs'}")
+        sizing_lines = ""
+        if args.equal_memory:  # the sizing again (no training, no E0 made): OUT/equal_memory.json
+            _, sizings = equal_memory_specs(args, out, threads, log=None, tuned=tuned, pretrain=False)
+            sizing_lines = equal_memory_report(sizings, out) + "\n"
         table = write_outputs(runs, out, header, notes)
         if not args.no_plots:
             write_plots(runs, out)
         print(table)
-        print(pareto_lines(runs))
+        print(sizing_lines + pareto_lines(runs))
         return table
     specs = []
     for seed in args.seeds:
@@ -1047,7 +1185,7 @@ def main(args) -> str:
     runs = run_all(specs, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
     sizing_lines = ""
     if args.equal_memory:  # second phase: ER sized to the memory of the reference runs just finished
-        more, sizings = equal_memory_specs(args, out, threads)
+        more, sizings = equal_memory_specs(args, out, threads, tuned=tuned)
         specs += more
         runs += run_all(more, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
         sizing_lines = equal_memory_report(sizings, out) + "\n"

@@ -104,7 +104,9 @@ entry and keeps the others, so methods may be tuned by separate commands)::
 method (variant ``tuned``, the chosen options) on every ``--seeds`` seed, scored on the
 test stream like every row (none where the chosen values are the preset's own,
 :func:`same_as_preset`: the runs are deterministic, so it would repeat the untuned
-row), keeps the untuned rows (the preset's values), and appends the section
+row), keeps the untuned rows (the preset's values); with ``--equal-memory REF``, ER's
+tuned values also run at REF's memory (row ``<label> [mem_REF_tuned]``, the chosen options
+and the sized ``replay_mem_size``, :func:`benchmarks.table2.equal_memory_targets`); and appends the section
 :func:`format_notes` (grid, extensions, every point's validation score, the chosen
 values, the tuning seed) to ``table2.md``.
 """
@@ -625,22 +627,34 @@ def tuned_options(entry: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
 
 
 def check_tuned_runs(out_dir, stream: str, preset: str, seeds: Sequence[int],
-                     chosen: Mapping[str, Mapping[str, Any]]) -> None:
+                     chosen: Mapping[str, Mapping[str, Any]], equal_memory: Sequence[str] = ()) -> None:
     """Refuse ``[tuned]`` runs in ``OUT/runs`` made with other values than the chosen ones
     (e.g. before the grid or the tuning seed changed): they would be skipped, not rerun.
+    The same for ER's tuned equal-memory rows of the references ``equal_memory``
+    (``--equal-memory``; :func:`benchmarks.table2.tuned_equal_memory_variant`), whose options
+    are the chosen ones plus their sized ``replay_mem_size``.
 
     :raises SystemExit: naming the stale files to delete.
     """
-    from benchmarks.table2 import run_id
+    from benchmarks.table2 import run_id, tuned_equal_memory_variant
 
     stale = []
     for method, entry in chosen.items():
         if entry.get("options") is None:
             continue
+        variants = [TUNED_VARIANT]
+        if method == "replay":
+            variants += [v for v in map(tuned_equal_memory_variant, equal_memory) if v]
         for seed in seeds:
-            path = Path(out_dir) / "runs" / f"{run_id(stream, preset, method, seed, TUNED_VARIANT)}.json"
-            if path.exists() and json.loads(path.read_text()).get("options") != dict(entry["options"]):
-                stale.append(str(path))
+            for variant in variants:
+                path = Path(out_dir) / "runs" / f"{run_id(stream, preset, method, seed, variant)}.json"
+                if not path.exists():
+                    continue
+                options = dict(json.loads(path.read_text()).get("options") or {})
+                if variant != TUNED_VARIANT:
+                    options.pop("replay_mem_size", None)
+                if options != dict(entry["options"]):
+                    stale.append(str(path))
     if stale:
         raise SystemExit("tuned run(s) made with other values than the chosen ones (delete them to rerun): "
                          + ", ".join(stale))
@@ -684,7 +698,8 @@ def harness_tune(args, out_dir, threads: int, log=print) -> Tuple[Dict[str, Dict
                 log(f"tuning {method}: chose {e['options']} (validation acc "
                     f"{100 * e['validation_accuracy']:.2f}%)"
                     + ("; the preset's own values: no [tuned] row" if same_as_preset(e) else ""))
-    check_tuned_runs(out_dir, args.stream, args.preset, args.seeds, chosen)
+    check_tuned_runs(out_dir, args.stream, args.preset, args.seeds, chosen,
+                     getattr(args, "equal_memory", None) or [])
     return ({m: e for m, e in chosen.items() if e["options"] is not None and not same_as_preset(e)},
             format_notes(chosen))
 
