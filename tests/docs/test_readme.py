@@ -85,3 +85,18 @@ def test_usage_block_progress_is_one_line_per_task_on_stderr(two_runs):
     assert re.findall(r"^\[SDR\] task (\d+): ", err, flags=re.M) == [str(t) for t in range(10)]
     assert re.search(r"^\[pretrain E0\] 20 epochs on 3 warm-start tasks", err, flags=re.M)
     assert "Top1_Acc" not in err and "SDR_Decision" not in err  # no metric dump
+
+
+def test_recommended_configuration_block_builds_what_it_says():
+    """README's recommended-configuration block, run with a backbone and a benchmark."""
+    from avalanche_sdr import small_cnn_backbone
+    from avalanche_sdr.benchmarks import MixedDigits
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("**Recommended configuration", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    scope = {"backbone": small_cnn_backbone(in_channels=1), "benchmark": MixedDigits(seed=0)}
+    exec(compile(code, "README.md (recommended configuration)", "exec"), scope)
+    strategy = scope["strategy"]
+    assert strategy.sdr.settings.reuse == "accumulate" and strategy.sdr.settings.reuse_guard
+    assert strategy.sdr.detector.settings.match_classes and not strategy.model.has_generators
