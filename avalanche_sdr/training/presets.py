@@ -30,6 +30,7 @@ import dataclasses
 from typing import Any, Dict, Iterator, Tuple
 
 from avalanche_sdr._checks import check_int
+from avalanche_sdr.vocabulary import REUSE_MODES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +101,6 @@ class SDRSettings:
         object.__setattr__(self, "lr_milestones", tuple(milestones))
         for name in ("train_mb_size", "eval_mb_size", "vae_mb_size"):
             check_int(getattr(self, name), name)
-        from avalanche_sdr.vocabulary import REUSE_MODES
-
         if self.reuse not in REUSE_MODES:
             raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
         if not isinstance(self.reuse_guard, bool):

@@ -57,6 +57,7 @@ accuracy.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import List, Optional, Sequence
@@ -70,8 +71,6 @@ from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
-import dataclasses
-
 from avalanche_sdr.models.routing import check_routers, fit_router
 from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
@@ -192,7 +191,7 @@ class SDRPlugin(SupervisedPlugin):
         y, class_ids = local_labels(y)
         self._train_start = time.perf_counter()
         if task in model.task_to_entry:
-            record = self._known_task(model, task, num_classes, class_ids)
+            record = self._known_task(model, task, num_classes)
         elif len(model.task_to_entry) < self.n_warm_start:
             entry = model.create_entry(task)
             self._store_exemplars(model, entry, task, x, y, num_classes)
@@ -228,7 +227,7 @@ class SDRPlugin(SupervisedPlugin):
         strategy.train_epochs = (self.settings.new_task_epochs if self.training_new_entry
                                  else self.settings.reuse_epochs)
 
-    def _known_task(self, model, task: int, num_classes: int, class_ids) -> DetectionRecord:
+    def _known_task(self, model, task: int, num_classes: int) -> DetectionRecord:
         """The record of a task label trained before (Avalanche's ``train`` called again on
         it): it continues its entry, updated with the learning reuse when every task of
         the entry answers through the entry's head, else through its own head only."""

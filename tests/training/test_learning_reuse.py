@@ -207,3 +207,26 @@ def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototy
     updated = [r for r in shuffled_run.detection_records if r.entry_updated]
     assert updated and all(r.class_permutation == [1, 0] for r in updated)
     assert abs(sum(runs["shuffled"][1]) - sum(runs["plain"][1])) / len(runs["plain"][1]) < 0.05
+
+
+def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototype_stream):
+    """After an update the entry's features moved: the router's whitening and the class
+    means of every task of the entry are fitted again in the new feature space."""
+    from avalanche_sdr.models.routing import _task_key
+
+    strategy = _strategy(prototype_stream, routers=("gaussian",))
+    model = strategy.model
+    groups = prototype_stream.stream_groups
+    experiences = list(prototype_stream.train_stream)
+    repeat = next(t for t in range(3, len(groups)) if groups[t] in groups[:t])
+    creator = groups.index(groups[repeat])
+    _train(strategy, prototype_stream, upto=repeat)
+    means_before = model.routing_state(_task_key("gaussian", creator))["means"].clone()
+    strategy.train(experiences[repeat])
+    assert strategy.detection_records[repeat].entry_updated
+    means_after = model.routing_state(_task_key("gaussian", creator))["means"]
+    assert not torch.equal(means_before, means_after)
+    assert torch.allclose(means_after, model.routing_state(_task_key("gaussian", repeat))["means"])
+    x = torch.stack([experiences[repeat].dataset[i][0] for i in range(8)])
+    prediction = model.predict(x)
+    assert prediction.class_ids.shape == (8,)

@@ -188,3 +188,15 @@ def test_method_page_table_shows_the_presets_values():
             assert (values[0][i], values[1][i]) == (PAPER_SETTINGS[name], CPU_SETTINGS[name]), name
             shown.add(name)
     assert len(shown) >= 10 and shown <= set(SDRSettings.field_names())
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(reuse="both"), "reuse must be one of"),
+    (dict(reuse_guard=1), "reuse_guard must be a bool"),
+    (dict(guard_exemplars=-1), "guard_exemplars"),
+    (dict(update_lr=0.0), "update_lr must be a positive learning rate"),
+])
+def test_learning_reuse_settings_are_checked(changes, message):
+    with pytest.raises(ValueError, match=message):
+        CPU_SETTINGS.replace(**changes)
+    assert PAPER_SETTINGS.reuse == "head" and CPU_SETTINGS.reuse == "head"  # the paper's reuse by default
