@@ -82,6 +82,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 from avalanche_sdr._checks import check_int
+from avalanche_sdr._draws import subsample, task_generator
 from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
 
 TESTS = ("hotelling", "energy")
@@ -336,10 +337,6 @@ def bottleneck_matching(pvalues) -> Tuple[List[int], float]:
 # ---------------------------------------------------------------------- detector
 
 
-def _task_generator(seed: int, task: int, purpose: int) -> torch.Generator:
-    return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(task)) * 7 + purpose)
-
-
 _SUBSAMPLE, _REFERENCE, _DECOY, _PERMUTE = range(4)
 
 _MAX_DECOY_DRAWS = 200
@@ -347,12 +344,6 @@ _MAX_DECOY_DRAWS = 200
 class the same known-distinct one): a draw is kept when it differs from the entry
 under every class matching, which most draws do."""
 
-
-def _subsample(n: int, k: int, generator: torch.Generator) -> Tensor:
-    """Sorted indices of k of n items (all when k >= n)."""
-    if k >= n:
-        return torch.arange(n)
-    return torch.sort(torch.randperm(n, generator=generator)[:k]).values
 
 
 class TwoSampleDetector(FeatureRuleDetector):
@@ -436,11 +427,11 @@ class TwoSampleDetector(FeatureRuleDetector):
         space = entry if self.settings.feature_space == "entry" else None
         feats = self.project(model, x, space) if features is None else features
         self._forget(model, entry)
-        g = _task_generator(self.settings.seed, task, _REFERENCE)
+        g = task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
         for j in range(num_classes):
             idx = torch.nonzero(y == j).flatten()
-            idx = idx[_subsample(len(idx), self.settings.reference_per_class, g)]
+            idx = idx[subsample(len(idx), self.settings.reference_per_class, g)]
             keep_f.append(feats[idx].float())
             keep_y.append(torch.full((len(idx),), j, dtype=torch.int64))
         model.set_detection_state(entry, {"features": torch.cat(keep_f), "labels": torch.cat(keep_y)})
@@ -470,7 +461,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         decides whether it is a known-distinct decoy, the second supplies the decoy
         samples (so the power is not measured on the data that selected the decoys)."""
         rows = refs[key[0]][key[1]]
-        g = _task_generator(self.settings.seed, key[0] * 1009 + key[1], _DECOY)
+        g = task_generator(self.settings.seed, key[0] * 1009 + key[1], _DECOY)
         order = torch.randperm(len(rows), generator=g)
         half = len(rows) // 2
         return rows[order[:half]], rows[order[half:]]
@@ -484,7 +475,7 @@ class TwoSampleDetector(FeatureRuleDetector):
             if len(selection) < 1 or len(selection) + len(refs[key[0]][key[1]]) < 3:
                 self._distinct[cache_key] = False
             else:
-                g = _task_generator(self.settings.seed, 0, _PERMUTE)
+                g = task_generator(self.settings.seed, 0, _PERMUTE)
                 self._distinct[cache_key] = self._pvalue(selection, refs[key[0]][key[1]], g) < level
         return self._distinct[cache_key]
 
@@ -524,13 +515,13 @@ class TwoSampleDetector(FeatureRuleDetector):
             if not options:
                 return 0.0
             decoys.append(options)
-        g = _task_generator(s.seed, task, _DECOY)
+        g = task_generator(s.seed, task, _DECOY)
         rejected = 0
         for _ in range(s.n_decoys):
             pvalues = []
             for j in range(c):
                 pool_j = halves[decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]][1]
-                sample = pool_j[_subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
+                sample = pool_j[subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
             rejected += bonferroni(pvalues) < s.alpha
         return rejected / s.n_decoys
@@ -547,7 +538,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         usable = [o for o in classes if distinct[o].any()]
         if not usable:
             return 0.0
-        g = _task_generator(s.seed, task, _DECOY)
+        g = task_generator(s.seed, task, _DECOY)
         rejected = 0
         for _ in range(s.n_decoys):
             for _ in range(_MAX_DECOY_DRAWS):
@@ -559,7 +550,7 @@ class TwoSampleDetector(FeatureRuleDetector):
             samples = []
             for k, o in enumerate(draw):
                 pool = halves[o][1]
-                samples.append(pool[_subsample(len(pool), max(1, min(sizes[k], len(pool))), g)])
+                samples.append(pool[subsample(len(pool), max(1, min(sizes[k], len(pool))), g)])
             rejected += self._combined(samples, refs[entry], g)[0] < s.alpha
         return rejected / s.n_decoys
 
@@ -570,11 +561,11 @@ class TwoSampleDetector(FeatureRuleDetector):
         s = self.settings
         self._check_resolution(num_classes)
         self._forget(model)
-        g = _task_generator(s.seed, task, _SUBSAMPLE)
+        g = task_generator(s.seed, task, _SUBSAMPLE)
         rows = []
         for j in range(num_classes):
             idx = torch.nonzero(y == j).flatten()
-            rows.append(idx[_subsample(len(idx), s.max_per_class, g)])
+            rows.append(idx[subsample(len(idx), s.max_per_class, g)])
         sizes = [len(r) for r in rows]
         entries = self.candidates(model, num_classes)
         refs = {e: self._references(model, e) for e in model.entries}
@@ -590,7 +581,7 @@ class TwoSampleDetector(FeatureRuleDetector):
                 continue
             if s.feature_space == "entry":
                 feats = self.project(model, x, e)
-            gp = _task_generator(s.seed, task * 100_003 + e, _PERMUTE)
+            gp = task_generator(s.seed, task * 100_003 + e, _PERMUTE)
             p, sigma = self._combined([feats[r] for r in rows], refs[e], gp)
             combined.append(p)
             matchings.append(sigma)

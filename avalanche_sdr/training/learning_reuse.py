@@ -46,13 +46,11 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from avalanche_sdr._draws import subsample, task_generator
+
 EXEMPLAR_SEED = 0x5D3
 """Base seed of the learning reuse's generators (stored images, replay draws)."""
 _STORE, _REPLAY = 0, 1
-
-
-def _generator(task: int, purpose: int) -> torch.Generator:
-    return torch.Generator().manual_seed((EXEMPLAR_SEED * 1_000_003 + int(task)) * 7 + purpose)
 
 
 def select_exemplars(x: Tensor, y: Tensor, num_classes: int, per_class: int, task: int):
@@ -61,14 +59,12 @@ def select_exemplars(x: Tensor, y: Tensor, num_classes: int, per_class: int, tas
     :param x: [n, C, H, W] images; ``y``: [n] int64 local labels 0..c-1.
     :return: ``(images [m, C, H, W], labels [m])``, m <= c * per_class, on the CPU.
     """
-    g = _generator(task, _STORE)
+    g = task_generator(EXEMPLAR_SEED, task, _STORE)
     keep = []
     y = y.cpu()
     for j in range(num_classes):
         idx = torch.nonzero(y == j).flatten()
-        if len(idx) > per_class:
-            idx = torch.sort(idx[torch.randperm(len(idx), generator=g)[:per_class]]).values
-        keep.append(idx)
+        keep.append(idx[subsample(len(idx), per_class, g)])
     idx = torch.cat(keep) if keep else torch.zeros(0, dtype=torch.long)
     return x.cpu()[idx], y[idx]
 
@@ -136,7 +132,7 @@ class ExemplarReplay:
         self.owner = model.entry_creator[self.entry]
         self.images, self.labels = model.exemplars(self.entry)
         self.batch_size = int(batch_size)
-        self._generator = _generator(task, _REPLAY)
+        self._generator = task_generator(EXEMPLAR_SEED, task, _REPLAY)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
