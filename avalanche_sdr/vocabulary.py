@@ -41,7 +41,11 @@ ROUTER_GAUSSIAN = "gaussian"
 """SDR's own task-free router (:mod:`avalanche_sdr.models.routing`)."""
 ROUTER_EXPERT_GATE = "expert_gate"
 """Expert Gate's routing, the baseline router."""
-ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE)
+ROUTER_LDA = "lda"
+"""SDR's recommended task-free router: linear discriminant analysis over every (entry,
+class) pair in E0's features and in all entries' features, from a few stored images per
+class (:mod:`avalanche_sdr.models.lda_router`)."""
+ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA)
 """Every task-free router (``SDRStrategy(routers=...)``, ``model.predict(x, router)``)."""
 ORACLE = "oracle"
 """The true task label as a "router": the task-aware prediction, scored beside the
@@ -64,4 +68,5 @@ __all__ = [
     "ROUTERS",
     "ROUTER_EXPERT_GATE",
     "ROUTER_GAUSSIAN",
+    "ROUTER_LDA",
 ]

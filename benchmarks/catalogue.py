@@ -25,8 +25,9 @@ class StreamEntry:
 
     :param label: human-readable stream name (``StreamSpec.label``).
     :param needs_data_root: the stream reads ``--data-root`` (no default location).
-    :param backbone: E0 family, ``"small_cnn"`` or ``"cifar_resnet20"`` (needs
-        ``--backbone-weights``).
+    :param backbone: E0 family, ``"small_cnn"`` (pretrained by the harness on the
+        stream's warm-start tasks) or ``"cifar_resnet20"`` (needs ``--backbone-weights``;
+        never for a CIFAR-10 stream: those weights have seen its classes).
     """
 
     label: str
@@ -41,6 +42,7 @@ STREAMS: Dict[str, StreamEntry] = {
     "emnist100": StreamEntry("MixedEMNIST bymerge (100 tasks)", needs_data_root=True, backbone="cifar_resnet20"),
     "fashion100": StreamEntry("MixedFashionMNIST (100 tasks, 300 images each)"),
     "fashion50_small": StreamEntry("MixedFashionMNIST (50 tasks, 40 training images each)"),
+    "cifar10": StreamEntry("MixedCIFAR10 (10 tasks, JPEG-re-encoded)", needs_data_root=True),
 }
 """Harness streams (``--stream``), as :data:`benchmarks.methods.STREAMS`."""
 

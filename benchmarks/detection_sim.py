@@ -242,7 +242,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=cli.non_negative_int, default=1, metavar="N",
                         help="torch threads (default 1; 0: torch's default)")
     parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
-                        help="dataset folder (as for benchmarks.table2; emnist100: required)")
+                        help="dataset folder (as for benchmarks.table2; emnist100, cifar10: required)")
     parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
                         help="CIFAR-10 ResNet-20 checkpoint (resnet20-*.th), for emnist100")
     parser.add_argument("--out", type=cli.output_dir, default="results/detection_sim", metavar="DIR",

@@ -153,6 +153,9 @@ def _stream_data(name: str) -> str:
     if name == "emnist100":
         return ("EMNIST bymerge in --data-root (EMNIST/raw/emnist-bymerge-*-ubyte); "
                 "E0 = --backbone-weights resnet20-*.th")
+    if name == "cifar10":
+        return ("CIFAR-10 in --data-root (cifar-10-batches-py/, python-version layout); "
+                "E0 = the small CNN pretrained on the warm-start tasks, not the CIFAR-10 ResNets")
     return "Fashion-MNIST in --data-root (default: the Debian package's folder)"
 
 
@@ -250,6 +253,7 @@ def parse_args(argv=None):
                         help="torch device of every run: cpu (default), cuda, cuda:1, ...")
     parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
                         help="dataset folder (emnist100: required, holds EMNIST/raw/emnist-bymerge-*-ubyte; "
+                        "cifar10: required, holds cifar-10-batches-py/; "
                         "fashion streams: default /usr/share/datasets/fashion-mnist; digits: not used)")
     parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
                         help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100: "
@@ -605,14 +609,16 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
 
     SDR (``metric``: its :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`): ``"task_free"``,
     ``{router or "oracle": {"task_free": acc, "routing": acc}}`` (means over the test
-    experiences), and ``"router_memory_mb"``, ``{router: MB of its state}`` (included in
-    ``memory_mb``). A class-incremental baseline (``metric`` None: one head over the class
+    experiences), ``"router_memory_mb"``, ``{router: MB of its state}`` (included in
+    ``memory_mb``), and ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
+    after every task}`` (included in ``wall_seconds``). A class-incremental baseline (``metric`` None: one head over the class
     ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
     if metric is None:
         return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}
-    return {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers)}
+    return {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers),
+            "router_fit_seconds": dict(strategy.sdr.router_seconds)}
 
 
 def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:

@@ -6,12 +6,13 @@ of run JSONs), keeps the runs of the task-free methods
 (:attr:`benchmarks.methods.Method.task_free`, scored on the test stream) and writes one
 Markdown table per stream and preset, mean ± sample std over seeds:
 
-- "SDR + Gaussian router", "SDR + Expert Gate routing": ``sdr_task_free`` predicting
+- "SDR + LDA router (recommended)", "SDR + Gaussian router", "SDR + Expert Gate routing":
+  ``sdr_task_free`` predicting
   without task labels (:mod:`avalanche_sdr.models.routing`); "SDR, oracle task label
   (task-aware reference)": the same run given the true task label;
 - "ER class-incremental" (``ci_replay``), "ER class-incremental [equal memory]"
   (``ci_replay``, variant ``mem_sdr_task_free``: buffer sized to the SDR run's memory
-  with its Gaussian router only), "Online EWC class-incremental" (``ci_ewc``), "Joint
+  with its LDA router only, :data:`benchmarks.methods.SDR_ROUTER`), "Online EWC class-incremental" (``ci_ewc``), "Joint
   training" (``joint``): one head over the class ids, so their accuracy is task-free.
   Other variants of these methods (e.g. ``--sweep``) get a row each, labelled with the
   variant.
@@ -19,9 +20,11 @@ Markdown table per stream and preset, mean ± sample std over seeds:
 Columns: Routing acc (%) (share of test samples sent to an entry of their own group;
 SDR rows only), Task-free acc (%) (predicted class id = label, no task label given),
 Task-aware acc (%) (the harness's average accuracy; SDR rows only, "–" otherwise),
-Memory (MB) (SDR router rows: the run's memory without the OTHER router's state;
-oracle: without any router state; baselines: their memory), Seeds. Under each table
-one sentence, computed from the table's means: SDR + Gaussian router's task-free
+Memory (MB) (SDR router rows: the run's memory without the OTHER routers' state;
+oracle: without any router state; baselines: their memory), Router fit (% of run) (SDR
+router rows: the wall time of fitting that router after every task, share of the run's
+wall time), Seeds. Under each table
+one sentence, computed from the table's means: SDR + LDA router's task-free
 accuracy minus joint training's, and whether it is above every class-incremental
 baseline (ER, Online EWC, any variant) whose memory is at least SDR's; "at least"
 allows :data:`MEMORY_TOLERANCE` below it, the tolerance of the equal-memory sizing
@@ -64,11 +67,12 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     _ARGS = parse_args(sys.argv[1:])  # --help and usage errors (exit code 2) end the command here
 
-from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN  # noqa: E402
+from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA  # noqa: E402
 from benchmarks.methods import METHODS  # noqa: E402
 from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers, table_rows  # noqa: E402
 
 SDR_VIEWS: Tuple[Tuple[str, str], ...] = (
+    (ROUTER_LDA, "SDR + LDA router (recommended)"),
     (ROUTER_GAUSSIAN, "SDR + Gaussian router"),
     (ROUTER_EXPERT_GATE, "SDR + Expert Gate routing"),
     (ORACLE, "SDR, oracle task label (task-aware reference)"),
@@ -92,7 +96,8 @@ MEMORY_TOLERANCE = 0.05
 """A baseline has "at least SDR's memory" from (1 - this) x SDR's memory up."""
 
 
-SDR_ROW = ("sdr_task_free", "", ROUTER_GAUSSIAN)
+SDR_ROW = ("sdr_task_free", "", ROUTER_LDA)
+"""The row the summary sentence judges: SDR with its recommended router."""
 JOINT_ROW = ("joint", "", "self")
 
 
@@ -118,6 +123,8 @@ def _check_run(run: Dict[str, Any], path: Path) -> None:
     if sdr:
         missing += [f"router_memory_mb[{v}]" for v in views
                     if v != ORACLE and v not in (run.get("router_memory_mb") or {})]
+    if sdr and "router_fit_seconds" not in run:
+        missing.append("router_fit_seconds")
     if missing:
         raise TaskFreeReportError(
             f"{path}: a {run['method']} run without {', '.join(missing)} in its JSON (written by a harness older "
@@ -192,6 +199,8 @@ def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
                 task_free=[100 * s["task_free"] for s in scores],
                 task_aware=[100 * r["average_accuracy"] for r in rs] if sdr else None,
                 memory_mb=[memory_mb_with_routers(r, (view,)) for r in rs],
+                fit_share=[100 * r["router_fit_seconds"][view] / r["wall_seconds"] for r in rs]
+                if sdr and view != ORACLE else None,
             ))
     return rows
 
@@ -202,31 +211,32 @@ def _cell(values: Optional[Sequence[float]], digits: int) -> str:
 
 def format_rows(rows: Sequence[Dict[str, Any]]) -> str:
     """The Markdown table of :func:`task_free_rows`."""
-    lines = ["| Row | Routing acc (%) | Task-free acc (%) | Task-aware acc (%) | Memory (MB) | Seeds |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| Row | Routing acc (%) | Task-free acc (%) | Task-aware acc (%) | Memory (MB) | Router fit (% of run) "
+             "| Seeds |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         cells = [row["label"], _cell(row["routing"], 2), _cell(row["task_free"], 2), _cell(row["task_aware"], 2),
-                 _cell(row["memory_mb"], 3), ",".join(map(str, row["seeds"]))]
+                 _cell(row["memory_mb"], 3), _cell(row["fit_share"], 1), ",".join(map(str, row["seeds"]))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def summary_sentence(rows: Sequence[Dict[str, Any]]) -> str:
-    """One sentence from the rows' means: SDR + Gaussian router's task-free accuracy minus
+    """One sentence from the rows' means: SDR + LDA router's task-free accuracy minus
     joint training's, and whether it is above every class-incremental baseline whose
     memory is at least SDR's (within :data:`MEMORY_TOLERANCE`)."""
     by_key = {row["key"]: row for row in rows}
     sdr = by_key.get(SDR_ROW)
     if sdr is None:
-        return "No SDR + Gaussian router run: nothing to compare."
+        return f"No {_row_label(*SDR_ROW)} run: nothing to compare."
     acc, mem = mean_std(sdr["task_free"])[0], mean_std(sdr["memory_mb"])[0]
     joint = by_key.get(JOINT_ROW)
     if joint is None:
-        first = f"SDR + Gaussian router: task-free accuracy {acc:.2f} % (no joint training run)"
+        first = f"{sdr['label']}: task-free accuracy {acc:.2f} % (no joint training run)"
     else:
         joint_acc = mean_std(joint["task_free"])[0]
-        first = (f"SDR + Gaussian router: task-free accuracy {acc:.2f} %, {acc - joint_acc:+.2f} points from joint "
-                 f"training's {joint_acc:.2f} %")
+        first = (f"{sdr['label']}: task-free accuracy {acc:.2f} %, {acc - joint_acc:+.2f} points from joint "
+                 f"training's {joint_acc:.2f} % ({acc / joint_acc:.3f} x)")
     compared = [(row["label"], mean_std(row["task_free"])[0], mean_std(row["memory_mb"])[0]) for row in rows
                 if row["key"][0] in CLASS_INCREMENTAL]
     compared = [c for c in compared if c[2] >= (1 - MEMORY_TOLERANCE) * mem]
@@ -246,7 +256,7 @@ def format_report(groups: Dict[Tuple[str, str], List[Dict[str, Any]]]) -> str:
     :func:`load_task_free_runs`."""
     parts = ["# Task-free prediction: SDR's routers against class-incremental baselines\n",
              "Mean ± sample std over seeds. Routing and task-aware accuracy: SDR rows only. Memory: SDR router rows "
-             "without the other router's state, the oracle row without any router state.\n"]
+             "without the other routers' state, the oracle row without any router state.\n"]
     for (stream, preset), runs in sorted(groups.items()):
         rows = task_free_rows(runs)
         parts.append(f"## {runs[0].get('stream_label', stream)}, preset `{preset}`\n")

@@ -15,12 +15,16 @@
   the first of its group carries its local labels in a seeded other order (repeats
   whose classes come in another order); ``MixedSimilarityBenchmark.label_permutations``
   and ``label_matching`` give the ground truth.
+- :func:`class_incremental_stream`: a stream of such a benchmark (original class ids)
+  with task label 0 everywhere, the class-incremental test stream that
+  ``SDRStrategy(eval_router=...)`` evaluates with Avalanche's own metrics.
 - :func:`dataset_tensors` / :func:`experience_tensors`: a whole experience as tensors.
 - :class:`DatasetNotFoundError`: raised when a preset's files are missing;
   :class:`CorruptDatasetError`: raised when one is truncated or unreadable.
 """
 
 from .cifar import CIFAR10_TABLE4_GROUPS, CIFAR100_TABLE4_GROUPS, MixedCIFAR10, MixedCIFAR100
+from .class_incremental import class_incremental_stream
 from .digits import DIGITS_GROUPS, MixedDigits
 from .emnist import EMNIST_TABLE4_GROUPS, MixedEMNIST, emnist_groups
 from .fashion_mnist import FASHION_MNIST_GROUPS, MixedFashionMNIST
@@ -59,6 +63,7 @@ __all__ = [
     "MixedEMNIST",
     "MixedFashionMNIST",
     "MixedSimilarityBenchmark",
+    "class_incremental_stream",
     "dataset_tensors",
     "emnist_groups",
     "experience_tensors",

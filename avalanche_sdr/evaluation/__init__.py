@@ -10,10 +10,19 @@
   every metric value as CSV rows.
 - :mod:`~avalanche_sdr.evaluation.task_free`: :class:`TaskFreeMetrics`, routing and
   task-free accuracy of a repository's routers (and the oracle).
+- :mod:`~avalanche_sdr.evaluation.class_incremental`: what
+  ``SDRStrategy(eval_router=...)`` evaluates with: Avalanche's own metrics on
+  predictions made without task labels (:class:`ClassIncrementalEvalPlugin`,
+  :func:`routed_scores`).
 - :mod:`~avalanche_sdr.evaluation.decision_logger`: :class:`DecisionLogger`, SDR's
   one-line decision per task and nothing else.
 """
 
+from avalanche_sdr.evaluation.class_incremental import (
+    ClassIncrementalEvalPlugin,
+    NoRoutableTaskWarning,
+    routed_scores,
+)
 from avalanche_sdr.evaluation.decision_logger import DecisionLogger
 from avalanche_sdr.evaluation.detection_metrics import DetectionMetrics, experience_ground_truth
 from avalanche_sdr.evaluation.evaluator import SDREvaluationPlugin, sdr_evaluation_plugin
@@ -42,12 +51,14 @@ from avalanche_sdr.evaluation.outcomes import (
 __all__ = [
     "BYTES_PER_MB",
     "CORRECT",
+    "ClassIncrementalEvalPlugin",
     "DecisionLogger",
     "INCORRECT",
     "MISS",
     "OUTCOMES",
     "DetectionMetrics",
     "MetricCSVLogger",
+    "NoRoutableTaskWarning",
     "RepositoryMemory",
     "SDREvaluationPlugin",
     "TaskFreeMetrics",
@@ -59,6 +70,7 @@ __all__ = [
     "register_plugin_memory",
     "repository_memory_bytes",
     "repository_memory_mb",
+    "routed_scores",
     "score_detection_record",
     "score_detection_records",
     "sdr_evaluation_plugin",

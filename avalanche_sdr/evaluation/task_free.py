@@ -18,7 +18,10 @@ task label: the task-aware prediction Avalanche's own accuracy scores):
   streams without it: the set of class ids of the task).
 
 Both are averaged per evaluation experience, then over the experiences of the stream
-(the mean over tasks, as the task-aware average accuracy of docs/method.rst). A router
+(the mean over tasks, as the task-aware average accuracy of docs/method.rst). The
+oracle is not scored when the strategy itself evaluates without task labels
+(``SDRStrategy(eval_router=...)``, :mod:`avalanche_sdr.evaluation.class_incremental`):
+its output is then a router's. A router
 routes only to tasks whose training has finished (its state is fitted then); during a
 periodic evaluation inside the first task there is none, and that evaluation has no
 value for the routers (the oracle's is still scored). Emitted
@@ -29,7 +32,7 @@ routers and ``oracle``.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import torch
 from avalanche.evaluation.metric_definitions import PluginMetric
@@ -41,8 +44,8 @@ from avalanche_sdr.models.routing import check_routers, routable, route
 from avalanche_sdr.vocabulary import ORACLE, ROUTER_GAUSSIAN
 
 
-def _experience_group(experience: Any) -> Any:
-    """The hidden ``group`` of an experience, else the sorted tuple of its classes."""
+def experience_group(experience: Any) -> Any:
+    """The hidden ``group`` of an experience (an int), else the sorted tuple of its classes."""
     try:
         return int(experience_ground_truth(experience, "group"))
     except AttributeError:
@@ -51,6 +54,31 @@ def _experience_group(experience: Any) -> Any:
             raise ValueError("TaskFreeMetrics needs experiences with a `group` attribute or "
                              "`classes_in_this_experience` to score routing") from None
         return tuple(sorted(int(c) for c in classes))
+
+
+def check_original_class_ids(model: Any, task_groups: Mapping[int, Any]) -> None:
+    """Refuse labels local to each task: two trained tasks of different groups with the
+    same class ids (e.g. both 0..c-1), which no prediction without task labels can tell
+    apart.
+
+    :param model: the :class:`~avalanche_sdr.models.SDRModel`.
+    :param task_groups: task label -> its group (:func:`experience_group` of its
+        training experience); tasks without a head are skipped.
+    :raises ValueError: two groups share class ids; the message says how to build the
+        benchmark with original class ids.
+    """
+    by_ids: Dict[tuple, Any] = {}
+    for task, group in task_groups.items():
+        if not model.is_trained(task):
+            continue
+        ids = tuple(model.class_ids(task))
+        if ids in by_ids and by_ids[ids] != group:
+            raise ValueError(
+                f"task-free accuracy needs class ids that identify classes across tasks, but tasks of "
+                f"groups {by_ids[ids]} and {group} both use the class ids {list(ids)}; build the benchmark "
+                "with original_class_ids=True (Avalanche: class_ids_from_zero_in_each_exp=False)"
+            )
+        by_ids[ids] = group
 
 
 class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
@@ -91,7 +119,7 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
     # ------------------------------------------------------------------ callbacks
     def after_training_exp(self, strategy: Any) -> None:
         for task in strategy.experience.task_labels:
-            self._task_groups[int(task)] = _experience_group(strategy.experience)
+            self._task_groups[int(task)] = experience_group(strategy.experience)
 
     def before_eval(self, strategy: Any) -> None:
         self.reset()
@@ -102,25 +130,17 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
                 f"model is a {type(model).__name__}. A one-head baseline over the class ids needs no router: "
                 "its Avalanche accuracy is already task-free"
             )
-        by_ids: Dict[tuple, Any] = {}
-        for task, group in self._task_groups.items():
-            if not model.is_trained(task):
-                continue
-            ids = tuple(model.class_ids(task))
-            if ids in by_ids and by_ids[ids] != group:
-                raise ValueError(
-                    f"task-free accuracy needs class ids that identify classes across tasks, but tasks of "
-                    f"groups {by_ids[ids]} and {group} both use the class ids {list(ids)}; build the benchmark "
-                    "with original_class_ids=True (Avalanche: class_ids_from_zero_in_each_exp=False)"
-                )
-            by_ids[ids] = group
+        check_original_class_ids(model, self._task_groups)
 
     def before_eval_exp(self, strategy: Any) -> None:
-        self._group = _experience_group(strategy.experience)
+        self._group = experience_group(strategy.experience)
         self._current = {name: [0, 0, 0] for name in self.routers + (ORACLE,)}
         # Routers with a fitted task (none during a periodic evaluation inside the first
         # task); the repository does not change during an evaluation.
-        self._answering = tuple(name for name in self.routers if routable(strategy.model, name)[0]) + (ORACLE,)
+        # The oracle reads the strategy's task-aware output, which an evaluation without
+        # task labels (SDRStrategy(eval_router=...)) replaces by a router's.
+        oracle = () if getattr(strategy, "eval_router", None) is not None else (ORACLE,)
+        self._answering = tuple(name for name in self.routers if routable(strategy.model, name)[0]) + oracle
 
     def after_eval_iteration(self, strategy: Any) -> None:
         model = strategy.model
@@ -159,4 +179,4 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         return "TaskFree"
 
 
-__all__ = ["ORACLE", "TaskFreeMetrics"]
+__all__ = ["ORACLE", "TaskFreeMetrics", "check_original_class_ids", "experience_group"]

@@ -212,7 +212,8 @@ class SDRModel(MultiTaskModule):
         trained with ``SDRStrategy(routers=(router,))``).
 
         :param x: [N, C, H, W] float images in [0, 1].
-        :param router: ``"gaussian"`` (SDR's router) or ``"expert_gate"``.
+        :param router: a name in :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda"``
+            (SDR's recommended router), ``"gaussian"`` or ``"expert_gate"`` (a baseline).
         :return: a :class:`~avalanche_sdr.models.routing.TaskFreePrediction`
             (``class_ids``, ``tasks``, ``entries``: int64 [N]).
         """

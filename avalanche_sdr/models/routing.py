@@ -6,12 +6,17 @@ task r (hence an entry m(r)) and answers ``argmax f_r(E_{m(r)}(x))`` as the clas
 r's head (the dataset's original class id when the stream was trained on original
 class ids, e.g. ``original_class_ids=True`` in this package's benchmarks).
 
-Two routers (:data:`~avalanche_sdr.vocabulary.ROUTERS`), each fitted per task right after the task's training
+Three routers (:data:`~avalanche_sdr.vocabulary.ROUTERS`), each fitted per task right after the task's training
 (:class:`~avalanche_sdr.training.SDRStrategy` with ``routers=(...)``); their state is
 stored in the repository (``SDRModel.routing_states``: counted in memory, saved in
 checkpoints):
 
-``"gaussian"`` (SDR's router) — class-conditional Gaussians with a covariance tied
+``"lda"`` (SDR's recommended router) — linear discriminant analysis over every (entry,
+class) pair, in E0's features and in all entries' features at once, from 20 stored
+images per class: :mod:`avalanche_sdr.models.lda_router` (its docstring says how it
+was chosen, on validation splits, against the router below).
+
+``"gaussian"`` (SDR's first router) — class-conditional Gaussians with a covariance tied
 within each entry (linear discriminant analysis; Lee et al., NeurIPS 2018, "A simple
 unified framework for detecting out-of-distribution samples", use the same score), in
 the features ``z = [E0(x), E_e(x)]`` ([D0 + D] float): the fixed E0 features, shared by
@@ -59,7 +64,9 @@ import torch
 from torch import Tensor
 
 from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, reconstruction_errors, train_autoencoder
-from avalanche_sdr.vocabulary import ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTERS
+from avalanche_sdr.models import lda_router
+from avalanche_sdr.models.covariance import ledoit_wolf_covariance, whitening
+from avalanche_sdr.vocabulary import ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTERS
 
 
 def check_routers(routers: Sequence[str]) -> tuple:
@@ -122,35 +129,6 @@ def _state(model, key: str, router: str) -> Dict[str, Tensor]:
 
 # ---------------------------------------------------------------------- Gaussian
 
-def ledoit_wolf_covariance(residuals: Tensor) -> Tensor:
-    """Ledoit-Wolf shrinkage of the covariance of zero-mean ``residuals`` towards a scaled identity.
-
-    :param residuals: [n, D] float, already centred (here: minus each sample's class mean).
-    :return: [D, D] float64, ``(1 - s) S + (s + 1e-6) (tr S / D) I`` with ``S = R^T R / n``
-        and the Ledoit-Wolf (2004) intensity ``s`` in [0, 1] (the 1e-6 keeps it
-        positive definite when S is singular).
-    :raises ValueError: fewer than 2 samples, or all-constant features (the target
-        ``tr S / D`` is 0).
-    """
-    r = residuals.detach().to("cpu", torch.float64)
-    n, d = r.shape
-    if n < 2:
-        raise ValueError(f"a covariance needs at least 2 samples, got {n}")
-    s = r.T @ r / n
-    mu = float(torch.trace(s)) / d
-    if not mu > 0:
-        raise ValueError("the entry's features do not vary within classes (zero covariance); "
-                         "check the encoder and the task's inputs")
-    target = mu * torch.eye(d, dtype=torch.float64)
-    dist = float(((s - target) ** 2).sum())
-    # mean over samples of ||r_i r_i^T - S||_F^2, without forming the [n, D, D] tensor
-    norms = (r**2).sum(1)
-    spread = float((norms**2).sum() / n - (s**2).sum())
-    shrink = 1.0 if dist <= 0 else min(max(spread / n, 0.0), dist) / dist
-    # + a 1e-6 relative floor: positive definite even when S is singular and s == 0
-    return (1.0 - shrink) * s + (shrink + 1e-6) * target
-
-
 def _class_means(z: Tensor, y: Tensor, num_classes: int) -> Tensor:
     """[c, D] means of ``z`` [n, D] per label 0..c-1 of ``y`` [n]."""
     return torch.stack([z[y == j].mean(0) for j in range(num_classes)])
@@ -171,9 +149,7 @@ def fit_gaussian(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes
     y = y.to("cpu")
     means = _class_means(z, y, num_classes)
     if new_entry:
-        cov = ledoit_wolf_covariance(z - means[y])
-        chol = torch.linalg.cholesky(cov)
-        whiten = torch.linalg.solve_triangular(chol, torch.eye(cov.shape[0], dtype=torch.float64), upper=False)
+        whiten = whitening(ledoit_wolf_covariance(z - means[y]))
         rows, cols = torch.tril_indices(*whiten.shape)
         model.set_routing_state(_entry_key(ROUTER_GAUSSIAN, entry), {"whiten_tril": whiten[rows, cols].float()})
     whiten = _whitening(model, entry).to("cpu", torch.float64)
@@ -217,6 +193,12 @@ def routable(model, router: str) -> Tuple[List[int], List[int]]:
         tasks = [t for t in model.task_to_entry if model.is_trained(t) and model.routing_state(_task_key(router, t))
                  and model.routing_state(_entry_key(router, model.entry_of(t)))]
         return tasks, sorted({model.entry_of(t) for t in tasks})
+    if router == ROUTER_LDA:
+        if not model.routing_state(lda_router.E0_KEY):
+            return [], []
+        entries = lda_router.lda_entries(model)
+        tasks = [t for t in model.task_to_entry if model.is_trained(t) and model.entry_of(t) in entries]
+        return tasks, entries
     entries = [e for e in model.entries if model.routing_state(_entry_key(router, e))]
     return [model.entry_creator[e] for e in entries], entries
 
@@ -234,7 +216,8 @@ def fit_expert_gate(model, task: int, entry: int, x: Tensor, new_entry: bool) ->
 
 # ---------------------------------------------------------------------- fit / route
 
-def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes: int, new_entry: bool) -> None:
+def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes: int, new_entry: bool,
+               exemplars_per_class: int = 20, entry_updated: bool = False) -> None:
     """Fit ``router``'s state for a just-trained ``task`` (its entry: ``model.entry_of(task)``).
 
     :param router: a name in :data:`~avalanche_sdr.vocabulary.ROUTERS`.
@@ -243,12 +226,18 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
     :param y: [n] int64 local labels 0..c-1.
     :param num_classes: c.
     :param new_entry: whether the task created its entry (warm start or new).
+    :param exemplars_per_class: ``"lda"`` only: training images stored per (entry,
+        class) at most (``SDRSettings.router_exemplars``).
+    :param entry_updated: ``"lda"`` only: the task trained a reused entry's adapters (the
+        learning reuse), so features read through the entry moved.
     """
     entry = model.entry_of(task)
     if router == ROUTER_GAUSSIAN:
         fit_gaussian(model, task, entry, x, y, num_classes, new_entry)
     elif router == ROUTER_EXPERT_GATE:
         fit_expert_gate(model, task, entry, x, new_entry)
+    elif router == ROUTER_LDA:
+        lda_router.fit_lda(model, task, entry, x, y, num_classes, exemplars_per_class, entry_moved=entry_updated)
     else:
         check_routers((router,))
 
@@ -279,6 +268,8 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
     try:
         features = {e: model.features(x, e) for e in entries}
         e0 = model.features(x, None)
+        if router == ROUTER_LDA:
+            return _lda_prediction(model, x, lda_router.lda_scores(model, e0, features))
         if router == ROUTER_GAUSSIAN:
             choice = _gaussian_scores(model, tasks, features, e0).argmin(dim=1)
         else:
@@ -296,6 +287,15 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
         model.encoder.set_active(None)
         model.train(was_training)
     return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries)
+
+
+def _lda_prediction(model, x: Tensor, scores: Tensor) -> TaskFreePrediction:
+    """The ``"lda"`` router's answer from its unit scores [N, U]: each sample's
+    highest-scoring (entry, class id) unit, reported through the unit's latest task."""
+    units = lda_router.units(model)
+    table = torch.tensor([[lda_router.unit_task(model, e, c), e, c] for e, c in units], dtype=torch.long)
+    chosen = table[scores.argmax(dim=1).cpu()].to(x.device)
+    return TaskFreePrediction(class_ids=chosen[:, 2], tasks=chosen[:, 0], entries=chosen[:, 1])
 
 
 __all__ = ["ROUTERS", "TaskFreePrediction", "check_routers", "fit_router", "ledoit_wolf_covariance", "routable",

@@ -79,6 +79,11 @@ class SDRSettings:
     """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
     entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
     memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
+    router_exemplars: int = 20
+    """Task-free router ``"lda"`` only (``SDRStrategy(routers=("lda",))``): training
+    images stored per (entry, class) at most, uint8 when they lie in [0, 1], counted in
+    memory and checkpointed (:mod:`avalanche_sdr.models.lda_router`; 20 chosen on
+    validation splits over 5, 10 and 20)."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
     eval_mb_size: int = 256
@@ -105,7 +110,8 @@ class SDRSettings:
             raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
         if not isinstance(self.reuse_guard, bool):
             raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
-        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
+        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars",
+                     "router_exemplars"):
             check_int(getattr(self, name), name, minimum=0)
         for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
             value = getattr(self, name)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -76,7 +76,7 @@ from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_GAUSSIAN
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_GAUSSIAN, ROUTER_LDA
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -125,6 +125,11 @@ class SDRPlugin(SupervisedPlugin):
         self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
         self.routers = check_routers(routers)
+        if ROUTER_LDA in self.routers and settings.router_exemplars < 1:
+            raise ValueError(f"router {ROUTER_LDA!r} stores training images per class: router_exemplars must be "
+                             f"at least 1, got {settings.router_exemplars}")
+        self.router_seconds: Dict[str, float] = {router: 0.0 for router in self.routers}
+        """Wall seconds spent fitting each router, summed over the experiences trained."""
         self.records: List[DetectionRecord] = []
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
@@ -377,8 +382,10 @@ class SDRPlugin(SupervisedPlugin):
             self._remember(model, record.entry, record.task, self._task_inputs, labels,
                            self._task_classes, after_training=True)
         for router in self.routers:
+            tick = time.perf_counter()
             fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry or (record.entry_updated and router == ROUTER_GAUSSIAN))
+                       new_entry=self.training_new_entry or (record.entry_updated and router == ROUTER_GAUSSIAN),
+                       exemplars_per_class=settings.router_exemplars, entry_updated=record.entry_updated)
             if record.entry_updated and router == ROUTER_GAUSSIAN:
                 # The other tasks of the entry share its head: their class means, from this
                 # task's data in their own class order, in the entry's new feature space.
@@ -387,6 +394,7 @@ class SDRPlugin(SupervisedPlugin):
                         inverse = torch.argsort(torch.tensor(model.head_permutation(other)))
                         fit_router(router, model, other, self._task_inputs, inverse[labels], self._task_classes,
                                    new_entry=False)
+            self.router_seconds[router] += time.perf_counter() - tick
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
@@ -396,6 +404,8 @@ class SDRPlugin(SupervisedPlugin):
         self._publish(strategy, record, line, heldout_elbo)
 
     def before_eval_exp(self, strategy, **kwargs):
+        if getattr(strategy, "eval_router", None) is not None:
+            return  # task labels ignored: the class-incremental plugin checks the labels
         experience = strategy.experience
         model = strategy.model
         targets = getattr(experience.dataset, "targets", None)

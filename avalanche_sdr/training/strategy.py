@@ -14,6 +14,7 @@ from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import DECISION_RULES, SimilarTaskDetector
 from avalanche_sdr.detection.expert_gate import ExpertGateDetector
 from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings
@@ -238,7 +239,8 @@ class SDRStrategy(SupervisedTemplate):
     - *new*: a new EFT adapter set and head train (``settings.new_task_epochs`` at
       ``settings.new_task_lr`` with step decay), then a new generator G.
 
-    Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)).
+    Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)); with
+    ``eval_router`` it is class-incremental instead (no task labels, see below).
 
     The decision of every experience is in :attr:`detection_records`
     (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON) and
@@ -264,11 +266,23 @@ class SDRStrategy(SupervisedTemplate):
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
         from the identity (off: the paper's method).
     :param routers: task-free routers to fit after every task (names in
-        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"gaussian"``, SDR's router, and
-        ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
+        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda"``, SDR's recommended router,
+        ``"gaussian"``, its first, and ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
         class ids without task labels and
         :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` can score them. Their state
         counts in the repository's memory. Default ``()``: task-aware only, as the paper.
+    :param eval_router: ``None`` (default): evaluation is task-aware. A name in
+        ``routers``: evaluation ignores the experiences' task labels and predicts with
+        ``model.predict(x, eval_router)``; ``mb_output`` is then a float [N, K] tensor
+        over the original class ids whose argmax is that prediction (the routed
+        head's logits at its class-id columns, the lowest finite value elsewhere), so
+        that Avalanche's own metrics (``accuracy_metrics``,
+        ``class_accuracy_metrics``, ``confusion_matrix_metrics``) and loggers score
+        task-free predictions on a class-incremental test stream
+        (:func:`~avalanche_sdr.benchmarks.class_incremental_stream`). Labels must be
+        original class ids. Training is unchanged. Rules (no task finished yet, local
+        labels, a repository without the router's state, the loss):
+        :mod:`avalanche_sdr.evaluation.class_incremental`.
     :param checkpoint_dir: directory to save a checkpoint to after every finished
         training experience (:class:`~avalanche_sdr.training.checkpoint.SDRCheckpointPlugin`,
         run after every other plugin); :meth:`restore_checkpoint` resumes from it.
@@ -288,6 +302,7 @@ class SDRStrategy(SupervisedTemplate):
           the refused ones are in :data:`REFUSED_PLUGINS`.
     :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself.
     :raises ValueError: a rule that needs generators on a repository without them;
+        an ``eval_router`` that is not one of ``routers``;
         a detector option together with ``detector``; a plugin SDR cannot honour
         (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set ``new_task_lr``,
         ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
@@ -304,6 +319,7 @@ class SDRStrategy(SupervisedTemplate):
         n_warm_start: int = 3,
         forward_transfer: bool = False,
         routers: Sequence[str] = (),
+        eval_router: Optional[str] = None,
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
         **kwargs,
     ):
@@ -334,12 +350,15 @@ class SDRStrategy(SupervisedTemplate):
             )
         self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
                              forward_transfer=forward_transfer, routers=routers)
+        self.eval_router = check_eval_router(eval_router, self.sdr.routers)
+        self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
+            None if eval_router is None else ClassIncrementalEvalPlugin(eval_router))
         # Replaced per experience by make_optimizer; Avalanche needs one to start.
         initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
         kwargs.setdefault("evaluator", default_evaluator)
         user_plugins = list(kwargs.pop("plugins", None) or [])
         check_plugins(user_plugins)
-        plugins = [self.sdr] + user_plugins
+        plugins = [self.sdr] + ([] if self.class_incremental is None else [self.class_incremental]) + user_plugins
         super().__init__(
             model=model,
             optimizer=initial_optimizer,
@@ -404,6 +423,14 @@ class SDRStrategy(SupervisedTemplate):
         if self.checkpoint is None:
             raise RuntimeError("restore_checkpoint needs SDRStrategy(checkpoint_dir=...)")
         return self.checkpoint.restore(self)
+
+    def forward(self):
+        """The task-aware output; during an evaluation with ``eval_router``, the routed
+        scores over the original class ids (:meth:`ClassIncrementalEvalPlugin.scores
+        <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`)."""
+        if self.class_incremental is not None and not self.is_training:
+            return self.class_incremental.scores(self)
+        return super().forward()
 
     def check_model_and_optimizer(self, **kwargs):
         """Adapt the model (adds the task head), then build the optimizer."""

@@ -158,6 +158,7 @@ def test_tutorial_code_blocks_run(tmp_path):
         assert (work / "figures" / name).is_file(), name
     assert (work / "my_heatmap.png").is_file() and (work / "first_scored_task.png").is_file()
     assert (work / "own_logs" / "training_log.txt").is_file()
+    assert "Top1_Acc_Stream/eval_phase/test_stream/Task000" in (work / "task_free_log.txt").read_text()
 
 
 def test_shown_quickstart_output_matches_what_the_example_prints():

@@ -34,7 +34,8 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
     _, runs = harness
     assert set(runs) == set(TASK_FREE) | {"finetune", "ci_replay_mem_sdr_task_free"}
     assert set(runs["finetune"]) == RUN_KEYS
-    assert set(runs["sdr_task_free"]) == RUN_KEYS | {"sdr_results", "task_free", "router_memory_mb"}
+    assert set(runs["sdr_task_free"]) == RUN_KEYS | {"sdr_results", "task_free", "router_memory_mb",
+                                                     "router_fit_seconds"}
     for name in ("ci_replay", "ci_ewc", "joint", "ci_replay_mem_sdr_task_free"):
         assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
     for run in runs.values():
@@ -50,7 +51,7 @@ def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     _, runs = harness
     sdr = runs["sdr_task_free"]
     scores = sdr["task_free"]
-    assert set(scores) == {"gaussian", "expert_gate", "oracle"}
+    assert set(scores) == {"gaussian", "expert_gate", "lda", "oracle"}
     for name, score in scores.items():
         assert 0.0 <= score["task_free"] <= 1.0 and 0.0 <= score["routing"] <= 1.0, name
     # The oracle is the task-aware prediction: the harness's usual accuracy.
@@ -58,7 +59,9 @@ def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     assert scores["oracle"]["routing"] == 1.0
     assert scores["gaussian"]["routing"] > 0.8  # 5 groups: chance 0.2
     routers = sdr["router_memory_mb"]
-    assert set(routers) == {"gaussian", "expert_gate"} and all(mb > 0 for mb in routers.values())
+    assert set(routers) == {"gaussian", "expert_gate", "lda"} and all(mb > 0 for mb in routers.values())
+    fits = sdr["router_fit_seconds"]
+    assert set(fits) == set(routers) and all(0 < s < sdr["wall_seconds"] for s in fits.values())
     assert sum(routers.values()) < sdr["memory_mb"]
     assert sdr["detection"]["unique_tasks"] > 0  # an SDR row as usual
 
@@ -83,13 +86,13 @@ def test_class_incremental_rows_score_original_class_ids(harness):
                                 device="cpu")
 
 
-def test_equal_memory_er_is_sized_to_sdr_with_its_gaussian_router(harness):
+def test_equal_memory_er_is_sized_to_sdr_with_its_lda_router(harness):
     out, runs = harness
     assert equal_memory_rows("sdr_task_free", ["ours", "paper"]) == [Row("ci_replay", "mem_sdr_task_free")]
     sdr = runs["sdr_task_free"]
     (record,) = json.loads((out / "equal_memory.json").read_text())
     assert record["run_id"] == runs["ci_replay_mem_sdr_task_free"]["run_id"]
-    target_mb = sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"]
+    target_mb = sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"] - sdr["router_memory_mb"]["gaussian"]
     assert record["target_mb"] == pytest.approx(target_mb, abs=1e-6)
     assert record["measured_mb"] == pytest.approx(record["predicted_mb"])  # the prediction is exact
     # The digits stream holds too few images to fill SDR's memory (smoke): capped, recorded so.
@@ -99,11 +102,12 @@ def test_equal_memory_er_is_sized_to_sdr_with_its_gaussian_router(harness):
 
 
 def test_equal_memory_er_meets_a_feasible_target_within_5_percent(harness, tmp_path):
-    """A reference within the digits stream's reach: 0.9 MB, of which Expert Gate's
-    0.4 MB are left out; the sized ci_replay run, executed, measures within 5 % of 0.5 MB."""
+    """A reference within the digits stream's reach: 0.9 MB, of which the Gaussian router's
+    0.3 MB and Expert Gate's 0.1 MB are left out; the sized ci_replay run, executed,
+    measures within 5 % of 0.5 MB."""
     out, _ = harness
     shutil.copytree(out / "backbones", tmp_path / "backbones")
-    reference = {"memory_mb": 0.9, "router_memory_mb": {"gaussian": 0.3, "expert_gate": 0.4}}
+    reference = {"memory_mb": 0.9, "router_memory_mb": {"gaussian": 0.3, "expert_gate": 0.1, "lda": 0.2}}
     cli.write_json(tmp_path / "runs" / f"{table2.run_id('digits', 'smoke', 'sdr_task_free', 0)}.json", reference)
     args = table2.parse_args(["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--methods", "sdr_task_free",
                               "--equal-memory", "sdr_task_free", "--out", str(tmp_path)])
@@ -120,7 +124,7 @@ def test_report_writes_a_table_with_every_row(harness, tmp_path):
     report = task_free.main(task_free.parse_args(["--runs", str(out), "--out", str(path)]))
     assert path.read_text() == report
     assert "## MixedDigits (10 tasks), preset `smoke`" in report
-    for label in ("SDR + Gaussian router", "SDR + Expert Gate routing",
+    for label in ("SDR + LDA router (recommended)", "SDR + Gaussian router", "SDR + Expert Gate routing",
                   "SDR, oracle task label (task-aware reference)", "ER class-incremental",
                   "ER class-incremental [equal memory]", "Online EWC class-incremental", "Joint training"):
         assert f"| {label} |" in report
@@ -128,7 +132,9 @@ def test_report_writes_a_table_with_every_row(harness, tmp_path):
     rows = {r["label"]: r for r in task_free.task_free_rows([r for r in runs.values() if r["method"] in TASK_FREE])}
     sdr = runs["sdr_task_free"]
     assert rows["SDR + Gaussian router"]["memory_mb"] == [pytest.approx(
-        sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"])]
+        sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"] - sdr["router_memory_mb"]["lda"])]
+    assert rows["SDR + LDA router (recommended)"]["fit_share"] == [pytest.approx(
+        100 * sdr["router_fit_seconds"]["lda"] / sdr["wall_seconds"])]
     assert rows["SDR, oracle task label (task-aware reference)"]["memory_mb"] == [pytest.approx(
         sdr["memory_mb"] - sum(sdr["router_memory_mb"].values()))]
     assert rows["Joint training"]["task_aware"] is None and rows["Joint training"]["routing"] is None
@@ -141,15 +147,16 @@ def _fake_run(method, variant, task_free_acc, memory_mb, seed=0):
            "average_accuracy": task_free_acc, "memory_mb": memory_mb}
     if METHODS[method].is_sdr:
         score = {"task_free": task_free_acc, "routing": 0.9}
-        run.update(task_free={"gaussian": score, "expert_gate": score, "oracle": score},
-                   router_memory_mb={"gaussian": 0.1, "expert_gate": 0.1})
+        run.update(task_free={"gaussian": score, "expert_gate": score, "lda": score, "oracle": score},
+                   router_memory_mb={"gaussian": 0.05, "expert_gate": 0.05, "lda": 0.1},
+                   router_fit_seconds={"gaussian": 1.0, "expert_gate": 1.0, "lda": 1.0}, wall_seconds=100.0)
     else:
         run["task_free"] = {"self": {"task_free": task_free_acc, "routing": None}}
     return run
 
 
 def test_sentence_compares_sdr_with_baselines_of_at_least_its_memory():
-    # SDR + Gaussian router: 0.80 at 1.0 MB (1.1 MB less Expert Gate's 0.1 MB).
+    # SDR + LDA router: 0.80 at 1.0 MB (1.1 MB less the other routers' 0.1 MB).
     runs = [_fake_run("sdr_task_free", "", 0.80, 1.1), _fake_run("joint", "", 0.85, 0.3),
             _fake_run("ci_replay", "mem_sdr_task_free", 0.70, 0.98),  # within 5 % below SDR's memory
             _fake_run("ci_ewc", "", 0.90, 0.5)]  # better, but smaller: not compared

@@ -8,6 +8,8 @@ entry whose head cannot classify the repeat, a task label trained again continue
 entry, and a checkpointed run resumes bit-identically.
 """
 import copy
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -189,7 +191,12 @@ def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, t
 def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream):
     """With the two-sample rule's class matching, a stream whose repeats list their classes
     in another order is decided and learned as the same stream unshuffled."""
-    from conftest import GROUPS, _prototype_dataset
+    # this folder's conftest by its path: "import conftest" finds whichever conftest
+    # module another test folder loaded first
+    spec = importlib.util.spec_from_file_location("training_conftest", Path(__file__).with_name("conftest.py"))
+    training_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(training_conftest)
+    GROUPS, _prototype_dataset = training_conftest.GROUPS, training_conftest._prototype_dataset
 
     from avalanche_sdr.benchmarks import mixed_similarity_benchmark
     from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings

@@ -12,7 +12,9 @@ from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.evaluation import TaskFreeMetrics, repository_memory_bytes
 from avalanche_sdr.models import ROUTERS, small_cnn_backbone
-from avalanche_sdr.models.routing import ledoit_wolf_covariance
+from avalanche_sdr.models import lda_router
+from avalanche_sdr.models.covariance import ledoit_wolf_from_moments
+from avalanche_sdr.models.routing import ledoit_wolf_covariance, router_states
 from avalanche_sdr.training import SDRSettings, load_repository
 
 SETTINGS = SDRSettings(new_task_epochs=2, reuse_epochs=1, train_mb_size=32, eval_mb_size=256)
@@ -91,10 +93,47 @@ def test_predict_answers_original_class_ids_of_the_routed_task(run):
 
 def test_gaussian_router_routes_most_digits_to_their_group(run):
     result = run["metric"].result()
-    assert set(result) == {"gaussian", "expert_gate", "oracle"}
+    assert set(result) == {"gaussian", "expert_gate", "lda", "oracle"}
     assert result["gaussian"]["routing"] > 0.8  # 5 groups: chance 0.2
     assert result["gaussian"]["task_free"] > 0.5  # 10 classes: chance 0.1 (2 epochs per task)
     assert result["oracle"]["routing"] == 1.0
+
+
+def test_lda_router_routes_most_digits_to_their_group(run):
+    result = run["metric"].result()["lda"]
+    assert result["routing"] > 0.8  # 5 groups: chance 0.2
+    assert result["task_free"] > 0.5  # 10 classes: chance 0.1
+
+
+def test_lda_router_stores_at_most_router_exemplars_uint8_images_per_unit(run):
+    model = run["strategy"].model
+    units = lda_router.units(model)
+    assert len(units) >= 10  # every class id of the stream, once per entry that learned it
+    for entry in lda_router.lda_entries(model):
+        state = model.routing_state(lda_router.entry_key(entry))
+        assert state["images"].dtype == torch.uint8
+        for c in state["class_ids"].tolist():
+            assert 1 <= int((state["labels"] == c).sum()) <= SETTINGS.router_exemplars
+    stored = sum(t.numel() * t.element_size() for s in router_states(model, "lda") for t in s.buffers())
+    images = sum(model.routing_state(lda_router.entry_key(e))["images"].numel() for e in lda_router.lda_entries(model))
+    assert stored > images  # the images and the E0 statistics are counted
+
+
+def test_ledoit_wolf_from_moments_equals_the_estimate_from_residuals():
+    g = torch.Generator().manual_seed(3)
+    r = torch.randn(40, 6, generator=g, dtype=torch.float64) * torch.arange(1, 7)
+    r = r - r.mean(0)
+    direct = ledoit_wolf_covariance(r)
+    halves = [r[:25], r[25:]]
+    scatter = sum(h.T @ h for h in halves)
+    norm4 = sum(float(((h**2).sum(1) ** 2).sum()) for h in halves)
+    assert torch.allclose(ledoit_wolf_from_moments(scatter, 40, norm4), direct)
+
+
+def test_lda_router_without_stored_images_is_refused_before_training():
+    with pytest.raises(ValueError, match="router_exemplars"):
+        SDRStrategy(model=_model(), settings=SETTINGS.replace(router_exemplars=0), decision="two_sample",
+                    routers=("lda",))
 
 
 def test_oracle_equals_avalanches_task_aware_accuracy(run):
@@ -184,7 +223,7 @@ def test_periodic_evaluation_routes_only_to_finished_tasks():
     experiences = list(benchmark.train_stream)[:2]
     strategy.train(experiences[0], eval_streams=[benchmark.test_stream[:1]])
     strategy.train(experiences[1], eval_streams=[benchmark.test_stream[:2]])
-    assert set(metric.result()) == {"gaussian", "expert_gate", "oracle"}
+    assert set(metric.result()) == set(ROUTERS) | {"oracle"}
 
 
 def test_the_metric_refuses_a_model_without_routers():
@@ -196,3 +235,22 @@ def test_the_metric_refuses_a_model_without_routers():
                      evaluator=EvaluationPlugin(TaskFreeMetrics(), loggers=[]))
     with pytest.raises(TypeError, match="already task-free"):
         strategy.eval(benchmark.test_stream[:1])
+
+
+def test_lda_router_kept_features_follow_a_learning_reuse_update():
+    """With reuse="accumulate" an update moves an entry's features: what the router keeps
+    of the stored images' features must be what a fresh computation gives."""
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), decision="two_sample",
+                           routers=("lda",), evaluator=EvaluationPlugin(loggers=[]))
+    for experience in list(benchmark.train_stream)[:6]:
+        strategy.train(experience, eval_streams=[])
+    assert any(r.entry_updated for r in strategy.detection_records)
+    model = strategy.model
+    x, _ = _test_batch(benchmark, 5)
+    kept = model.predict(x, "lda")
+    fitted = lda_router._fitted(model)
+    model._lda_features, model._lda_cache = {}, None
+    fresh = lda_router._fitted(model)
+    assert torch.allclose(fitted["means"], fresh["means"], atol=1e-4)
+    assert torch.equal(model.predict(x, "lda").class_ids, kept.class_ids)

@@ -1,0 +1,173 @@
+"""Which part of the ``"lda"`` task-free router gives how much: an ablation on VALIDATION splits.
+
+For each stream and seed: SDR (two-sample rule, no generators, head-only reuse, the
+harness's CPU preset and E0) trains on the stream with original class ids, fitted with
+the ``"gaussian"`` router after every task; then, on the stream's **validation** split
+(never its test split), the share of samples given their true class id without task
+labels by
+
+- ``gaussian``: the earlier router (:mod:`avalanche_sdr.models.routing`);
+- ``E0 LDA``: the ``"lda"`` router's E0 term alone (class means and covariance from all
+  training data, in E0's features);
+- ``concatenated LDA``: its second term alone (stored images' features through E0 and
+  every entry, square-rooted);
+- ``lda``: both (the router as shipped); ``lda, E0 at half weight``: both, the E0 term
+  weighted 0.5;
+
+each ``lda`` variant with 5, 10 and 20 stored images per (entry, class). With head-only
+reuse an entry never changes after its creating task, so fitting the ``"lda"`` router
+after the stream, task by task in stream order, stores exactly what fitting it during
+training would.
+
+    python -m benchmarks.router_ablation --stream digits fashion10 --seeds 0 --out results/router_ablation.md
+    python -m benchmarks.router_ablation --stream emnist100 --seeds 0 --data-root EMNIST_ROOT \\
+        --backbone-weights resnet20-12fca82f.th --out results/router_ablation_emnist.md
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from avalanche_sdr import cli
+from benchmarks.catalogue import STREAMS as STREAM_NAMES
+
+if __name__ in ("__main__", "__mp_main__"):
+    cli.install_warning_filters()  # before Avalanche is imported
+
+PER_CLASS = (5, 10, 20)
+"""Stored images per (entry, class) the ``"lda"`` variants are fitted with."""
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.router_ablation", description=cli.description(__doc__))
+    parser.add_argument("--stream", nargs="+", required=True, choices=sorted(STREAM_NAMES), metavar="STREAM",
+                        help=f"harness streams ({', '.join(sorted(STREAM_NAMES))})")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="seeds (default: 0)")
+    parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
+                        help="dataset folder of the streams that need one (emnist100, cifar10; as "
+                        "benchmarks.table2's)")
+    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
+                        help="E0 checkpoint of the cifar_resnet20 streams (emnist100)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
+    parser.add_argument("--out", required=True, type=cli.output_file, metavar="FILE.md", help="Markdown table")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    _ARGS = parse_args(sys.argv[1:])  # --help and usage errors end here, before torch is imported
+
+import torch  # noqa: E402
+
+from avalanche_sdr.dataset_tensors import experience_tensors  # noqa: E402
+from avalanche_sdr.models import lda_router  # noqa: E402
+from avalanche_sdr.models.routing import fit_router  # noqa: E402
+from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA  # noqa: E402
+
+
+def trained_model(stream: str, seed: int, data_root, weights, work: Path):
+    """SDR trained on ``stream`` (original class ids) with every router, and the benchmark."""
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from benchmarks import table2
+    from benchmarks.methods import METHODS, PRESETS, STREAMS
+
+    backbone_path = table2.prepare_backbone(stream, "cpu", seed, work, data_root=data_root, weights=weights)
+    spec = table2.RunSpec(stream=stream, preset="cpu", method="sdr_task_free", seed=seed,
+                          backbone_path=backbone_path, data_root=data_root)
+    cli.seed_everything(seed)
+    benchmark = STREAMS[stream].build(seed, PRESETS["cpu"].capped, data_root, original_class_ids=True)
+    backbone = table2._load_backbone(spec)
+    strategy = METHODS["sdr_task_free"].build(  # sdr_two_sample_nogen fitted with every router
+        backbone, benchmark, STREAMS[stream], PRESETS["cpu"], device="cpu",
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+    for experience in benchmark.train_stream:
+        strategy.train(experience, eval_streams=[])
+    return strategy.model, benchmark
+
+
+def refit_lda(model, benchmark, per_class: int) -> None:
+    """The ``"lda"`` router's state, fitted task by task in stream order with ``per_class`` images."""
+    for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
+        del model.routing_states[key]
+    for task, experience in enumerate(benchmark.train_stream):
+        x, y, _ = experience_tensors(experience)
+        ids = model.class_ids(task)
+        local = torch.tensor([ids.index(int(v)) for v in y.tolist()])
+        fit_router(ROUTER_LDA, model, task, x, local, len(ids), new_entry=False,
+                   exemplars_per_class=per_class)
+
+
+@torch.no_grad()
+def ablation(model, benchmark) -> Dict[str, float]:
+    """Validation task-free accuracy (%) of every variant (module doc), and where the
+    shipped router (20 per class) routes to another group than the sample's:
+    ``{"misrouted", "n", "top": [((true group, routed group), count), ...]}`` (the five
+    most frequent pairs)."""
+    x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
+    x, y = torch.cat(x), torch.cat(y)
+    model.eval()
+    e0 = model.batched_features(x, None)
+    features = {e: model.batched_features(x, e) for e in model.entries}
+    groups = torch.cat([torch.full((len(e.dataset),), g) for e, g in zip(benchmark.valid_stream,
+                                                                          benchmark.stream_groups)])
+    result = {"gaussian": 100 * float((model.predict(x, ROUTER_GAUSSIAN).class_ids == y).double().mean())}
+    for per_class in PER_CLASS:
+        refit_lda(model, benchmark, per_class)
+        classes = torch.tensor([c for _, c in lda_router.units(model)])
+        logp0, logp = lda_router.lda_log_posteriors(model, e0, features)
+        for name, score in (("E0 LDA", logp0), ("concatenated LDA", logp), ("lda", logp0 + logp),
+                            ("lda, E0 at half weight", 0.5 * logp0 + logp)):
+            key = name if name == "E0 LDA" else f"{name}, {per_class} per class"
+            result[key] = 100 * float((classes[score.argmax(1)] == y).double().mean())
+    # where the shipped router (the last refit: 20 per class) errs: routed to another group
+    routed = model.predict(x, ROUTER_LDA).entries
+    routed_group = torch.tensor([benchmark.stream_groups[model.entry_creator[int(e)]] for e in routed])
+    pairs: Dict[tuple, int] = {}
+    for true, got in zip(groups.tolist(), routed_group.tolist()):
+        if true != got:
+            pairs[(true, got)] = pairs.get((true, got), 0) + 1
+    return result, {"misrouted": int(sum(pairs.values())), "n": len(y),
+                    "top": sorted(pairs.items(), key=lambda kv: -kv[1])[:5]}
+
+
+def main(args) -> str:
+    torch.set_num_threads(args.threads)
+    work = Path(args.out).parent / "router_ablation_work"
+    rows: List[Dict[str, float]] = []
+    labels: List[str] = []
+    notes: List[str] = []
+    for stream in args.stream:
+        for seed in args.seeds:
+            tick = time.perf_counter()
+            root = args.data_root if STREAM_NAMES[stream].needs_data_root else None  # fashion: its default folder
+            model, benchmark = trained_model(stream, seed, root, args.backbone_weights, work / stream)
+            result, errors = ablation(model, benchmark)
+            rows.append(result)
+            labels.append(f"{stream} seed {seed} ({errors['n']} validation images)")
+            names = [", ".join(map(str, group)) for group in getattr(benchmark, "class_names", benchmark.groups)]
+            notes.append(f"- {labels[-1]}: lda (20 per class) sends {errors['misrouted']} of {errors['n']} validation "
+                         "images to another group; most often (true group -> routed group: images): " + "; ".join(
+                             f"[{names[a]}] -> [{names[b]}]: {k}" for (a, b), k in errors["top"]))
+            print(f"{labels[-1]}: {rows[-1]} ({time.perf_counter() - tick:.0f} s)", flush=True)
+    report = format_table(labels, rows, torch.get_num_threads()) + "\n" + "\n".join(notes) + "\n"
+    Path(args.out).write_text(report)
+    print(report)
+    return report
+
+
+def format_table(labels: Sequence[str], rows: Sequence[Dict[str, float]], threads: int) -> str:
+    """A Markdown table: one row per variant, one column per stream and seed."""
+    lines = ["Task-free accuracy (%) on the VALIDATION split (SDR two-sample, head-only reuse, CPU preset; "
+             f"torch threads {threads}).\n", "| Router variant | " + " | ".join(labels) + " |",
+             "|---" * (len(labels) + 1) + "|"]
+    for variant in rows[0]:
+        lines.append(f"| {variant} | " + " | ".join(f"{row[variant]:.2f}" for row in rows) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main(_ARGS)
