@@ -68,7 +68,7 @@ from torch import Tensor
 from avalanche.core import SupervisedPlugin
 
 from avalanche_sdr.evaluation.task_free import check_original_class_ids, experience_group
-from avalanche_sdr.models.routing import check_routers, routable
+from avalanche_sdr.models.routing import check_routers, routable, route_with_features
 
 
 class NoRoutableTaskWarning(UserWarning):
@@ -111,25 +111,20 @@ def routed_scores(model, x: Tensor, router: str, num_classes: int) -> Tensor:
     :raises RuntimeError: the repository was not fitted with ``router`` (from
         :func:`~avalanche_sdr.models.routing.route`).
     """
-    prediction = model.predict(x, router)
+    prediction, features = route_with_features(model, x, router)  # features: in eval mode, on the whole batch
     scores = torch.full((x.shape[0], num_classes), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device)
     was_training = model.training
     model.eval()
     try:
-        features: Dict[int, Tensor] = {}
         for task in torch.unique(prediction.tasks).tolist():
-            entry = model.entry_of(task)
-            if entry not in features:  # on the whole mini-batch, as the router reads it
-                features[entry] = model.features(x, entry)
             mask = prediction.tasks == task
-            logits = model.head_logits(task, features[entry][mask])
+            logits = model.head_logits(task, features[model.entry_of(task)][mask])
             scores[mask, : logits.shape[1]] = logits
         # A router that chooses the class itself ("lda") may answer another of the task's
         # classes than its head would: that class's column is raised just above the row.
         rows = torch.nonzero(scores.argmax(dim=1) != prediction.class_ids).flatten()
         scores[rows, prediction.class_ids[rows]] = scores[rows].max(dim=1).values + 1.0
     finally:
-        model.encoder.set_active(None)
         model.train(was_training)
     return scores
 

@@ -66,6 +66,7 @@ from torch import Tensor
 
 from avalanche_sdr._draws import subsample, task_generator
 from avalanche_sdr.models.covariance import ledoit_wolf_covariance, ledoit_wolf_from_moments, whitening
+from avalanche_sdr.models.repository import float_images, stored_images
 from avalanche_sdr.vocabulary import ROUTER_LDA
 
 E0_KEY = f"{ROUTER_LDA}_base"
@@ -137,7 +138,7 @@ def fit_lda(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int
         room = per_class - int((labels == cid).sum())
         if room > 0:
             chosen = members[subsample(len(members), room, g)]
-            new_images.append(_stored(x[chosen].cpu()))
+            new_images.append(stored_images(x[chosen].cpu()))
             new_labels.append(torch.full((len(chosen),), cid, dtype=torch.long))
     model.set_routing_state(entry_key(entry), {
         "class_ids": ids, "sums": sums, "counts": counts,
@@ -145,27 +146,12 @@ def fit_lda(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int
     _fitted(model)  # the derived state now, so that its cost counts as fitting, not prediction
 
 
-def _stored(images: Tensor) -> Tensor:
-    """uint8 ``round(x * 255)`` when every value lies in [0, 1], else float32."""
-    if images.is_floating_point() and images.numel() and float(images.min()) >= 0 and float(images.max()) <= 1:
-        return (images * 255.0).round().to(torch.uint8)
-    return images.float()
-
-
-def _as_float(images: Tensor) -> Tensor:
-    return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
-
-
 def _joined(parts: List[Tensor]) -> Tensor:
     """The stored images and the new ones: uint8 if all are, else all float32 (uint8 ones
-    divided by 255, as :func:`_stored` quantised them)."""
+    divided by 255, as :func:`~avalanche_sdr.models.repository.stored_images` quantised them)."""
     if all(p.dtype == torch.uint8 for p in parts):
         return torch.cat(parts)
-    return torch.cat([_as_float(p) for p in parts])
-
-
-def _images(state: Dict[str, Tensor]) -> Tensor:
-    return _as_float(state["images"])
+    return torch.cat([float_images(p) for p in parts])
 
 
 def lda_entries(model) -> List[int]:
@@ -229,7 +215,7 @@ def _concatenated(model, entries: List[int], states: List[Dict[str, Tensor]]) ->
                                                          for p in model.encoder.entry_parameters(space)))
                for space in spaces}
     for owner, state in zip(entries, states):
-        images = _images(state).cpu()
+        images = float_images(state["images"]).cpu()
         columns = []
         for space in spaces:
             known, mark = cache.get((owner, space), (None, None))
@@ -290,4 +276,17 @@ def unit_task(model, entry: int, class_id: int) -> int:
     return max(tasks)
 
 
-__all__ = ["E0_KEY", "entry_key", "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "unit_task", "units"]
+def unit_table(model) -> Tensor:
+    """[U, 3] int64 (task, entry, class id) of every unit (:func:`units`, :func:`unit_task`),
+    kept on the model until the router is fitted again or another task gets a head, so
+    that a prediction does not search the tasks for every unit of every mini-batch."""
+    key = (_fitted(model)["version"], tuple(model.trained_tasks))
+    kept = model.__dict__.get("_lda_unit_table")
+    if kept is None or kept[0] != key:
+        table = torch.tensor([[unit_task(model, e, c), e, c] for e, c in units(model)], dtype=torch.long)
+        kept = model.__dict__["_lda_unit_table"] = (key, table)
+    return kept[1]
+
+
+__all__ = ["E0_KEY", "entry_key", "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "unit_table",
+           "unit_task", "units"]

@@ -45,6 +45,22 @@ from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 
 
+def stored_images(images: Tensor) -> Tensor:
+    """Images as the repository stores them: uint8 ``round(x * 255)`` when every value
+    lies in [0, 1] (4x smaller), else float32 (uint8 input is kept as it is).
+
+    :param images: [n, C, H, W] float or uint8 images.
+    """
+    if images.is_floating_point() and images.numel() and float(images.min()) >= 0.0 and float(images.max()) <= 1.0:
+        return (images * 255.0).round().to(torch.uint8)
+    return images if images.dtype == torch.uint8 else images.float()
+
+
+def float_images(images: Tensor) -> Tensor:
+    """Stored images (:func:`stored_images`) back as float32: uint8 ones divided by 255."""
+    return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+
+
 class TensorSet(nn.Module):
     """A named set of buffers (no parameters): one entry's detection state, or a router's.
 
@@ -425,9 +441,8 @@ class SDRModel(MultiTaskModule):
         if images.dim() != 4 or labels.shape != (images.shape[0],):
             raise ValueError(f"images must be [n, C, H, W] with labels [n], got {tuple(images.shape)} and "
                              f"{tuple(labels.shape)}")
-        if quantize and images.is_floating_point() and images.numel() and float(images.min()) >= 0.0 \
-                and float(images.max()) <= 1.0:
-            images = (images * 255.0).round().to(torch.uint8)
+        if quantize:
+            images = stored_images(images)
         elif images.dtype != torch.uint8:
             images = images.float()
         device = next(self.encoder.parameters()).device
@@ -442,8 +457,7 @@ class SDRModel(MultiTaskModule):
             c, h, w = self.input_shape
             return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
         state = self.entry_exemplars[key]
-        images = state.images.float() / 255.0 if state.images.dtype == torch.uint8 else state.images.float()
-        return images, state.labels
+        return float_images(state.images), state.labels
 
     @staticmethod
     def _head_outputs(head: nn.Module) -> int:

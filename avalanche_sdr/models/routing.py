@@ -228,12 +228,14 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
     :param new_entry: whether the task created its entry (warm start or new).
     :param exemplars_per_class: ``"lda"`` only: training images stored per (entry,
         class) at most (``SDRSettings.router_exemplars``).
-    :param entry_updated: ``"lda"`` only: the task trained a reused entry's adapters (the
-        learning reuse), so features read through the entry moved.
+    :param entry_updated: the task trained a reused entry's adapters (the learning
+        reuse), so features read through the entry moved: ``"gaussian"`` refits the
+        entry's covariance as for a new entry, ``"lda"`` recomputes the stored images'
+        features through it.
     """
     entry = model.entry_of(task)
-    if router == ROUTER_GAUSSIAN:
-        fit_gaussian(model, task, entry, x, y, num_classes, new_entry)
+    if router == ROUTER_GAUSSIAN:  # an updated entry's features moved: its covariance is refitted too
+        fit_gaussian(model, task, entry, x, y, num_classes, new_entry or entry_updated)
     elif router == ROUTER_EXPERT_GATE:
         fit_expert_gate(model, task, entry, x, new_entry)
     elif router == ROUTER_LDA:
@@ -253,6 +255,15 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
     :raises RuntimeError: the repository was not fitted with ``router``, or holds no task.
     :raises ValueError: ``x`` is not [N, C, H, W] or contains NaN or Inf.
     """
+    return route_with_features(model, x, router)[0]
+
+
+@torch.no_grad()
+def route_with_features(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> Tuple[TaskFreePrediction, Dict[int, Tensor]]:
+    """:func:`route`, and the features it computed: entry -> [N, D] ``E_entry(x)`` for
+    every entry the router reads (those of the routed tasks among them), so that a
+    caller needing the routed heads' logits (:func:`~avalanche_sdr.evaluation.class_incremental.routed_scores`)
+    does not compute them again. Same arguments and errors as :func:`route`."""
     check_routers((router,))
     if x.dim() != 4:
         raise ValueError(f"x must be a [N, C, H, W] batch of images, got shape {tuple(x.shape)}")
@@ -269,7 +280,7 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
         features = {e: model.features(x, e) for e in entries}
         e0 = model.features(x, None)
         if router == ROUTER_LDA:
-            return _lda_prediction(model, x, lda_router.lda_scores(model, e0, features))
+            return _lda_prediction(model, x, lda_router.lda_scores(model, e0, features)), features
         if router == ROUTER_GAUSSIAN:
             choice = _gaussian_scores(model, tasks, features, e0).argmin(dim=1)
         else:
@@ -286,17 +297,15 @@ def route(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> TaskFreePrediction
     finally:
         model.encoder.set_active(None)
         model.train(was_training)
-    return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries)
+    return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries), features
 
 
 def _lda_prediction(model, x: Tensor, scores: Tensor) -> TaskFreePrediction:
     """The ``"lda"`` router's answer from its unit scores [N, U]: each sample's
     highest-scoring (entry, class id) unit, reported through the unit's latest task."""
-    units = lda_router.units(model)
-    table = torch.tensor([[lda_router.unit_task(model, e, c), e, c] for e, c in units], dtype=torch.long)
-    chosen = table[scores.argmax(dim=1).cpu()].to(x.device)
+    chosen = lda_router.unit_table(model)[scores.argmax(dim=1).cpu()].to(x.device)
     return TaskFreePrediction(class_ids=chosen[:, 2], tasks=chosen[:, 0], entries=chosen[:, 1])
 
 
 __all__ = ["ROUTERS", "TaskFreePrediction", "check_routers", "fit_router", "ledoit_wolf_covariance", "routable",
-           "route", "router_states"]
+           "route", "route_with_features", "router_states"]

@@ -384,8 +384,8 @@ class SDRPlugin(SupervisedPlugin):
         for router in self.routers:
             tick = time.perf_counter()
             fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry or (record.entry_updated and router == ROUTER_GAUSSIAN),
-                       exemplars_per_class=settings.router_exemplars, entry_updated=record.entry_updated)
+                       new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
+                       entry_updated=record.entry_updated)
             if record.entry_updated and router == ROUTER_GAUSSIAN:
                 # The other tasks of the entry share its head: their class means, from this
                 # task's data in their own class order, in the entry's new feature space.
