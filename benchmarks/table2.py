@@ -442,8 +442,13 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
         benchmark = STREAMS[stream].build(seed, PRESETS[preset].capped, data_root)
         warm = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
         backbone = _make_backbone(stream)
-        pretrain_backbone(backbone, warm, epochs=PRESETS[preset].pretrain_epochs, lr=2e-3,
-                          batch_size=32, device=device, verbose=False)
+        epochs = PRESETS[preset].pretrain_epochs
+        # Minutes on a loaded CPU, before any run reports: say what is happening.
+        print(f"E0 for {stream} seed {seed}: pretraining on the {len(warm)} warm-start tasks "
+              f"({epochs} epochs) -> {path}", flush=True)
+        tick = time.perf_counter()
+        pretrain_backbone(backbone, warm, epochs=epochs, lr=2e-3, batch_size=32, device=device, verbose=False)
+        print(f"E0 for {stream} seed {seed}: pretrained in {time.perf_counter() - tick:.0f}s", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The RNG state after pretraining travels with E0: every run continues from it, as
     # examples/quickstart.py does after pretraining in the same process.

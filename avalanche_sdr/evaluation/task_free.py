@@ -90,11 +90,20 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
     :param routers: routers to score (names in
         :data:`~avalanche_sdr.vocabulary.ROUTERS`; the strategy must have been
         built with them); the oracle is always scored.
+
+    ``enabled`` (default True): set it to False and evaluations are not scored (no
+    sample is routed, nothing is emitted, :meth:`result` keeps the last scored
+    evaluation's); training experiences are still recorded.
+    :func:`~avalanche_sdr.training.stream_runner.evaluate_group` turns it off during
+    its per-group evaluations after every task, which measure the task-aware group
+    curve only: routing their samples with every router is work nobody reads.
     """
 
     def __init__(self, routers: Sequence[str] = (ROUTER_GAUSSIAN,)):
         super().__init__()
         self.routers = check_routers(routers)
+        self.enabled = True
+        self._scoring = False
         self._task_groups: Dict[int, Any] = {}
         self.reset()
 
@@ -122,6 +131,9 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
             self._task_groups[int(task)] = experience_group(strategy.experience)
 
     def before_eval(self, strategy: Any) -> None:
+        self._scoring = self.enabled
+        if not self._scoring:
+            return
         self.reset()
         model = strategy.model
         if not hasattr(model, "routing_states"):
@@ -133,6 +145,8 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         check_original_class_ids(model, self._task_groups)
 
     def before_eval_exp(self, strategy: Any) -> None:
+        if not self._scoring:
+            return
         self._group = experience_group(strategy.experience)
         self._current = {name: [0, 0, 0] for name in self.routers + (ORACLE,)}
         # Routers with a fitted task (none during a periodic evaluation inside the first
@@ -143,6 +157,8 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         self._answering = tuple(name for name in self.routers if routable(strategy.model, name)[0]) + oracle
 
     def after_eval_iteration(self, strategy: Any) -> None:
+        if not self._scoring:
+            return
         model = strategy.model
         x, y = strategy.mb_x, strategy.mb_y
         with torch.no_grad():
@@ -161,11 +177,15 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
                 counts[2] += int(y.shape[0])
 
     def after_eval_exp(self, strategy: Any) -> None:
+        if not self._scoring:
+            return
         for name, counts in self._current.items():
             self._counts.setdefault(name, []).append(counts)
         self._current = {}
 
     def after_eval(self, strategy: Any) -> List[MetricValue]:
+        if not self._scoring:
+            return []
         x = strategy.clock.train_iterations
         values = []
         for name, result in self.result().items():

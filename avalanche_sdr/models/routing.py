@@ -230,18 +230,34 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
         class) at most (``SDRSettings.router_exemplars``).
     :param entry_updated: the task trained a reused entry's adapters (the learning
         reuse), so features read through the entry moved: ``"gaussian"`` refits the
-        entry's covariance as for a new entry, ``"lda"`` recomputes the stored images'
-        features through it.
+        entry's covariance as for a new entry and the class means of every other task
+        on the entry (:func:`_refit_entry_tasks`), ``"lda"`` recomputes the stored
+        images' features through it.
     """
     entry = model.entry_of(task)
     if router == ROUTER_GAUSSIAN:  # an updated entry's features moved: its covariance is refitted too
         fit_gaussian(model, task, entry, x, y, num_classes, new_entry or entry_updated)
+        if entry_updated:
+            _refit_entry_tasks(model, task, entry, x, y, num_classes)
     elif router == ROUTER_EXPERT_GATE:
         fit_expert_gate(model, task, entry, x, new_entry)
     elif router == ROUTER_LDA:
         lda_router.fit_lda(model, task, entry, x, y, num_classes, exemplars_per_class, entry_moved=entry_updated)
     else:
         check_routers((router,))
+
+
+def _refit_entry_tasks(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int) -> None:
+    """The ``"gaussian"`` class means of the other tasks on an updated ``entry``: they
+    share its head, so ``task``'s data [n, C, H, W] with local labels ``y`` [n] (mapped
+    into the head's class order, then into each other task's own order through its
+    :meth:`~avalanche_sdr.models.SDRModel.head_permutation`) give their means in the
+    entry's new feature space."""
+    head_y = torch.as_tensor(list(model.head_permutation(task)), dtype=torch.long)[y.cpu()]
+    for other in model.trained_tasks:
+        if other != task and model.entry_of(other) == entry:
+            inverse = torch.argsort(torch.as_tensor(list(model.head_permutation(other)), dtype=torch.long))
+            fit_gaussian(model, other, entry, x, inverse[head_y], num_classes, False)
 
 
 @torch.no_grad()

@@ -41,7 +41,7 @@ global RNG is untouched and a resumed run draws the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -155,10 +155,5 @@ def entry_labels(y: Tensor, permutation: Sequence[int]) -> Tensor:
     return torch.as_tensor(list(permutation), dtype=torch.long)[y.cpu()]
 
 
-def tasks_on_entry(model, entry: int) -> List[int]:
-    """The trained tasks mapped to ``entry``, in training order."""
-    return [t for t in model.trained_tasks if model.entry_of(t) == int(entry)]
-
-
 __all__ = ["EXEMPLAR_SEED", "ExemplarReplay", "GateResult", "entry_labels", "gate", "head_accuracy",
-           "select_exemplars", "tasks_on_entry"]
+           "select_exemplars"]

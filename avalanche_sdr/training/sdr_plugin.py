@@ -76,7 +76,7 @@ from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_GAUSSIAN, ROUTER_LDA
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_LDA
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -386,14 +386,6 @@ class SDRPlugin(SupervisedPlugin):
             fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
                        new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
                        entry_updated=record.entry_updated)
-            if record.entry_updated and router == ROUTER_GAUSSIAN:
-                # The other tasks of the entry share its head: their class means, from this
-                # task's data in their own class order, in the entry's new feature space.
-                for other in learning_reuse.tasks_on_entry(model, record.entry):
-                    if other != record.task:
-                        inverse = torch.argsort(torch.tensor(model.head_permutation(other)))
-                        fit_router(router, model, other, self._task_inputs, inverse[labels], self._task_classes,
-                                   new_entry=False)
             self.router_seconds[router] += time.perf_counter() - tick
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay

@@ -65,6 +65,7 @@ import torch
 from avalanche_sdr.evaluation import (
     BYTES_PER_MB,
     DetectionMetrics,
+    TaskFreeMetrics,
     classify_detection,
     detection_summary,
     repository_memory_bytes,
@@ -122,11 +123,31 @@ def preserved_rng() -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda)
 
 
+@contextlib.contextmanager
+def _task_free_paused(strategy) -> Iterator[None]:
+    """Run a block with the evaluator's :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`
+    turned off (``enabled``), then restore them: the group curve reads task-aware
+    accuracy only, and routing every evaluated sample after every task with every router
+    is work nobody reads."""
+    metrics = [m for m in getattr(getattr(strategy, "evaluator", None), "metrics", ())
+               if isinstance(m, TaskFreeMetrics)]
+    before = [m.enabled for m in metrics]
+    for m in metrics:
+        m.enabled = False
+    try:
+        yield
+    finally:
+        for m, enabled in zip(metrics, before):
+            m.enabled = enabled
+
+
 def evaluate_group(strategy, test_stream, groups: Sequence[int], position: int, task: int) -> Dict[str, Any]:
     """The group-curve entry of the experience at ``position`` of the stream, just trained.
 
     Evaluates (``strategy.eval``, one call; :func:`preserved_rng` around it) the test
     experiences of every position ``j <= position`` with ``groups[j] == groups[position]``.
+    The evaluator's :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, if any, are
+    off during it (``enabled``): they score the final evaluation, not these.
 
     :param test_stream: the test experiences, in the order of the training stream.
     :param groups: the ground-truth group of every position (the runner's, never the
@@ -137,7 +158,7 @@ def evaluate_group(strategy, test_stream, groups: Sequence[int], position: int, 
     """
     group = int(groups[position])
     evaluated = [j for j in range(position + 1) if int(groups[j]) == group]
-    with preserved_rng():
+    with preserved_rng(), _task_free_paused(strategy):
         accuracies = final_test_accuracies(strategy, [test_stream[j] for j in evaluated])
     return {
         "task": int(task),

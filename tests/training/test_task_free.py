@@ -254,3 +254,28 @@ def test_lda_router_kept_features_follow_a_learning_reuse_update():
     fresh = lda_router._fitted(model)
     assert torch.allclose(fitted["means"], fresh["means"], atol=1e-4)
     assert torch.equal(model.predict(x, "lda").class_ids, kept.class_ids)
+
+
+def test_group_evaluations_do_not_route_and_keep_the_last_scored_result(run, monkeypatch):
+    """evaluate_group turns the metric off: no sample is routed, nothing is emitted, and the
+    result is still the last full evaluation's; the metric is on again afterwards."""
+    from avalanche_sdr.evaluation import task_free
+    from avalanche_sdr.training.stream_runner import evaluate_group
+
+    benchmark, strategy, metric = run["benchmark"], run["strategy"], run["metric"]
+    strategy.eval(benchmark.test_stream)
+    before = metric.result()
+    calls = []
+    real_route = task_free.route
+    monkeypatch.setattr(task_free, "route", lambda *a, **k: calls.append(1) or real_route(*a, **k))
+    entry = evaluate_group(strategy, benchmark.test_stream, benchmark.stream_groups, 3,
+                           int(benchmark.train_stream[3].task_labels[0]))
+    assert calls == [] and metric.enabled
+    assert metric.result() == before
+    assert 0.0 <= entry["group_accuracy_after"] <= 1.0
+    metric.enabled = False
+    strategy.eval(benchmark.test_stream[:2])  # scored, two experiences would give another result
+    assert calls == [] and metric.result() == before and metric.after_eval(strategy) == []
+    metric.enabled = True
+    strategy.eval(benchmark.test_stream)
+    assert calls and metric.result() == before  # scored again, the same evaluation
