@@ -67,7 +67,7 @@ import torch
 from torch import Tensor
 from avalanche.core import SupervisedPlugin
 
-from avalanche_sdr.evaluation.task_free import check_original_class_ids, experience_group
+from avalanche_sdr.evaluation.task_free import ORIGINAL_IDS_ADVICE, check_original_class_ids, experience_group
 from avalanche_sdr.models.routing import check_routers, routable, route_with_features
 
 
@@ -160,9 +160,6 @@ def _labels(experience: Any) -> List[int]:
     return sorted(int(v) for v in (set(targets) if uniques is None else uniques))
 
 
-_ORIGINAL_IDS = "build the benchmark with original_class_ids=True (Avalanche: class_ids_from_zero_in_each_exp=False)"
-
-
 class ClassIncrementalEvalPlugin(SupervisedPlugin):
     """The evaluation side of ``SDRStrategy(eval_router=...)`` (module doc): the checks
     before each evaluated experience and the scores the strategy's ``forward`` returns.
@@ -203,7 +200,7 @@ class ClassIncrementalEvalPlugin(SupervisedPlugin):
         benchmark = _benchmark_of(experience)
         if _local_labels_declared(benchmark):
             raise ValueError(f"evaluation without task labels needs the original class ids, but the stream's "
-                             f"labels are local to each task; {_ORIGINAL_IDS}")
+                             f"labels are local to each task; {ORIGINAL_IDS_ADVICE}")
         labels = _labels(experience)
         if labels and labels[0] < 0:
             raise ValueError(f"evaluation labels must be class ids >= 0, got {labels[0]}")
@@ -224,7 +221,7 @@ class ClassIncrementalEvalPlugin(SupervisedPlugin):
                 raise ValueError(
                     f"evaluation without task labels needs class ids that identify classes across tasks, but "
                     f"the experience of group {group} has labels {labels} and task {task} of group {other} was "
-                    f"trained on class ids {model.class_ids(task)}; {_ORIGINAL_IDS}"
+                    f"trained on class ids {model.class_ids(task)}; {ORIGINAL_IDS_ADVICE}"
                 )
 
     def _check_fitted(self, model, routed_entries: List[int]) -> None:

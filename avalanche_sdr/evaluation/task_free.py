@@ -56,6 +56,11 @@ def experience_group(experience: Any) -> Any:
         return tuple(sorted(int(c) for c in classes))
 
 
+ORIGINAL_IDS_ADVICE = ("build the benchmark with original_class_ids=True "
+                       "(Avalanche: class_ids_from_zero_in_each_exp=False)")
+"""What an error about labels local to each task tells the user to do (every task-free check)."""
+
+
 def check_original_class_ids(model: Any, task_groups: Mapping[int, Any]) -> None:
     """Refuse labels local to each task: two trained tasks of different groups with the
     same class ids (e.g. both 0..c-1), which no prediction without task labels can tell
@@ -75,8 +80,7 @@ def check_original_class_ids(model: Any, task_groups: Mapping[int, Any]) -> None
         if ids in by_ids and by_ids[ids] != group:
             raise ValueError(
                 f"task-free accuracy needs class ids that identify classes across tasks, but tasks of "
-                f"groups {by_ids[ids]} and {group} both use the class ids {list(ids)}; build the benchmark "
-                "with original_class_ids=True (Avalanche: class_ids_from_zero_in_each_exp=False)"
+                f"groups {by_ids[ids]} and {group} both use the class ids {list(ids)}; {ORIGINAL_IDS_ADVICE}"
             )
         by_ids[ids] = group
 
@@ -199,4 +203,4 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         return "TaskFree"
 
 
-__all__ = ["ORACLE", "TaskFreeMetrics", "check_original_class_ids", "experience_group"]
+__all__ = ["ORACLE", "ORIGINAL_IDS_ADVICE", "TaskFreeMetrics", "check_original_class_ids", "experience_group"]
