@@ -1,7 +1,7 @@
-"""Reading a whole dataset (an experience's data) into stacked tensors."""
+"""Reading a whole dataset (an experience's data) into stacked tensors, or its labels."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Subset
@@ -37,4 +37,15 @@ def experience_tensors(experience: Any) -> Tuple[torch.Tensor, ...]:
     return dataset_tensors(experience.dataset)
 
 
-__all__ = ["dataset_tensors", "experience_tensors"]
+def distinct_labels(experience: Any) -> Optional[List[int]]:
+    """The distinct labels of an experience's dataset, sorted, read from its ``targets``
+    (Avalanche's kept ``uniques`` when there, else every target); ``None`` when the
+    dataset has no ``targets``."""
+    targets = getattr(experience.dataset, "targets", None)
+    if targets is None:
+        return None
+    uniques = getattr(targets, "uniques", None)
+    return sorted(int(v) for v in (set(targets) if uniques is None else uniques))
+
+
+__all__ = ["dataset_tensors", "distinct_labels", "experience_tensors"]

@@ -42,11 +42,18 @@ ROUTER_GAUSSIAN = "gaussian"
 ROUTER_EXPERT_GATE = "expert_gate"
 """Expert Gate's routing, the baseline router."""
 ROUTER_LDA = "lda"
-"""SDR's recommended task-free router: linear discriminant analysis over every (entry,
+"""A task-free router: linear discriminant analysis over every (entry,
 class) pair in E0's features and in all entries' features, from a few stored images per
 class (:mod:`avalanche_sdr.models.lda_router`)."""
-ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA)
+ROUTER_LDA_WEIGHTED = "lda_weighted"
+"""SDR's recommended task-free router: the ``"lda"`` router with the weight of its two
+terms chosen on the stream's own detected repeats
+(:func:`avalanche_sdr.models.lda_router.record_repeat`); it shares the ``"lda"``
+router's state."""
+ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED)
 """Every task-free router (``SDRStrategy(routers=...)``, ``model.predict(x, router)``)."""
+SHARED_ROUTER_STATE = {ROUTER_LDA_WEIGHTED: ROUTER_LDA}
+"""Router -> the router whose state it reads (fitted once, counted once in memory)."""
 ORACLE = "oracle"
 """The true task label as a "router": the task-aware prediction, scored beside the
 routers (:class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, results files)."""
@@ -69,4 +76,6 @@ __all__ = [
     "ROUTER_EXPERT_GATE",
     "ROUTER_GAUSSIAN",
     "ROUTER_LDA",
+    "ROUTER_LDA_WEIGHTED",
+    "SHARED_ROUTER_STATE",
 ]

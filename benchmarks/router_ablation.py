@@ -13,11 +13,17 @@ labels by
   every entry, square-rooted);
 - ``lda``: both (the router as shipped); ``lda, E0 at half weight``: both, the E0 term
   weighted 0.5;
+- ``lda, concatenated term at weight a`` (a = 0.25, 0.75; 20 per class): the score
+  ``(1 - a) log p_0 + a log p_all`` of the ``"lda_weighted"`` router at a fixed weight
+  (a = 0, 0.5 and 1 are the rows ``E0 LDA``, ``lda`` and ``concatenated LDA``);
+- ``lda_weighted``: that score at the weight the router chose on the stream's repeats
+  (:func:`avalanche_sdr.models.lda_router.record_repeat`), with the share of the
+  repeats' images each weight routed right (the evidence) in the notes;
 
 each ``lda`` variant with 5, 10 and 20 stored images per (entry, class). With head-only
 reuse an entry never changes after its creating task, so fitting the ``"lda"`` router
-after the stream, task by task in stream order, stores exactly what fitting it during
-training would.
+after the stream, task by task in stream order (and gathering the evidence of each
+repeat before fitting it), stores exactly what fitting it during training would.
 
     python -m benchmarks.router_ablation --stream digits fashion10 --seeds 0 --out results/router_ablation.md
     python -m benchmarks.router_ablation --stream emnist100 --seeds 0 --data-root EMNIST_ROOT \\
@@ -38,7 +44,10 @@ if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
 
 PER_CLASS = (5, 10, 20)
-"""Stored images per (entry, class) the ``"lda"`` variants are fitted with."""
+"""Stored images per (entry, class) the ``"lda"`` variants are fitted with (``--per-class``)."""
+
+SHIPPED_PER_CLASS = 20
+"""``SDRSettings().router_exemplars``: the shipped router's number, always refitted last."""
 
 
 def parse_args(argv=None):
@@ -51,9 +60,18 @@ def parse_args(argv=None):
                         "benchmarks.table2's)")
     parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
                         help="E0 checkpoint of the cifar_resnet20 streams (emnist100)")
+    parser.add_argument("--per-class", nargs="+", type=int, default=list(PER_CLASS), metavar="N",
+                        help=f"stored images per (entry, class) of the lda variants (default: "
+                        f"{' '.join(map(str, PER_CLASS))}; must include {SHIPPED_PER_CLASS}, the shipped number; "
+                        f"fewer refits for a long stream)")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
     parser.add_argument("--out", required=True, type=cli.output_file, metavar="FILE.md", help="Markdown table")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if SHIPPED_PER_CLASS not in args.per_class or min(args.per_class) < 1:
+        parser.error(f"--per-class must include {SHIPPED_PER_CLASS} (the shipped router) and be positive, "
+                     f"got {args.per_class}")
+    args.per_class = sorted(set(args.per_class) - {SHIPPED_PER_CLASS}) + [SHIPPED_PER_CLASS]
+    return args
 
 
 if __name__ == "__main__":
@@ -90,11 +108,17 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
 
 
 def refit_lda(model, benchmark, per_class: int) -> None:
-    """The ``"lda"`` router's state, fitted task by task in stream order with ``per_class`` images."""
+    """The ``"lda"`` router's state, fitted task by task in stream order with ``per_class``
+    images, each repeat (a task on an entry that another task created) first giving its
+    evidence for ``"lda_weighted"``, as :class:`~avalanche_sdr.training.SDRPlugin` does
+    before the repeat trains."""
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
         del model.routing_states[key]
     for task, experience in enumerate(benchmark.train_stream):
         x, y, _ = experience_tensors(experience)
+        entry = model.entry_of(task)
+        if model.entry_creator[entry] != task:
+            lda_router.record_repeat(model, task, entry, x, y)  # y: the class ids (original_class_ids=True)
         ids = model.class_ids(task)
         local = torch.tensor([ids.index(int(v)) for v in y.tolist()])
         fit_router(ROUTER_LDA, model, task, x, local, len(ids), new_entry=False,
@@ -102,11 +126,16 @@ def refit_lda(model, benchmark, per_class: int) -> None:
 
 
 @torch.no_grad()
-def ablation(model, benchmark) -> Dict[str, float]:
+def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> Dict[str, float]:
     """Validation task-free accuracy (%) of every variant (module doc), and where the
     shipped router (20 per class) routes to another group than the sample's:
     ``{"misrouted", "n", "top": [((true group, routed group), count), ...]}`` (the five
-    most frequent pairs)."""
+    most frequent pairs), and ``"evidence"``: ``{"chosen": the weight "lda_weighted" chose,
+    "images": repeat images routed as evidence, "right": {weight: % of them routed right}}``.
+
+    :param per_class_counts: the stored images per unit of each refit, in order; the
+        last is the shipped number (:data:`SHIPPED_PER_CLASS`), whose state the
+        weighted and misrouting figures read."""
     x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
     x, y = torch.cat(x), torch.cat(y)
     model.eval()
@@ -115,7 +144,7 @@ def ablation(model, benchmark) -> Dict[str, float]:
     groups = torch.cat([torch.full((len(e.dataset),), g) for e, g in zip(benchmark.valid_stream,
                                                                           benchmark.stream_groups)])
     result = {"gaussian": 100 * float((model.predict(x, ROUTER_GAUSSIAN).class_ids == y).double().mean())}
-    for per_class in PER_CLASS:
+    for per_class in per_class_counts:  # the shipped number last
         refit_lda(model, benchmark, per_class)
         classes = torch.tensor([c for _, c in lda_router.units(model)])
         logp0, logp = lda_router.lda_log_posteriors(model, e0, features)
@@ -123,6 +152,18 @@ def ablation(model, benchmark) -> Dict[str, float]:
                             ("lda, E0 at half weight", 0.5 * logp0 + logp)):
             key = name if name == "E0 LDA" else f"{name}, {per_class} per class"
             result[key] = 100 * float((classes[score.argmax(1)] == y).double().mean())
+    # the shipped number of images (the last refit): the weights of "lda_weighted"
+    for weight in (0.25, 0.75):
+        score = (1 - weight) * logp0 + weight * logp
+        result[f"lda, concatenated term at weight {weight}, {per_class} per class"] = \
+            100 * float((classes[score.argmax(1)] == y).double().mean())
+    chosen = lda_router.chosen_weight(model)
+    score = (1 - chosen) * logp0 + chosen * logp
+    result[f"lda_weighted, {per_class} per class"] = 100 * float((classes[score.argmax(1)] == y).double().mean())
+    counts = model.routing_state(lda_router.REPEATS_KEY).get("counts")
+    evidence = {"chosen": chosen, "images": 0 if counts is None else int(counts[-1]),
+                "right": {} if counts is None else {a: 100 * float(counts[k]) / max(float(counts[-1]), 1.0)
+                                                   for k, a in enumerate(lda_router.TERM_WEIGHTS)}}
     # where the shipped router (the last refit: 20 per class) errs: routed to another group
     routed = model.predict(x, ROUTER_LDA).entries
     routed_group = torch.tensor([benchmark.stream_groups[model.entry_creator[int(e)]] for e in routed])
@@ -131,7 +172,7 @@ def ablation(model, benchmark) -> Dict[str, float]:
         if true != got:
             pairs[(true, got)] = pairs.get((true, got), 0) + 1
     return result, {"misrouted": int(sum(pairs.values())), "n": len(y),
-                    "top": sorted(pairs.items(), key=lambda kv: -kv[1])[:5]}
+                    "top": sorted(pairs.items(), key=lambda kv: -kv[1])[:5], "evidence": evidence}
 
 
 def main(args) -> str:
@@ -145,13 +186,18 @@ def main(args) -> str:
             tick = time.perf_counter()
             root = args.data_root if STREAM_NAMES[stream].needs_data_root else None  # fashion: its default folder
             model, benchmark = trained_model(stream, seed, root, args.backbone_weights, work / stream)
-            result, errors = ablation(model, benchmark)
+            result, errors = ablation(model, benchmark, args.per_class)
             rows.append(result)
             labels.append(f"{stream} seed {seed} ({errors['n']} validation images)")
             names = [", ".join(map(str, group)) for group in getattr(benchmark, "class_names", benchmark.groups)]
             notes.append(f"- {labels[-1]}: lda (20 per class) sends {errors['misrouted']} of {errors['n']} validation "
                          "images to another group; most often (true group -> routed group: images): " + "; ".join(
                              f"[{names[a]}] -> [{names[b]}]: {k}" for (a, b), k in errors["top"]))
+            evidence = errors["evidence"]
+            notes.append(f"- {labels[-1]}: lda_weighted chose weight {evidence['chosen']} on {evidence['images']} "
+                         "images of the stream's repeats (TRAINING images, routed before each repeat was fitted), "
+                         "which each weight routed right: " + ", ".join(
+                             f"{a}: {share:.2f} %" for a, share in evidence["right"].items()))
             print(f"{labels[-1]}: {rows[-1]} ({time.perf_counter() - tick:.0f} s)", flush=True)
     report = format_table(labels, rows, torch.get_num_threads()) + "\n" + "\n".join(notes) + "\n"
     Path(args.out).write_text(report)

@@ -351,7 +351,7 @@ from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
 from benchmarks.methods import Row  # noqa: E402
-from avalanche_sdr.vocabulary import REUSE_MODES  # noqa: E402
+from avalanche_sdr.vocabulary import REUSE_MODES, SHARED_ROUTER_STATE  # noqa: E402
 from benchmarks.methods import REUSE_DEFAULT, SDR_ROUTER, row_reuse  # noqa: E402
 
 
@@ -628,9 +628,12 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
 
 def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:
     """A run's ``memory_mb`` less the state of every router not in ``keep``
-    (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``)."""
-    routers = run.get("router_memory_mb") or {}
-    return run["memory_mb"] - sum(mb for router, mb in routers.items() if router not in keep)
+    (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``).
+    A state two routers share (:data:`~avalanche_sdr.vocabulary.SHARED_ROUTER_STATE`) is
+    counted once, and kept when either router is."""
+    owners = {SHARED_ROUTER_STATE.get(router, router): mb for router, mb in (run.get("router_memory_mb") or {}).items()}
+    kept = {SHARED_ROUTER_STATE.get(router, router) for router in keep}
+    return run["memory_mb"] - sum(mb for owner, mb in owners.items() if owner not in kept)
 
 
 def _job(spec: RunSpec) -> Dict[str, Any]:

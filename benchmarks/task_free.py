@@ -6,13 +6,14 @@ of run JSONs), keeps the runs of the task-free methods
 (:attr:`benchmarks.methods.Method.task_free`, scored on the test stream) and writes one
 Markdown table per stream and preset, mean ± sample std over seeds:
 
-- "SDR + LDA router (recommended)", "SDR + Gaussian router", "SDR + Expert Gate routing":
+- "SDR + LDA router, weights chosen on repeats (recommended)", "SDR + LDA router, equal
+  weights", "SDR + Gaussian router", "SDR + Expert Gate routing":
   ``sdr_task_free`` predicting
   without task labels (:mod:`avalanche_sdr.models.routing`); "SDR, oracle task label
   (task-aware reference)": the same run given the true task label;
 - "ER class-incremental" (``ci_replay``), "ER class-incremental [equal memory]"
   (``ci_replay``, variant ``mem_sdr_task_free``: buffer sized to the SDR run's memory
-  with its LDA router only, :data:`benchmarks.methods.SDR_ROUTER`), "Online EWC class-incremental" (``ci_ewc``), "Joint
+  with its recommended router's state only, :data:`benchmarks.methods.SDR_ROUTER`), "Online EWC class-incremental" (``ci_ewc``), "Joint
   training" (``joint``): one head over the class ids, so their accuracy is task-free.
   Other variants of these methods (e.g. ``--sweep``) get a row each, labelled with the
   variant.
@@ -24,7 +25,7 @@ Memory (MB) (SDR router rows: the run's memory without the OTHER routers' state;
 oracle: without any router state; baselines: their memory), Router fit (% of run) (SDR
 router rows: the wall time of fitting that router after every task, share of the run's
 wall time), Seeds. Under each table
-one sentence, computed from the table's means: SDR + LDA router's task-free
+one sentence, computed from the table's means: SDR with its recommended router's task-free
 accuracy minus joint training's, and whether it is above every class-incremental
 baseline (ER, Online EWC, any variant) whose memory is at least SDR's; "at least"
 allows :data:`MEMORY_TOLERANCE` below it, the tolerance of the equal-memory sizing
@@ -67,17 +68,22 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     _ARGS = parse_args(sys.argv[1:])  # --help and usage errors (exit code 2) end the command here
 
-from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA  # noqa: E402
-from benchmarks.methods import METHODS  # noqa: E402
+from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED  # noqa: E402
+from benchmarks.methods import METHODS, SDR_ROUTER  # noqa: E402
 from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers, table_rows  # noqa: E402
 
 SDR_VIEWS: Tuple[Tuple[str, str], ...] = (
-    (ROUTER_LDA, "SDR + LDA router (recommended)"),
+    (ROUTER_LDA_WEIGHTED, "SDR + LDA router, weights chosen on repeats (recommended)"),
+    (ROUTER_LDA, "SDR + LDA router, equal weights"),
     (ROUTER_GAUSSIAN, "SDR + Gaussian router"),
     (ROUTER_EXPERT_GATE, "SDR + Expert Gate routing"),
     (ORACLE, "SDR, oracle task label (task-aware reference)"),
 )
 """The rows of an SDR run: its ``task_free`` entry (a router, or ``oracle``) and the label."""
+
+OPTIONAL_VIEWS = (ROUTER_LDA_WEIGHTED,)
+"""Views a run may lack (runs made before the router existed): a row is made only when
+every run of its group has it."""
 
 BASELINE_LABELS: Dict[str, str] = {
     "ci_replay": "ER class-incremental",
@@ -96,7 +102,7 @@ MEMORY_TOLERANCE = 0.05
 """A baseline has "at least SDR's memory" from (1 - this) x SDR's memory up."""
 
 
-SDR_ROW = ("sdr_task_free", "", ROUTER_LDA)
+SDR_ROW = ("sdr_task_free", "", SDR_ROUTER)
 """The row the summary sentence judges: SDR with its recommended router."""
 JOINT_ROW = ("joint", "", "self")
 
@@ -118,7 +124,7 @@ def _runs_dir(folder: Path) -> Path:
 def _check_run(run: Dict[str, Any], path: Path) -> None:
     """A task-free run must hold the entries its rows read."""
     sdr = METHODS[run["method"]].is_sdr
-    views = [v for v, _ in SDR_VIEWS] if sdr else ["self"]
+    views = [v for v, _ in SDR_VIEWS if v not in OPTIONAL_VIEWS] if sdr else ["self"]
     missing = [v for v in views if v not in (run.get("task_free") or {})]
     if sdr:
         missing += [f"router_memory_mb[{v}]" for v in views
@@ -191,7 +197,8 @@ def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for rs in table_rows(runs):
         method, variant = rs[0]["method"], rs[0].get("variant", "")
         sdr = METHODS[method].is_sdr
-        for view in ([v for v, _ in SDR_VIEWS] if sdr else ["self"]):
+        views = [v for v, _ in SDR_VIEWS if all(v in r["task_free"] for r in rs)] if sdr else ["self"]
+        for view in views:
             scores = [r["task_free"][view] for r in rs]
             rows.append(dict(
                 key=(method, variant, view), label=_row_label(method, variant, view), seeds=[r["seed"] for r in rs],
@@ -222,7 +229,7 @@ def format_rows(rows: Sequence[Dict[str, Any]]) -> str:
 
 
 def summary_sentence(rows: Sequence[Dict[str, Any]]) -> str:
-    """One sentence from the rows' means: SDR + LDA router's task-free accuracy minus
+    """One sentence from the rows' means: SDR with its recommended router's task-free accuracy minus
     joint training's, and whether it is above every class-incremental baseline whose
     memory is at least SDR's (within :data:`MEMORY_TOLERANCE`)."""
     by_key = {row["key"]: row for row in rows}

@@ -67,6 +67,7 @@ import torch
 from torch import Tensor
 from avalanche.core import SupervisedPlugin
 
+from avalanche_sdr.dataset_tensors import distinct_labels
 from avalanche_sdr.evaluation.task_free import ORIGINAL_IDS_ADVICE, check_original_class_ids, experience_group
 from avalanche_sdr.models.routing import check_routers, routable, route_with_features
 
@@ -152,12 +153,12 @@ def _local_labels_declared(benchmark: Any) -> bool:
 
 
 def _labels(experience: Any) -> List[int]:
-    """The distinct labels of an experience's dataset (its ``targets``)."""
-    targets = getattr(experience.dataset, "targets", None)
-    if targets is None:
+    """The distinct labels of an experience's dataset (its ``targets``, else the
+    experience's ``classes_in_this_experience``)."""
+    labels = distinct_labels(experience)
+    if labels is None:
         return [int(c) for c in getattr(experience, "classes_in_this_experience", ())]
-    uniques = getattr(targets, "uniques", None)
-    return sorted(int(v) for v in (set(targets) if uniques is None else uniques))
+    return labels
 
 
 class ClassIncrementalEvalPlugin(SupervisedPlugin):

@@ -228,8 +228,9 @@ class SDRModel(MultiTaskModule):
         trained with ``SDRStrategy(routers=(router,))``).
 
         :param x: [N, C, H, W] float images in [0, 1].
-        :param router: a name in :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda"``
-            (SDR's recommended router), ``"gaussian"`` or ``"expert_gate"`` (a baseline).
+        :param router: a name in :data:`~avalanche_sdr.vocabulary.ROUTERS`:
+            ``"lda_weighted"`` (SDR's recommended router), ``"lda"``, ``"gaussian"`` or
+            ``"expert_gate"`` (a baseline).
         :return: a :class:`~avalanche_sdr.models.routing.TaskFreePrediction`
             (``class_ids``, ``tasks``, ``entries``: int64 [N]).
         """
@@ -385,6 +386,11 @@ class SDRModel(MultiTaskModule):
         if key in self.head_permutations:
             return [int(v) for v in self.head_permutations[key].perm.tolist()]
         return list(range(self.head_num_classes(task)))
+
+    def head_labels(self, task: int, y: Tensor) -> Tensor:
+        """``task``'s local labels ``y`` ([n] int64, 0..c-1) as outputs of the head it
+        answers through (:meth:`head_permutation`): [n] int64 on the CPU."""
+        return torch.as_tensor(self.head_permutation(task), dtype=torch.long)[y.cpu()]
 
     def link_head(self, task: int, owner: int, permutation=None) -> None:
         """Let ``task`` answer through ``owner``'s head instead of a head of its own

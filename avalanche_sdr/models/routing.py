@@ -6,15 +6,19 @@ task r (hence an entry m(r)) and answers ``argmax f_r(E_{m(r)}(x))`` as the clas
 r's head (the dataset's original class id when the stream was trained on original
 class ids, e.g. ``original_class_ids=True`` in this package's benchmarks).
 
-Three routers (:data:`~avalanche_sdr.vocabulary.ROUTERS`), each fitted per task right after the task's training
+Four routers (:data:`~avalanche_sdr.vocabulary.ROUTERS`), each fitted per task right after the task's training
 (:class:`~avalanche_sdr.training.SDRStrategy` with ``routers=(...)``); their state is
 stored in the repository (``SDRModel.routing_states``: counted in memory, saved in
 checkpoints):
 
-``"lda"`` (SDR's recommended router) — linear discriminant analysis over every (entry,
-class) pair, in E0's features and in all entries' features at once, from 20 stored
-images per class: :mod:`avalanche_sdr.models.lda_router` (its docstring says how it
-was chosen, on validation splits, against the router below).
+``"lda_weighted"`` (SDR's recommended router) and ``"lda"`` — linear discriminant
+analysis over every (entry, class) pair, in E0's features and in all entries' features
+at once, from 20 stored images per class: :mod:`avalanche_sdr.models.lda_router` (its
+docstring says how it was chosen, on validation splits, against the router below).
+``"lda"`` adds the two LDA terms; ``"lda_weighted"`` weighs them with the weight that
+routed the most images of the stream's detected repeats right, each repeat routed before
+it trained (:func:`~avalanche_sdr.models.lda_router.record_repeat`). They share one
+state, fitted once when both are named (:func:`state_router`).
 
 ``"gaussian"`` (SDR's first router) — class-conditional Gaussians with a covariance tied
 within each entry (linear discriminant analysis; Lee et al., NeurIPS 2018, "A simple
@@ -66,7 +70,8 @@ from torch import Tensor
 from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, reconstruction_errors, train_autoencoder
 from avalanche_sdr.models import lda_router
 from avalanche_sdr.models.covariance import ledoit_wolf_covariance, whitening
-from avalanche_sdr.vocabulary import ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTERS
+from avalanche_sdr.vocabulary import (ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED, ROUTERS,
+                                      SHARED_ROUTER_STATE)
 
 
 def check_routers(routers: Sequence[str]) -> tuple:
@@ -111,10 +116,18 @@ def _task_key(router: str, task: int) -> str:
     return f"{router}_t{int(task)}"
 
 
+def state_router(router: str) -> str:
+    """The router whose state ``router`` reads: ``"lda"`` for ``"lda_weighted"`` (both
+    score with the same fitted state), else ``router`` itself."""
+    return SHARED_ROUTER_STATE.get(router, router)
+
+
 def router_states(model, router: str) -> List[torch.nn.Module]:
     """The modules (:class:`~avalanche_sdr.models.repository.TensorSet`) holding
-    ``router``'s state in the repository, e.g. to count its bytes."""
-    return [state for key, state in model.routing_states.items() if key.startswith(f"{router}_")]
+    ``router``'s state in the repository, e.g. to count its bytes (``"lda"`` and
+    ``"lda_weighted"``: the same, shared modules; :func:`state_router`)."""
+    prefix = f"{state_router(router)}_"
+    return [state for key, state in model.routing_states.items() if key.startswith(prefix)]
 
 
 def _state(model, key: str, router: str) -> Dict[str, Tensor]:
@@ -193,7 +206,7 @@ def routable(model, router: str) -> Tuple[List[int], List[int]]:
         tasks = [t for t in model.task_to_entry if model.is_trained(t) and model.routing_state(_task_key(router, t))
                  and model.routing_state(_entry_key(router, model.entry_of(t)))]
         return tasks, sorted({model.entry_of(t) for t in tasks})
-    if router == ROUTER_LDA:
+    if state_router(router) == ROUTER_LDA:
         if not model.routing_state(lda_router.E0_KEY):
             return [], []
         entries = lda_router.lda_entries(model)
@@ -226,8 +239,10 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
     :param y: [n] int64 local labels 0..c-1.
     :param num_classes: c.
     :param new_entry: whether the task created its entry (warm start or new).
-    :param exemplars_per_class: ``"lda"`` only: training images stored per (entry,
-        class) at most (``SDRSettings.router_exemplars``).
+    :param exemplars_per_class: ``"lda"`` / ``"lda_weighted"`` only: training images
+        stored per (entry, class) at most (``SDRSettings.router_exemplars``). These two
+        routers share one state: fit it once per task, under either name (the
+        :class:`~avalanche_sdr.training.SDRPlugin` does), not under both.
     :param entry_updated: the task trained a reused entry's adapters (the learning
         reuse), so features read through the entry moved: ``"gaussian"`` refits the
         entry's covariance as for a new entry and the class means of every other task
@@ -241,7 +256,7 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
             _refit_entry_tasks(model, task, entry, x, y, num_classes)
     elif router == ROUTER_EXPERT_GATE:
         fit_expert_gate(model, task, entry, x, new_entry)
-    elif router == ROUTER_LDA:
+    elif state_router(router) == ROUTER_LDA:
         lda_router.fit_lda(model, task, entry, x, y, num_classes, exemplars_per_class, entry_moved=entry_updated)
     else:
         check_routers((router,))
@@ -253,7 +268,7 @@ def _refit_entry_tasks(model, task: int, entry: int, x: Tensor, y: Tensor, num_c
     into the head's class order, then into each other task's own order through its
     :meth:`~avalanche_sdr.models.SDRModel.head_permutation`) give their means in the
     entry's new feature space."""
-    head_y = torch.as_tensor(list(model.head_permutation(task)), dtype=torch.long)[y.cpu()]
+    head_y = model.head_labels(task, y)
     for other in model.trained_tasks:
         if other != task and model.entry_of(other) == entry:
             inverse = torch.argsort(torch.as_tensor(list(model.head_permutation(other)), dtype=torch.long))
@@ -295,8 +310,9 @@ def route_with_features(model, x: Tensor, router: str = ROUTER_GAUSSIAN) -> Tupl
     try:
         features = {e: model.features(x, e) for e in entries}
         e0 = model.features(x, None)
-        if router == ROUTER_LDA:
-            return _lda_prediction(model, x, lda_router.lda_scores(model, e0, features)), features
+        if state_router(router) == ROUTER_LDA:
+            weight = lda_router.chosen_weight(model) if router == ROUTER_LDA_WEIGHTED else None
+            return _lda_prediction(model, x, lda_router.lda_scores(model, e0, features, weight)), features
         if router == ROUTER_GAUSSIAN:
             choice = _gaussian_scores(model, tasks, features, e0).argmin(dim=1)
         else:
@@ -324,4 +340,4 @@ def _lda_prediction(model, x: Tensor, scores: Tensor) -> TaskFreePrediction:
 
 
 __all__ = ["ROUTERS", "TaskFreePrediction", "check_routers", "fit_router", "ledoit_wolf_covariance", "routable",
-           "route", "route_with_features", "router_states"]
+           "route", "route_with_features", "router_states", "state_router"]

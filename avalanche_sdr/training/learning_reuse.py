@@ -150,10 +150,5 @@ class ExemplarReplay:
         return criterion(logits, self.labels[idx].to(device))
 
 
-def entry_labels(y: Tensor, permutation: Sequence[int]) -> Tensor:
-    """A repeat's local labels [n] mapped to its entry's head space through ``permutation``."""
-    return torch.as_tensor(list(permutation), dtype=torch.long)[y.cpu()]
-
-
-__all__ = ["EXEMPLAR_SEED", "ExemplarReplay", "GateResult", "entry_labels", "gate", "head_accuracy",
+__all__ = ["EXEMPLAR_SEED", "ExemplarReplay", "GateResult", "gate", "head_accuracy",
            "select_exemplars"]

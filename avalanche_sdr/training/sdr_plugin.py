@@ -68,15 +68,17 @@ from avalanche.evaluation.metric_results import MetricValue
 from avalanche.logging import InteractiveLogger
 
 from avalanche_sdr._checks import check_int
+from avalanche_sdr.dataset_tensors import distinct_labels
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
-from avalanche_sdr.models.routing import check_routers, fit_router
+from avalanche_sdr.models import lda_router
+from avalanche_sdr.models.routing import check_routers, fit_router, state_router
 from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_LDA
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -125,8 +127,9 @@ class SDRPlugin(SupervisedPlugin):
         self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
         self.routers = check_routers(routers)
-        if ROUTER_LDA in self.routers and settings.router_exemplars < 1:
-            raise ValueError(f"router {ROUTER_LDA!r} stores training images per class: router_exemplars must be "
+        lda = [r for r in self.routers if state_router(r) == ROUTER_LDA]
+        if lda and settings.router_exemplars < 1:
+            raise ValueError(f"router {lda[0]!r} stores training images per class: router_exemplars must be "
                              f"at least 1, got {settings.router_exemplars}")
         self.router_seconds: Dict[str, float] = {router: 0.0 for router in self.routers}
         """Wall seconds spent fitting each router, summed over the experiences trained."""
@@ -220,6 +223,10 @@ class SDRPlugin(SupervisedPlugin):
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
+                if ROUTER_LDA_WEIGHTED in self.routers:  # held-out evidence for its weights, before training
+                    tick = time.perf_counter()
+                    lda_router.record_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y])
+                    self.router_seconds[ROUTER_LDA_WEIGHTED] += time.perf_counter() - tick
         model.set_class_ids(task, class_ids)
         if record.entry_updated:
             if not model.is_trained(task):
@@ -377,16 +384,20 @@ class SDRPlugin(SupervisedPlugin):
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
         labels = self._task_labels
         if record.entry_updated:  # the entry's features moved: refit what was fitted on them
-            labels = learning_reuse.entry_labels(labels, model.head_permutation(record.task))
+            labels = model.head_labels(record.task, labels)
         if self.trains_entry:
             self._remember(model, record.entry, record.task, self._task_inputs, labels,
                            self._task_classes, after_training=True)
+        fit_seconds: Dict[str, float] = {}  # routers sharing a state ("lda", "lda_weighted") fit it once
         for router in self.routers:
-            tick = time.perf_counter()
-            fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
-                       entry_updated=record.entry_updated)
-            self.router_seconds[router] += time.perf_counter() - tick
+            owner = state_router(router)
+            if owner not in fit_seconds:
+                tick = time.perf_counter()
+                fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
+                           new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
+                           entry_updated=record.entry_updated)
+                fit_seconds[owner] = time.perf_counter() - tick
+            self.router_seconds[router] += fit_seconds[owner]
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
@@ -400,11 +411,9 @@ class SDRPlugin(SupervisedPlugin):
             return  # task labels ignored: the class-incremental plugin checks the labels
         experience = strategy.experience
         model = strategy.model
-        targets = getattr(experience.dataset, "targets", None)
-        if targets is None or len(experience.dataset) == 0:
+        labels = distinct_labels(experience) if len(experience.dataset) else None
+        if labels is None:
             return
-        labels = getattr(targets, "uniques", None)
-        labels = set(targets) if labels is None else labels
         for task in experience.task_labels:
             if not model.is_trained(task):
                 continue  # untrained: E0 and an untrained head answer it (SDRModel.forward_single_task)

@@ -266,8 +266,9 @@ class SDRStrategy(SupervisedTemplate):
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
         from the identity (off: the paper's method).
     :param routers: task-free routers to fit after every task (names in
-        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda"``, SDR's recommended router,
-        ``"gaussian"``, its first, and ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
+        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda_weighted"``, SDR's recommended
+        router, ``"lda"``, the same with equal weights of its two terms, ``"gaussian"``,
+        its first, and ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
         class ids without task labels and
         :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` can score them. Their state
         counts in the repository's memory. Default ``()``: task-aware only, as the paper.

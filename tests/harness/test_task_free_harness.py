@@ -51,7 +51,7 @@ def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     _, runs = harness
     sdr = runs["sdr_task_free"]
     scores = sdr["task_free"]
-    assert set(scores) == {"gaussian", "expert_gate", "lda", "oracle"}
+    assert set(scores) == {"gaussian", "expert_gate", "lda", "lda_weighted", "oracle"}
     for name, score in scores.items():
         assert 0.0 <= score["task_free"] <= 1.0 and 0.0 <= score["routing"] <= 1.0, name
     # The oracle is the task-aware prediction: the harness's usual accuracy.
@@ -59,10 +59,11 @@ def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     assert scores["oracle"]["routing"] == 1.0
     assert scores["gaussian"]["routing"] > 0.8  # 5 groups: chance 0.2
     routers = sdr["router_memory_mb"]
-    assert set(routers) == {"gaussian", "expert_gate", "lda"} and all(mb > 0 for mb in routers.values())
+    assert set(routers) == {"gaussian", "expert_gate", "lda", "lda_weighted"} and all(mb > 0 for mb in routers.values())
+    assert routers["lda_weighted"] == routers["lda"]  # one shared state
     fits = sdr["router_fit_seconds"]
     assert set(fits) == set(routers) and all(0 < s < sdr["wall_seconds"] for s in fits.values())
-    assert sum(routers.values()) < sdr["memory_mb"]
+    assert sum(routers.values()) - routers["lda_weighted"] < sdr["memory_mb"]
     assert sdr["detection"]["unique_tasks"] > 0  # an SDR row as usual
 
 
@@ -124,7 +125,8 @@ def test_report_writes_a_table_with_every_row(harness, tmp_path):
     report = task_free.main(task_free.parse_args(["--runs", str(out), "--out", str(path)]))
     assert path.read_text() == report
     assert "## MixedDigits (10 tasks), preset `smoke`" in report
-    for label in ("SDR + LDA router (recommended)", "SDR + Gaussian router", "SDR + Expert Gate routing",
+    for label in ("SDR + LDA router, weights chosen on repeats (recommended)", "SDR + LDA router, equal weights",
+                  "SDR + Gaussian router", "SDR + Expert Gate routing",
                   "SDR, oracle task label (task-aware reference)", "ER class-incremental",
                   "ER class-incremental [equal memory]", "Online EWC class-incremental", "Joint training"):
         assert f"| {label} |" in report
@@ -133,10 +135,14 @@ def test_report_writes_a_table_with_every_row(harness, tmp_path):
     sdr = runs["sdr_task_free"]
     assert rows["SDR + Gaussian router"]["memory_mb"] == [pytest.approx(
         sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"] - sdr["router_memory_mb"]["lda"])]
-    assert rows["SDR + LDA router (recommended)"]["fit_share"] == [pytest.approx(
-        100 * sdr["router_fit_seconds"]["lda"] / sdr["wall_seconds"])]
+    # the two LDA routers share one state: each row keeps it, the others subtract it once
+    for label in ("SDR + LDA router, equal weights", "SDR + LDA router, weights chosen on repeats (recommended)"):
+        assert rows[label]["memory_mb"] == [pytest.approx(
+            sdr["memory_mb"] - sdr["router_memory_mb"]["expert_gate"] - sdr["router_memory_mb"]["gaussian"])]
+    assert rows["SDR + LDA router, weights chosen on repeats (recommended)"]["fit_share"] == [pytest.approx(
+        100 * sdr["router_fit_seconds"]["lda_weighted"] / sdr["wall_seconds"])]
     assert rows["SDR, oracle task label (task-aware reference)"]["memory_mb"] == [pytest.approx(
-        sdr["memory_mb"] - sum(sdr["router_memory_mb"].values()))]
+        sdr["memory_mb"] - sum(mb for r, mb in sdr["router_memory_mb"].items() if r != "lda_weighted"))]
     assert rows["Joint training"]["task_aware"] is None and rows["Joint training"]["routing"] is None
     assert "points from joint training's" in report
 
@@ -147,12 +153,35 @@ def _fake_run(method, variant, task_free_acc, memory_mb, seed=0):
            "average_accuracy": task_free_acc, "memory_mb": memory_mb}
     if METHODS[method].is_sdr:
         score = {"task_free": task_free_acc, "routing": 0.9}
-        run.update(task_free={"gaussian": score, "expert_gate": score, "lda": score, "oracle": score},
-                   router_memory_mb={"gaussian": 0.05, "expert_gate": 0.05, "lda": 0.1},
-                   router_fit_seconds={"gaussian": 1.0, "expert_gate": 1.0, "lda": 1.0}, wall_seconds=100.0)
+        run.update(task_free={"gaussian": score, "expert_gate": score, "lda": score, "lda_weighted": score,
+                              "oracle": score},
+                   router_memory_mb={"gaussian": 0.05, "expert_gate": 0.05, "lda": 0.1, "lda_weighted": 0.1},
+                   router_fit_seconds={"gaussian": 1.0, "expert_gate": 1.0, "lda": 1.0, "lda_weighted": 1.5},
+                   wall_seconds=100.0)
     else:
         run["task_free"] = {"self": {"task_free": task_free_acc, "routing": None}}
     return run
+
+
+def _without_weighted(run):
+    for key in ("task_free", "router_memory_mb", "router_fit_seconds"):
+        del run[key]["lda_weighted"]
+    return run
+
+
+def test_runs_without_the_weighted_lda_router_make_the_table_without_its_row():
+    weighted_label = "SDR + LDA router, weights chosen on repeats (recommended)"
+    runs = [_without_weighted(_fake_run("sdr_task_free", "", 0.80, 1.1)), _fake_run("joint", "", 0.85, 0.3)]
+    rows = task_free.task_free_rows(runs)
+    labels = [row["label"] for row in rows]
+    assert "SDR + LDA router, equal weights" in labels and weighted_label not in labels
+    assert task_free.summary_sentence(rows).startswith("No SDR + LDA router, weights chosen on repeats")
+    weighted = _fake_run("sdr_task_free", "", 0.80, 1.1, seed=1)
+    labels = [row["label"] for row in task_free.task_free_rows([runs[0], weighted])]
+    assert weighted_label not in labels  # only where every seed has it
+    rows = {row["label"]: row for row in task_free.task_free_rows([weighted])}
+    assert rows[weighted_label]["memory_mb"] == [pytest.approx(1.0)]
+    assert rows["SDR + Gaussian router"]["memory_mb"] == [pytest.approx(0.95)]  # the shared 0.1 MB once
 
 
 def test_sentence_compares_sdr_with_baselines_of_at_least_its_memory():

@@ -93,7 +93,7 @@ def test_predict_answers_original_class_ids_of_the_routed_task(run):
 
 def test_gaussian_router_routes_most_digits_to_their_group(run):
     result = run["metric"].result()
-    assert set(result) == {"gaussian", "expert_gate", "lda", "oracle"}
+    assert set(result) == set(ROUTERS) | {"oracle"}
     assert result["gaussian"]["routing"] > 0.8  # 5 groups: chance 0.2
     assert result["gaussian"]["task_free"] > 0.5  # 10 classes: chance 0.1 (2 epochs per task)
     assert result["oracle"]["routing"] == 1.0
@@ -117,6 +117,71 @@ def test_lda_router_stores_at_most_router_exemplars_uint8_images_per_unit(run):
     stored = sum(t.numel() * t.element_size() for s in router_states(model, "lda") for t in s.buffers())
     images = sum(model.routing_state(lda_router.entry_key(e))["images"].numel() for e in lda_router.lda_entries(model))
     assert stored > images  # the images and the E0 statistics are counted
+
+
+def test_lda_weighted_gathers_evidence_on_every_detected_repeat_before_it_trains(run):
+    model, records = run["strategy"].model, run["strategy"].sdr.records
+    counts = model.routing_state(lda_router.REPEATS_KEY)["counts"]
+    assert counts.shape == (len(lda_router.TERM_WEIGHTS) + 1,) and counts.dtype == torch.float64
+    repeats = [r for r in records if r.decision == "reuse"]
+    assert repeats  # MixedDigits repeats every group
+    benchmark = run["benchmark"]
+    # every repeat of this stream reuses its own group's entry: all its images (at most
+    # REPEAT_IMAGES) have a unit, so each repeat adds min(n, REPEAT_IMAGES) images
+    sizes = [len(benchmark.train_stream[r.task].dataset) for r in repeats]
+    assert float(counts[-1]) == sum(min(n, lda_router.REPEAT_IMAGES) for n in sizes)
+    assert bool((counts[:-1] <= counts[-1]).all()) and float(counts[:-1].max()) > 0.5 * float(counts[-1])
+    assert lda_router.chosen_weight(model) in lda_router.TERM_WEIGHTS
+    # the shared state is fitted once per task, not once per router name
+    assert int(model.routing_state(lda_router.E0_KEY)["fits"]) == len(records)
+    seconds = run["strategy"].sdr.router_seconds
+    assert seconds["lda_weighted"] >= seconds["lda"] > 0
+
+
+def test_a_repeat_reusing_another_groups_entry_adds_no_evidence(run):
+    model, benchmark = run["strategy"].model, run["benchmark"]
+    before = model.routing_state(lda_router.REPEATS_KEY)["counts"].clone()
+    x, y = _test_batch(benchmark, 0)
+    entry = model.entry_of(0)
+    other = next(e for e in lda_router.lda_entries(model)
+                 if not set(y.tolist()) & {c for u, c in lda_router.units(model) if u == e})
+    assert lda_router.record_repeat(model, 99, other, x, y) == 0  # no unit of other's has these classes
+    assert torch.equal(model.routing_state(lda_router.REPEATS_KEY)["counts"], before)
+    with pytest.raises(ValueError, match="labels"):
+        lda_router.record_repeat(model, 99, entry, x, y[:-1])
+
+
+def test_lda_weighted_scores_with_the_chosen_weight(run, monkeypatch):
+    model = run["strategy"].model
+    x, _ = _test_batch(run["benchmark"], 2)
+    e0 = model.batched_features(x, None)
+    logp0, logp = lda_router.lda_log_posteriors(model, e0, {e: model.batched_features(x, e) for e in model.entries})
+    table = lda_router.unit_table(model)
+    for weight, expected in ((0.5, logp0 + logp), (0.0, logp0), (1.0, logp)):
+        monkeypatch.setattr(lda_router, "chosen_weight", lambda m, w=weight: w)
+        prediction = model.predict(x, "lda_weighted")
+        assert torch.equal(prediction.class_ids, table[expected.argmax(1), 2])
+    monkeypatch.setattr(lda_router, "chosen_weight", lambda m: 0.5)
+    assert torch.equal(model.predict(x, "lda_weighted").class_ids, model.predict(x, "lda").class_ids)
+
+
+class _Evidence:
+    def __init__(self, counts):
+        self.counts = counts
+
+    def routing_state(self, key):
+        assert key == lda_router.REPEATS_KEY
+        return {} if self.counts is None else {"counts": torch.tensor(self.counts, dtype=torch.float64)}
+
+
+def test_chosen_weight_is_the_best_on_repeats_and_equal_weight_without_evidence():
+    assert lda_router.chosen_weight(_Evidence(None)) == 0.5
+    assert lda_router.chosen_weight(_Evidence([0, 0, 0, 0, 0, 0])) == 0.5
+    assert lda_router.chosen_weight(_Evidence([90, 80, 70, 60, 50, 100])) == 0.0
+    assert lda_router.chosen_weight(_Evidence([50, 60, 70, 80, 90, 100])) == 1.0
+    # ties: the nearest to equal weight, then the smaller
+    assert lda_router.chosen_weight(_Evidence([80, 80, 70, 80, 50, 100])) == 0.25
+    assert lda_router.chosen_weight(_Evidence([80, 80, 80, 80, 50, 100])) == 0.5
 
 
 def test_ledoit_wolf_from_moments_equals_the_estimate_from_residuals():
