@@ -82,7 +82,7 @@ import torch  # noqa: E402
 from avalanche_sdr.dataset_tensors import experience_tensors  # noqa: E402
 from avalanche_sdr.models import lda_router  # noqa: E402
 from avalanche_sdr.models.routing import fit_router  # noqa: E402
-from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA  # noqa: E402
+from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED  # noqa: E402
 
 
 def trained_model(stream: str, seed: int, data_root, weights, work: Path):
@@ -108,8 +108,8 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
 
 
 def refit_lda(model, benchmark, per_class: int) -> None:
-    """The ``"lda"`` router's state, fitted task by task in stream order with ``per_class``
-    images, each repeat (a task on an entry that another task created) first giving its
+    """The ``"lda"`` routers' shared state, fitted task by task in stream order with ``per_class``
+    images (under ``"lda_weighted"``, which also opens its evidence), each repeat (a task on an entry that another task created) first giving its
     evidence for ``"lda_weighted"``, as :class:`~avalanche_sdr.training.SDRPlugin` does
     before the repeat trains."""
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
@@ -121,7 +121,7 @@ def refit_lda(model, benchmark, per_class: int) -> None:
             lda_router.record_repeat(model, task, entry, x, y)  # y: the class ids (original_class_ids=True)
         ids = model.class_ids(task)
         local = torch.tensor([ids.index(int(v)) for v in y.tolist()])
-        fit_router(ROUTER_LDA, model, task, x, local, len(ids), new_entry=False,
+        fit_router(ROUTER_LDA_WEIGHTED, model, task, x, local, len(ids), new_entry=False,
                    exemplars_per_class=per_class)
 
 

@@ -1,7 +1,8 @@
-"""The ``"lda"`` and ``"lda_weighted"`` task-free routers (the second SDR's recommended
-one): linear discriminant analysis over every (entry, class) pair, in E0's features and
-in the features of all entries at once; ``"lda_weighted"`` weighs the two by evidence
-from the stream's repeats (the section "Weights chosen on the stream's repeats").
+"""The ``"lda"`` and ``"lda_weighted"`` task-free routers (``"lda_weighted"`` is SDR's
+recommended router): linear discriminant analysis over every (entry, class) pair, in E0's
+features and in the features of all entries at once; ``"lda_weighted"`` weighs the two
+by evidence from the stream's repeats (the section "Weights chosen on the stream's
+repeats").
 
 The ``"gaussian"`` router (:mod:`avalanche_sdr.models.routing`) scores each task in its
 own entry's space: no part of it ever compares one group's classes with another's,
@@ -72,12 +73,12 @@ E0's term alone is 0.6 points below the sum on digits, 0.5 above it on Fashion-M
 each entry's features of the entry's own TRAINING images (the stored ones), which are
 tighter than those of unseen images where an entry overfits its task (CIFAR-10's small
 CNN: task-aware, right on about 8 test images in 10, while the learning reuse's guard
-found the heads it checked right on every stored training image), and a repeat's images are the unseen images of the entry's classes that the stream itself
-provides. Measured (validation split, seed 0; ``lda`` -> ``lda_weighted``, the weight
+found the heads it checked right on every stored training image), and a repeat's images
+are the unseen images of the entry's classes that the stream itself provides. Measured (validation split, seed 0; ``lda`` -> ``lda_weighted``, the weight
 chosen): digits 98.33 -> 98.33 % (0.25), Fashion-MNIST 10 76.50 -> 77.83 % (0.25),
 CIFAR-10 38.20 -> 47.80 % (0), EMNIST-100 80.71 -> 82.23 % (0.25). On Fashion-MNIST 10,
-CIFAR-10 and EMNIST-100 the five weights rank on the repeats exactly as on the validation split; on
-digits every weight is within 1.1 points of the others on both (2 of 180 validation
+CIFAR-10 and EMNIST-100 the five weights rank on the repeats exactly as on the
+validation split; on digits every weight is within 1.1 points of the others on both (2 of 180 validation
 images, 3 of 400 repeat images), and the two rankings differ.
 
 Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and ``FeCAMClassifier`` fit one
@@ -359,6 +360,14 @@ def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor) ->
     return len(pick)
 
 
+def open_evidence(model) -> None:
+    """Start the evidence of :func:`record_repeat` (zero counts) if the repository has none:
+    the mark that the ``"lda_weighted"`` router is fitted, so that a repository fitted
+    with ``"lda"`` alone refuses it instead of scoring with :data:`EQUAL_WEIGHT`."""
+    if not model.routing_state(REPEATS_KEY):
+        model.set_routing_state(REPEATS_KEY, {"counts": torch.zeros(len(TERM_WEIGHTS) + 1, dtype=torch.float64)})
+
+
 def chosen_weight(model) -> float:
     """The weight of the concatenated term that ``"lda_weighted"`` scores with: the one of
     :data:`TERM_WEIGHTS` that routed the most repeat images right (:func:`record_repeat`);
@@ -394,5 +403,6 @@ def unit_table(model) -> Tensor:
 
 
 __all__ = ["E0_KEY", "EQUAL_WEIGHT", "REPEATS_KEY", "REPEAT_IMAGES", "TERM_WEIGHTS", "chosen_weight", "entry_key",
-           "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "record_repeat", "unit_table",
+           "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "open_evidence",
+           "record_repeat", "unit_table",
            "unit_task", "units"]

@@ -207,7 +207,8 @@ def routable(model, router: str) -> Tuple[List[int], List[int]]:
                  and model.routing_state(_entry_key(router, model.entry_of(t)))]
         return tasks, sorted({model.entry_of(t) for t in tasks})
     if state_router(router) == ROUTER_LDA:
-        if not model.routing_state(lda_router.E0_KEY):
+        if not model.routing_state(lda_router.E0_KEY) or (
+                router == ROUTER_LDA_WEIGHTED and not model.routing_state(lda_router.REPEATS_KEY)):
             return [], []
         entries = lda_router.lda_entries(model)
         tasks = [t for t in model.task_to_entry if model.is_trained(t) and model.entry_of(t) in entries]
@@ -258,6 +259,8 @@ def fit_router(router: str, model, task: int, x: Tensor, y: Tensor, num_classes:
         fit_expert_gate(model, task, entry, x, new_entry)
     elif state_router(router) == ROUTER_LDA:
         lda_router.fit_lda(model, task, entry, x, y, num_classes, exemplars_per_class, entry_moved=entry_updated)
+        if router == ROUTER_LDA_WEIGHTED:
+            lda_router.open_evidence(model)
     else:
         check_routers((router,))
 

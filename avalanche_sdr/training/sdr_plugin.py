@@ -398,6 +398,8 @@ class SDRPlugin(SupervisedPlugin):
                            entry_updated=record.entry_updated)
                 fit_seconds[owner] = time.perf_counter() - tick
             self.router_seconds[router] += fit_seconds[owner]
+        if ROUTER_LDA_WEIGHTED in self.routers:  # fitted under "lda" when both are named
+            lda_router.open_evidence(model)
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.

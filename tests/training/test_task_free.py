@@ -269,6 +269,16 @@ def test_a_repository_without_routers_says_how_to_fit_them():
         strategy.model.predict(x)
 
 
+def test_a_repository_fitted_with_lda_alone_refuses_the_weighted_router():
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = _strategy(("lda",))
+    _train_two(benchmark, strategy)
+    x, _ = _test_batch(benchmark, 0)
+    assert strategy.model.predict(x, "lda").class_ids.shape == (x.shape[0],)
+    with pytest.raises(RuntimeError, match=r"routers=\('lda_weighted',\)"):
+        strategy.model.predict(x, "lda_weighted")
+
+
 def test_local_labels_are_refused_by_the_metric():
     benchmark = MixedDigits(seed=0)  # labels 0..c-1 in every task
     strategy = _strategy(("gaussian",), TaskFreeMetrics())
