@@ -351,7 +351,7 @@ from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
 from benchmarks.methods import Row  # noqa: E402
-from avalanche_sdr.vocabulary import REUSE_MODES, SHARED_ROUTER_STATE  # noqa: E402
+from avalanche_sdr.vocabulary import REUSE_MODES, ROUTER_LDA_WEIGHTED, SHARED_ROUTER_STATE  # noqa: E402
 from benchmarks.methods import REUSE_DEFAULT, SDR_ROUTER, row_reuse  # noqa: E402
 
 
@@ -615,15 +615,22 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     SDR (``metric``: its :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`): ``"task_free"``,
     ``{router or "oracle": {"task_free": acc, "routing": acc}}`` (means over the test
     experiences), ``"router_memory_mb"``, ``{router: MB of its state}`` (included in
-    ``memory_mb``), and ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
-    after every task}`` (included in ``wall_seconds``). A class-incremental baseline (``metric`` None: one head over the class
+    ``memory_mb``), ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
+    after every task}`` (included in ``wall_seconds``), and with the ``"lda_weighted"``
+    router ``"lda_weight"``, the weight it chose on the stream's repeats
+    (:func:`avalanche_sdr.models.lda_router.chosen_weight`). A class-incremental baseline (``metric`` None: one head over the class
     ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
     if metric is None:
         return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}
-    return {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers),
-            "router_fit_seconds": dict(strategy.sdr.router_seconds)}
+    from avalanche_sdr.models import lda_router
+
+    results = {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers),
+               "router_fit_seconds": dict(strategy.sdr.router_seconds)}
+    if ROUTER_LDA_WEIGHTED in metric.routers:
+        results["lda_weight"] = lda_router.chosen_weight(strategy.model)
+    return results
 
 
 def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:

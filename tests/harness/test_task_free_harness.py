@@ -35,7 +35,8 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
     assert set(runs) == set(TASK_FREE) | {"finetune", "ci_replay_mem_sdr_task_free"}
     assert set(runs["finetune"]) == RUN_KEYS
     assert set(runs["sdr_task_free"]) == RUN_KEYS | {"sdr_results", "task_free", "router_memory_mb",
-                                                     "router_fit_seconds"}
+                                                     "router_fit_seconds", "lda_weight"}
+    assert runs["sdr_task_free"]["lda_weight"] in (0.0, 0.25, 0.5, 0.75, 1.0)
     for name in ("ci_replay", "ci_ewc", "joint", "ci_replay_mem_sdr_task_free"):
         assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
     for run in runs.values():
