@@ -108,10 +108,11 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
 
 
 def refit_lda(model, benchmark, per_class: int) -> None:
-    """The ``"lda"`` routers' shared state, fitted task by task in stream order with ``per_class``
-    images (under ``"lda_weighted"``, which also opens its evidence), each repeat (a task on an entry that another task created) first giving its
-    evidence for ``"lda_weighted"``, as :class:`~avalanche_sdr.training.SDRPlugin` does
-    before the repeat trains."""
+    """The ``"lda"`` routers' shared state, fitted task by task in stream order with
+    ``per_class`` images (under ``"lda_weighted"``, which also opens its evidence), each
+    repeat (a task on an entry that another task created) first giving its evidence for
+    ``"lda_weighted"``, as :class:`~avalanche_sdr.training.SDRPlugin` does before the
+    repeat trains."""
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
         del model.routing_states[key]
     for task, experience in enumerate(benchmark.train_stream):

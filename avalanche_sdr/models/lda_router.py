@@ -74,8 +74,8 @@ each entry's features of the entry's own TRAINING images (the stored ones), whic
 tighter than those of unseen images where an entry overfits its task (CIFAR-10's small
 CNN: task-aware, right on about 8 test images in 10, while the learning reuse's guard
 found the heads it checked right on every stored training image), and a repeat's images
-are the unseen images of the entry's classes that the stream itself provides. Measured (validation split, seed 0; ``lda`` -> ``lda_weighted``, the weight
-chosen): digits 98.33 -> 98.33 % (0.25), Fashion-MNIST 10 76.50 -> 77.83 % (0.25),
+are the unseen images of the entry's classes that the stream itself provides.
+Measured (validation split, seed 0; ``lda`` -> ``lda_weighted``, the weight chosen): digits 98.33 -> 98.33 % (0.25), Fashion-MNIST 10 76.50 -> 77.83 % (0.25),
 CIFAR-10 38.20 -> 47.80 % (0), EMNIST-100 80.71 -> 82.23 % (0.25). On Fashion-MNIST 10,
 CIFAR-10 and EMNIST-100 the five weights rank on the repeats exactly as on the
 validation split; on digits every weight is within 1.1 points of the others on both (2 of 180 validation

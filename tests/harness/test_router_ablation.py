@@ -60,4 +60,5 @@ def test_refits_without_the_shipped_number_of_images_are_refused(capsys):
         router_ablation.parse_args(["--stream", "digits", "--per-class", "5", "10", "--out", "x.md"])
     assert exit_info.value.code == 2
     assert "--per-class must include 20" in capsys.readouterr().err
-    assert router_ablation.parse_args(["--stream", "digits", "--per-class", "20", "5", "--out", "x.md"]).per_class == [5, 20]
+    args = router_ablation.parse_args(["--stream", "digits", "--per-class", "20", "5", "--out", "x.md"])
+    assert args.per_class == [5, 20]  # the shipped number last
