@@ -154,13 +154,11 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
             key = name if name == "E0 LDA" else f"{name}, {per_class} per class"
             result[key] = 100 * float((classes[score.argmax(1)] == y).double().mean())
     # the shipped number of images (the last refit): the weights of "lda_weighted"
-    for weight in (0.25, 0.75):
-        score = (1 - weight) * logp0 + weight * logp
-        result[f"lda, concatenated term at weight {weight}, {per_class} per class"] = \
-            100 * float((classes[score.argmax(1)] == y).double().mean())
     chosen = lda_router.chosen_weight(model)
-    score = (1 - chosen) * logp0 + chosen * logp
-    result[f"lda_weighted, {per_class} per class"] = 100 * float((classes[score.argmax(1)] == y).double().mean())
+    for name, weight in (("lda, concatenated term at weight 0.25", 0.25),
+                         ("lda, concatenated term at weight 0.75", 0.75), ("lda_weighted", chosen)):
+        score = lda_router.weighted_scores(logp0, logp, weight)
+        result[f"{name}, {per_class} per class"] = 100 * float((classes[score.argmax(1)] == y).double().mean())
     counts = model.routing_state(lda_router.REPEATS_KEY).get("counts")
     evidence = {"chosen": chosen, "images": 0 if counts is None else int(counts[-1]),
                 "right": {} if counts is None else {a: 100 * float(counts[k]) / max(float(counts[-1]), 1.0)

@@ -351,7 +351,7 @@ from avalanche_sdr.evaluation.memory import BYTES_PER_MB  # noqa: E402
 from benchmarks.methods import METHODS, PRESETS, STREAMS  # noqa: E402  (after the filters)
 from benchmarks.methods import MEMORY_KNOBS, PROTOCOLS, equal_memory_rows, harness_rows, size_equal_memory  # noqa: E402
 from benchmarks.methods import Row  # noqa: E402
-from avalanche_sdr.vocabulary import REUSE_MODES, ROUTER_LDA_WEIGHTED, SHARED_ROUTER_STATE  # noqa: E402
+from avalanche_sdr.vocabulary import REUSE_MODES, ROUTER_LDA_WEIGHTED  # noqa: E402
 from benchmarks.methods import REUSE_DEFAULT, SDR_ROUTER, row_reuse  # noqa: E402
 
 
@@ -618,8 +618,8 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     ``memory_mb``), ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
     after every task}`` (included in ``wall_seconds``), and with the ``"lda_weighted"``
     router ``"lda_weight"``, the weight it chose on the stream's repeats
-    (:func:`avalanche_sdr.models.lda_router.chosen_weight`). A class-incremental baseline (``metric`` None: one head over the class
-    ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
+    (:func:`avalanche_sdr.models.lda_router.chosen_weight`). A class-incremental baseline
+    (``metric`` None: one head over the class ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
     if metric is None:
@@ -638,8 +638,10 @@ def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> flo
     (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``).
     A state two routers share (:data:`~avalanche_sdr.vocabulary.SHARED_ROUTER_STATE`) is
     counted once, and kept when either router is."""
-    owners = {SHARED_ROUTER_STATE.get(router, router): mb for router, mb in (run.get("router_memory_mb") or {}).items()}
-    kept = {SHARED_ROUTER_STATE.get(router, router) for router in keep}
+    from avalanche_sdr.models.routing import state_router
+
+    owners = {state_router(router): mb for router, mb in (run.get("router_memory_mb") or {}).items()}
+    kept = {state_router(router) for router in keep}
     return run["memory_mb"] - sum(mb for owner, mb in owners.items() if owner not in kept)
 
 
