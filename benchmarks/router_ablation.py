@@ -96,9 +96,7 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
     backbone_path = table2.prepare_backbone(stream, "cpu", seed, work, data_root=data_root, weights=weights)
     spec = table2.RunSpec(stream=stream, preset="cpu", method="sdr_task_free", seed=seed,
                           backbone_path=backbone_path, data_root=data_root)
-    cli.seed_everything(seed)
-    benchmark = STREAMS[stream].build(seed, PRESETS["cpu"].capped, data_root, original_class_ids=True)
-    backbone = table2._load_backbone(spec)
+    benchmark, backbone = table2.load_run(spec)  # the stream with the dataset's class ids (task-free method)
     strategy = METHODS["sdr_task_free"].build(  # sdr_two_sample_nogen fitted with every router
         backbone, benchmark, STREAMS[stream], PRESETS["cpu"], device="cpu",
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))

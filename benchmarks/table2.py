@@ -81,8 +81,9 @@ with ``"router_memory_mb"`` (each router's state, included in ``memory_mb``), an
 ``{"self": {"task_free": average_accuracy, "routing": None}}`` for the class-incremental
 baselines (one head over the class ids; ``joint`` is trained once on the whole stream).
 ``--equal-memory sdr_task_free`` adds ``ci_replay`` (variant ``mem_sdr_task_free``) sized
-to SDR's memory with its Gaussian router and without Expert Gate's. ``python -m
-benchmarks.task_free`` writes their table.
+to SDR's memory with the state of its recommended router only
+(:data:`benchmarks.methods.SDR_ROUTER`). ``python -m benchmarks.task_free`` writes their
+table.
 
 ``--tune`` (:mod:`benchmarks.tuning`) first chooses the baselines' open hyper-parameters
 (EWC lambda and decay, ER learning rate and epochs, DGR's generator size) of the
@@ -93,8 +94,9 @@ like runs. Where the best point sits at a grid's edge, values beyond it are adde
 run (``--tune-extend N``, default 2 per axis; 0: the fixed grid); ``--tune-tasks K``
 tunes on the first K tasks of the stream only. Each tuned method then gets a
 ``[tuned]`` row (variant ``tuned``, the chosen values) on every seed beside its default
-row (with ``--equal-memory``, ER's also at each reference's memory, ``mem_REF_tuned``), and
-``table2.md`` ends with a section
+row (with ``--equal-memory``, ER's also at each reference's memory, ``mem_REF_tuned``;
+``--tuned-only``: the ``[tuned]`` rows alone, for more seeds once a comparison with the
+preset's values was made), and ``table2.md`` ends with a section
 "Tuning (validation stream only)": grid, values added, every point's validation score,
 the chosen values, the tuning seed. With ``--report-only`` it re-writes that section from
 ``OUT/tuning/`` without running.
@@ -281,6 +283,10 @@ def parse_args(argv=None):
                         help="--tune: tuning runs train on the first K experiences of the stream and are scored "
                         "on the first K of its validation stream (default: the whole stream); the [tuned] rows "
                         "still run on the whole stream")
+    parser.add_argument("--tuned-only", action="store_true",
+                        help="--tune: of each tuned method run and report only the [tuned] rows (and ER at a "
+                        "reference's memory only with its tuned values): not the rows with the preset's values, "
+                        "e.g. for more seeds once the comparison with the preset was made")
     parser.add_argument("--protocol", nargs="+", choices=("ours", "paper"), default=["ours"],
                         help="baseline protocol(s): ours (default: EWC and ER with one head per task) and/or "
                         "paper (EWC and ER on one shared head over local labels, variant 'paper', as "
@@ -298,7 +304,7 @@ def parse_args(argv=None):
                         "--methods, e.g. sdr_two_sample_nogen optimal, or METHOD:VARIANT for one of its variant rows, "
                         "e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate, row mem_sdr_two_sample_"
                         "nogen_accumulate; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
-                        "ER row, ci_replay, sized to REF's memory with SDR's Gaussian router only); with --tune and ER "
+                        "ER row, ci_replay, sized to REF's memory with the state of SDR's recommended router only); with --tune and ER "
                         "tuned, also ER with its tuned values at that memory (mem_REF_tuned); sizes and measured "
                         "memory in OUT/equal_memory.json (--report-only sizes again, without training, from "
                         "OUT/backbones and the stream's data)")
@@ -326,8 +332,8 @@ def parse_args(argv=None):
                 if key in made:
                     parser.error(f"--equal-memory {made[key]} {ref}: both give the row {key[0]} [{key[1]}]")
                 made[key] = ref
-    for option in ("tune_seed", "tune_extend", "tune_tasks"):
-        if getattr(args, option) is not None and not args.tune:
+    for option in ("tune_seed", "tune_extend", "tune_tasks", "tuned_only"):
+        if getattr(args, option) not in (None, False) and not args.tune:
             parser.error(f"--{option.replace('_', '-')} needs --tune")
     if args.tune:
         from benchmarks.tuning import TUNING_GRIDS, tunable
@@ -469,6 +475,17 @@ def _load_backbone(spec: RunSpec):
     return backbone.eval()
 
 
+def load_run(spec: RunSpec):
+    """What a run has before its clock starts: the global RNGs seeded with ``spec.seed``,
+    the benchmark of ``spec.stream`` (a task-free method's with the dataset's class ids;
+    E0 is the default stream's) and E0, loaded from ``spec.backbone_path`` (which also
+    restores the torch RNG state after pretraining). :return: (benchmark, backbone)."""
+    method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
+    cli.seed_everything(spec.seed)
+    benchmark = stream.build(spec.seed, preset.capped, spec.data_root, original_class_ids=method.task_free)
+    return benchmark, _load_backbone(spec)
+
+
 def execute_run(spec: RunSpec) -> Dict[str, Any]:
     """Run one method on one seed; return its result dict (JSON-safe)."""
     import avalanche.training  # noqa: F401  (imported before the clock starts, for every method)
@@ -488,10 +505,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         raise ValueError(f"{spec.run_id}: split {spec.split!r} (validation runs are for baselines only)")
     if spec.tasks is not None and spec.split != "valid":
         raise ValueError(f"{spec.run_id}: a run on the first {spec.tasks} task(s) must be a tuning run (split='valid')")
-    cli.seed_everything(spec.seed)
-    # Task-free rows: the same stream with the dataset's class ids (E0 is the default stream's).
-    benchmark = stream.build(spec.seed, preset.capped, spec.data_root, original_class_ids=method.task_free)
-    backbone = _load_backbone(spec)  # also restores the torch RNG state after pretraining
+    benchmark, backbone = load_run(spec)
     start = time.perf_counter()
     metrics = [accuracy_metrics(experience=True)]
     # The group curve and BWT (module docstring): test runs trained experience by experience.
@@ -1027,23 +1041,28 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
 # --------------------------------------------------------------------- rows of --protocol, --sweep, --equal-memory
 
 
-def harness_variant_rows(args):
+def harness_variant_rows(args, tuned: Optional[Dict[str, Dict[str, Any]]] = None):
     """The rows of a call's first phase: every ``--methods`` row under each ``--protocol``,
     with ``--sweep`` their memory-knob variants, and every SDR row under each ``--reuse``
-    (:func:`benchmarks.methods.harness_rows`)."""
-    return harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
+    (:func:`benchmarks.methods.harness_rows`); with ``--tuned-only``, none of a method of
+    ``tuned`` (the ``--tune`` choices that get a ``[tuned]`` row: that row stands for it)."""
+    rows = harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
                         getattr(args, "reuse", None) or [REUSE_DEFAULT])
+    if getattr(args, "tuned_only", False):
+        rows = [r for r in rows if r.method not in (tuned or {})]
+    return rows
 
 
 def equal_memory_targets(ref: str, protocols: Sequence[str] = ("ours",),
-                         tuned: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Row]:
+                         tuned: Optional[Dict[str, Dict[str, Any]]] = None, tuned_only: bool = False) -> List[Row]:
     """The ER rows sized to reference ``ref`` (``METHOD`` or ``METHOD:VARIANT``,
     :func:`split_reference`), before sizing: :func:`benchmarks.methods.equal_memory_rows` of
     its method (variant ``mem_<method>``, under each protocol; ``mem_<method>_<variant>`` for
     a variant reference), then, where ``tuned`` (the ``--tune`` choices that get a
     ``[tuned]`` row, :func:`benchmarks.tuning.harness_tune`) has ``replay`` and the
     reference is not task-free, ER with the tuned options as its ``[tuned]`` row has them
-    (variant :func:`tuned_equal_memory_variant`, ``mem_<...>_tuned``)."""
+    (variant :func:`tuned_equal_memory_variant`, ``mem_<...>_tuned``); with ``tuned_only``
+    (``--tuned-only``) that row alone."""
     method, variant = split_reference(ref)
     rows = equal_memory_rows(method, protocols)
     rows = [dataclasses.replace(r, variant=_referenced_variant(ref, r.variant)) for r in rows]
@@ -1051,6 +1070,7 @@ def equal_memory_targets(ref: str, protocols: Sequence[str] = ("ours",),
     if tuned and "replay" in tuned and tuned_variant:
         from benchmarks.tuning import tuned_options
 
+        rows = [] if tuned_only else rows
         rows.append(Row("replay", tuned_variant, tuned_options(tuned["replay"])))
     return rows
 
@@ -1060,7 +1080,8 @@ def equal_memory_ids(args, seed: int, tuned: Optional[Dict[str, Dict[str, Any]]]
     :func:`equal_memory_targets`)."""
     return [run_id(args.stream, args.preset, row.method, seed, row.variant)
             for ref in (getattr(args, "equal_memory", None) or [])
-            for row in equal_memory_targets(ref, getattr(args, "protocol", None) or ["ours"], tuned)]
+            for row in equal_memory_targets(ref, getattr(args, "protocol", None) or ["ours"], tuned,
+                                            getattr(args, "tuned_only", False))]
 
 
 def backbone_file(stream: str, preset: str, seed: int, out_dir: os.PathLike) -> Path:
@@ -1099,7 +1120,7 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print,
             method, variant = split_reference(ref)
             ref_id = run_id(args.stream, args.preset, method, seed, variant)
             ref_path = out / "runs" / f"{ref_id}.json"
-            for row in equal_memory_targets(ref, protocols, tuned):
+            for row in equal_memory_targets(ref, protocols, tuned, getattr(args, "tuned_only", False)):
                 record = dict(seed=seed, reference=ref, reference_run_id=ref_id,
                               run_id=run_id(args.stream, args.preset, row.method, seed, row.variant),
                               options=dict(row.options))
@@ -1176,7 +1197,7 @@ def main(args) -> str:
         tuned, notes = tuning.harness_tune(args, out, threads)
     if args.report_only:
         ids = [run_id(args.stream, args.preset, r.method, s, r.variant) for s in args.seeds
-               for r in harness_variant_rows(args)]
+               for r in harness_variant_rows(args, tuned)]
         ids += [run_id(args.stream, args.preset, m, s, "tuned") for s in args.seeds for m in tuned]
         ids += [i for s in args.seeds for i in equal_memory_ids(args, s, tuned)]
         runs = load_runs(out / "runs", ids)
@@ -1194,7 +1215,8 @@ def main(args) -> str:
         return table
     specs = []
     for seed in args.seeds:
-        ids = [run_id(args.stream, args.preset, r.method, seed, r.variant) for r in harness_variant_rows(args)]
+        rows = harness_variant_rows(args, tuned)
+        ids = [run_id(args.stream, args.preset, r.method, seed, r.variant) for r in rows]
         ids += [run_id(args.stream, args.preset, m, seed, "tuned") for m in tuned]
         if all((out / "runs" / f"{i}.json").exists() for i in ids):
             backbone = ""
@@ -1202,7 +1224,7 @@ def main(args) -> str:
             backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
                                         data_root=args.data_root, weights=args.backbone_weights)
         specs += [RunSpec(args.stream, args.preset, r.method, seed, backbone, args.device, threads, args.data_root,
-                          variant=r.variant, options=r.options) for r in harness_variant_rows(args)]
+                          variant=r.variant, options=r.options) for r in rows]
         specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads, args.data_root,
                           variant="tuned", options=tuning.tuned_options(entry)) for m, entry in tuned.items()]
     runs = run_all(specs, out, jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)

@@ -133,6 +133,13 @@ class SDRPlugin(SupervisedPlugin):
                              f"at least 1, got {settings.router_exemplars}")
         self.router_seconds: Dict[str, float] = {router: 0.0 for router in self.routers}
         """Wall seconds spent fitting each router, summed over the experiences trained."""
+        # Routers sharing a state ("lda", "lda_weighted") fit it once, under the name whose fit
+        # does all of it: a router reading another's state (vocabulary.SHARED_ROUTER_STATE)
+        # fits that state and what it adds ("lda_weighted": the mark of its evidence).
+        self._fit_as: Dict[str, str] = {}
+        for router in self.routers:
+            if state_router(router) not in self._fit_as or router != state_router(router):
+                self._fit_as[state_router(router)] = router
         self.records: List[DetectionRecord] = []
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
@@ -388,18 +395,15 @@ class SDRPlugin(SupervisedPlugin):
         if self.trains_entry:
             self._remember(model, record.entry, record.task, self._task_inputs, labels,
                            self._task_classes, after_training=True)
-        fit_seconds: Dict[str, float] = {}  # routers sharing a state ("lda", "lda_weighted") fit it once
+        fit_seconds: Dict[str, float] = {}  # one fit per state (__init__: _fit_as)
+        for owner, router in self._fit_as.items():
+            tick = time.perf_counter()
+            fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
+                       new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
+                       entry_updated=record.entry_updated)
+            fit_seconds[owner] = time.perf_counter() - tick
         for router in self.routers:
-            owner = state_router(router)
-            if owner not in fit_seconds:
-                tick = time.perf_counter()
-                fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                           new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
-                           entry_updated=record.entry_updated)
-                fit_seconds[owner] = time.perf_counter() - tick
-            self.router_seconds[router] += fit_seconds[owner]
-        if ROUTER_LDA_WEIGHTED in self.routers:  # fitted under "lda" when both are named
-            lda_router.open_evidence(model)
+            self.router_seconds[router] += fit_seconds[state_router(router)]
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.

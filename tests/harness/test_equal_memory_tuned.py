@@ -116,6 +116,24 @@ def test_tuned_er_runs_at_each_references_memory_and_resumes(harness, tune_args)
     assert not any("tuned" in r["run_id"] for r in json.loads((out / "equal_memory.json").read_text()))
 
 
+def test_tuned_only_runs_the_tuned_rows_alone(harness):
+    run, ran, out = harness
+    table = run(BASE + ["--tune", "--tuned-only"])
+    assert sorted(s.run_id for s in ran if s.split == "test") == [
+        "digits_smoke_replay_mem_sdr_two_sample_nogen_accumulate_tuned_seed0",
+        "digits_smoke_replay_mem_sdr_two_sample_nogen_tuned_seed0", "digits_smoke_replay_tuned_seed0",
+        "digits_smoke_sdr_two_sample_nogen_accumulate_seed0", "digits_smoke_sdr_two_sample_nogen_seed0"]
+    er_rows = [line.split(" |")[0][2:] for line in table.splitlines() if line.startswith("| ER")]
+    assert er_rows == ["ER [mem_sdr_two_sample_nogen_accumulate_tuned]", "ER [mem_sdr_two_sample_nogen_tuned]",
+                       "ER [tuned]"]
+    # The rows with the preset's values are still there to add: the same call without --tuned-only.
+    ran.clear()
+    run(BASE + ["--tune"])
+    assert sorted(s.run_id for s in ran) == ["digits_smoke_replay_mem_sdr_two_sample_nogen_accumulate_seed0",
+                                             "digits_smoke_replay_mem_sdr_two_sample_nogen_seed0",
+                                             "digits_smoke_replay_seed0"]
+
+
 def test_a_stale_tuned_equal_memory_run_is_refused(harness):
     run, ran, out = harness
     run(BASE + ["--tune"])

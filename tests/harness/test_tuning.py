@@ -252,10 +252,10 @@ def test_cli_checks_tune_arguments(capsys):
     with pytest.raises(SystemExit) as err:
         table2.parse_args(["--methods", "sdr", "finetune", "--tune"])
     assert err.value.code == 2 and "none of --methods has a tuning grid" in capsys.readouterr().err
-    for option in ("--tune-seed", "--tune-extend", "--tune-tasks"):
+    for option in (["--tune-seed", "1"], ["--tune-extend", "1"], ["--tune-tasks", "1"], ["--tuned-only"]):
         with pytest.raises(SystemExit) as err:
-            table2.parse_args([option, "1"])
-        assert err.value.code == 2 and f"{option} needs --tune" in capsys.readouterr().err
+            table2.parse_args(option)
+        assert err.value.code == 2 and f"{option[0]} needs --tune" in capsys.readouterr().err
     for bad in (["--tune-extend", "-1"], ["--tune-tasks", "0"]):
         with pytest.raises(SystemExit):
             table2.parse_args(["--methods", "ewc", "--tune", *bad])

@@ -279,6 +279,21 @@ def test_a_repository_fitted_with_lda_alone_refuses_the_weighted_router():
         strategy.model.predict(x, "lda_weighted")
 
 
+@pytest.mark.parametrize("routers", [("lda", "lda_weighted"), ("lda_weighted", "lda")])
+def test_routers_sharing_a_state_fit_it_once_with_the_weighted_routers_mark(routers):
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = _strategy(routers)
+    _train_two(benchmark, strategy)  # warm start: no repeat yet, so no evidence, only its mark
+    model = strategy.model
+    assert int(model.routing_state(lda_router.E0_KEY)["fits"]) == 2
+    assert torch.equal(model.routing_state(lda_router.REPEATS_KEY)["counts"],
+                       torch.zeros(len(lda_router.TERM_WEIGHTS) + 1, dtype=torch.float64))
+    x, _ = _test_batch(benchmark, 0)
+    assert torch.equal(model.predict(x, "lda_weighted").class_ids, model.predict(x, "lda").class_ids)
+    seconds = strategy.sdr.router_seconds
+    assert seconds["lda"] == seconds["lda_weighted"] > 0
+
+
 def test_local_labels_are_refused_by_the_metric():
     benchmark = MixedDigits(seed=0)  # labels 0..c-1 in every task
     strategy = _strategy(("gaussian",), TaskFreeMetrics())
