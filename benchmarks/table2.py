@@ -304,8 +304,9 @@ def parse_args(argv=None):
                         "--methods, e.g. sdr_two_sample_nogen optimal, or METHOD:VARIANT for one of its variant rows, "
                         "e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate, row mem_sdr_two_sample_"
                         "nogen_accumulate; a task-free REF, e.g. sdr_task_free, gets one class-incremental "
-                        "ER row, ci_replay, sized to REF's memory with the state of SDR's recommended router only); with --tune and ER "
-                        "tuned, also ER with its tuned values at that memory (mem_REF_tuned); sizes and measured "
+                        "ER row, ci_replay, sized to REF's memory with the state of SDR's recommended router "
+                        "only); with --tune and ER tuned, also ER with its tuned values at that memory "
+                        "(mem_REF_tuned); sizes and measured "
                         "memory in OUT/equal_memory.json (--report-only sizes again, without training, from "
                         "OUT/backbones and the stream's data)")
     cli.add_debug_argument(parser)
