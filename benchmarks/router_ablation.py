@@ -18,7 +18,8 @@ labels by
   (a = 0, 0.5 and 1 are the rows ``E0 LDA``, ``lda`` and ``concatenated LDA``);
 - ``lda_weighted``: that score at the weight the router chose on the stream's repeats
   (:func:`avalanche_sdr.models.lda_router.record_repeat`), with the share of the
-  repeats' images each weight routed right (the evidence) in the notes;
+  repeats' images each weight routed right (the evidence) in the notes, and the weight
+  it would have chosen had the evidence stopped at :data:`EVIDENCE_CAPS` images;
 
 each ``lda`` variant with 5, 10 and 20 stored images per (entry, class). With head-only
 reuse an entry never changes after its creating task, so fitting the ``"lda"`` router
@@ -35,7 +36,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.catalogue import STREAMS as STREAM_NAMES
@@ -48,6 +49,12 @@ PER_CLASS = (5, 10, 20)
 
 SHIPPED_PER_CLASS = 20
 """``SDRSettings().router_exemplars``: the shipped router's number, always refitted last."""
+
+EVIDENCE_CAPS = (500, 1000, 2000)
+"""Repeat images after which ``"lda_weighted"``'s evidence could stop (routing every repeat
+through E0 and every entry is its main cost on long streams): the ablation reports the
+weight each cap would have chosen, with that weight's validation accuracy. Fixed in
+advance (about 5, 10 and 20 repeats of 100 images)."""
 
 
 def parse_args(argv=None):
@@ -105,23 +112,44 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
     return strategy.model, benchmark
 
 
-def refit_lda(model, benchmark, per_class: int) -> None:
+def refit_lda(model, benchmark, per_class: int) -> List[Tuple[int, float, float]]:
     """The ``"lda"`` routers' shared state, fitted task by task in stream order with
     ``per_class`` images (under ``"lda_weighted"``, which also opens its evidence), each
     repeat (a task on an entry that another task created) first giving its evidence for
     ``"lda_weighted"``, as :class:`~avalanche_sdr.training.SDRPlugin` does before the
-    repeat trains."""
+    repeat trains.
+
+    :return: after each repeat that gave evidence, (repeat images routed so far, the weight
+        chosen on them, wall seconds of routing them so far)."""
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
         del model.routing_states[key]
+    progress: List[Tuple[int, float, float]] = []
+    images, seconds = 0, 0.0
     for task, experience in enumerate(benchmark.train_stream):
         x, y, _ = experience_tensors(experience)
         entry = model.entry_of(task)
         if model.entry_creator[entry] != task:
-            lda_router.record_repeat(model, task, entry, x, y)  # y: the class ids (original_class_ids=True)
+            tick = time.perf_counter()
+            added = lda_router.record_repeat(model, task, entry, x, y)  # y: the class ids (original_class_ids=True)
+            seconds += time.perf_counter() - tick
+            if added:
+                images += added
+                progress.append((images, lda_router.chosen_weight(model), seconds))
         ids = model.class_ids(task)
         local = torch.tensor([ids.index(int(v)) for v in y.tolist()])
         fit_router(ROUTER_LDA_WEIGHTED, model, task, x, local, len(ids), new_entry=False,
                    exemplars_per_class=per_class)
+    return progress
+
+
+def capped_choices(progress: Sequence[Tuple[int, float, float]],
+                   caps: Sequence[int] = EVIDENCE_CAPS) -> Dict[int, Tuple[float, int, float]]:
+    """The weight ``"lda_weighted"`` would choose had its evidence stopped at the first repeat
+    that brings it to at least ``cap`` images, for each cap: ``{cap: (weight, images,
+    seconds of routing)}`` (:func:`refit_lda`'s ``progress``); a cap the stream never
+    reaches is left out (its choice is the uncapped one)."""
+    return {cap: next((a, n, t) for n, a, t in progress if n >= cap)
+            for cap in caps if progress and progress[-1][0] >= cap}
 
 
 @torch.no_grad()
@@ -130,7 +158,9 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
     shipped router (20 per class) routes to another group than the sample's:
     ``{"misrouted", "n", "top": [((true group, routed group), count), ...]}`` (the five
     most frequent pairs), and ``"evidence"``: ``{"chosen": the weight "lda_weighted" chose,
-    "images": repeat images routed as evidence, "right": {weight: % of them routed right}}``.
+    "images": repeat images routed as evidence, "seconds": wall seconds of routing them,
+    "right": {weight: % of them routed right}, "capped": {cap: (weight, images, seconds,
+    validation accuracy % with that weight)}}`` (:func:`capped_choices`).
 
     :param per_class_counts: the stored images per unit of each refit, in order; the
         last is the shipped number (:data:`SHIPPED_PER_CLASS`), whose state the
@@ -144,7 +174,7 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
                                                                           benchmark.stream_groups)])
     result = {"gaussian": 100 * float((model.predict(x, ROUTER_GAUSSIAN).class_ids == y).double().mean())}
     for per_class in per_class_counts:  # the shipped number last
-        refit_lda(model, benchmark, per_class)
+        progress = refit_lda(model, benchmark, per_class)
         classes = torch.tensor([c for _, c in lda_router.units(model)])
         logp0, logp = lda_router.lda_log_posteriors(model, e0, features)
         for name, score in (("E0 LDA", logp0), ("concatenated LDA", logp), ("lda", logp0 + logp),
@@ -153,14 +183,17 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
             result[key] = 100 * float((classes[score.argmax(1)] == y).double().mean())
     # the shipped number of images (the last refit): the weights of "lda_weighted"
     chosen = lda_router.chosen_weight(model)
+    accuracy = {a: 100 * float((classes[lda_router.weighted_scores(logp0, logp, a).argmax(1)] == y).double().mean())
+                for a in set(lda_router.TERM_WEIGHTS) | {chosen}}
     for name, weight in (("lda, concatenated term at weight 0.25", 0.25),
                          ("lda, concatenated term at weight 0.75", 0.75), ("lda_weighted", chosen)):
-        score = lda_router.weighted_scores(logp0, logp, weight)
-        result[f"{name}, {per_class} per class"] = 100 * float((classes[score.argmax(1)] == y).double().mean())
+        result[f"{name}, {per_class} per class"] = accuracy[weight]
     counts = model.routing_state(lda_router.REPEATS_KEY).get("counts")
     evidence = {"chosen": chosen, "images": 0 if counts is None else int(counts[-1]),
+                "seconds": progress[-1][2] if progress else 0.0,
                 "right": {} if counts is None else {a: 100 * float(counts[k]) / max(float(counts[-1]), 1.0)
-                                                   for k, a in enumerate(lda_router.TERM_WEIGHTS)}}
+                                                   for k, a in enumerate(lda_router.TERM_WEIGHTS)},
+                "capped": {cap: (a, n, t, accuracy[a]) for cap, (a, n, t) in capped_choices(progress).items()}}
     # where the shipped router (the last refit: 20 per class) errs: routed to another group
     routed = model.predict(x, ROUTER_LDA).entries
     routed_group = torch.tensor([benchmark.stream_groups[model.entry_creator[int(e)]] for e in routed])
@@ -194,7 +227,12 @@ def main(args) -> str:
             notes.append(f"- {labels[-1]}: lda_weighted chose weight {evidence['chosen']} on {evidence['images']} "
                          "images of the stream's repeats (TRAINING images, routed before each repeat was fitted), "
                          "which each weight routed right: " + ", ".join(
-                             f"{a}: {share:.2f} %" for a, share in evidence["right"].items()))
+                             f"{a}: {share:.2f} %" for a, share in evidence["right"].items())
+                         + f"; routing them took {evidence['seconds']:.1f} s")
+            capped = "; ".join(f"at {cap} images (stopped after {n}, {t:.1f} s) weight {a} ({acc:.2f} %)"
+                               for cap, (a, n, t, acc) in evidence["capped"].items())
+            notes.append(f"- {labels[-1]}: lda_weighted's evidence capped (EVIDENCE_CAPS) would have chosen: "
+                         + (capped or f"no cap reached ({evidence['images']} images)"))
             print(f"{labels[-1]}: {rows[-1]} ({time.perf_counter() - tick:.0f} s)", flush=True)
     report = format_table(labels, rows, torch.get_num_threads()) + "\n" + "\n".join(notes) + "\n"
     Path(args.out).write_text(report)

@@ -23,7 +23,7 @@ def test_the_table_lists_every_variant_for_the_validation_split(digits_run):
         row = next(line for line in report.splitlines() if line.startswith(f"| {variant} |"))
         assert 0.0 <= float(row.split("|")[2]) <= 100.0
     assert "sends" in report and "validation images to another group" in report
-    assert "lda_weighted chose weight" in report
+    assert "lda_weighted chose weight" in report and "lda_weighted's evidence capped" in report
 
 
 def test_the_shipped_router_is_the_last_refit(digits_run, tmp_path):
@@ -46,6 +46,15 @@ def test_the_shipped_router_is_the_last_refit(digits_run, tmp_path):
         100 * float((model.predict(x, "lda_weighted").class_ids == y).double().mean()))
     assert errors["evidence"]["images"] > 0 and errors["evidence"]["chosen"] in (0.0, 0.25, 0.5, 0.75, 1.0)
     assert errors["n"] == len(y) and 0 <= errors["misrouted"] <= len(y)
+    evidence = errors["evidence"]
+    assert evidence["seconds"] > 0 and all(n >= cap for cap, (_, n, _, _) in evidence["capped"].items())
+
+
+def test_a_capped_evidence_chooses_at_the_first_repeat_that_reaches_the_cap():
+    progress = [(100, 0.5, 1.0), (200, 0.25, 2.0), (300, 0.25, 3.0), (450, 0.0, 4.5)]
+    assert router_ablation.capped_choices(progress, (150, 300, 450, 500)) == {
+        150: (0.25, 200, 2.0), 300: (0.25, 300, 3.0), 450: (0.0, 450, 4.5)}  # 500: never reached
+    assert router_ablation.capped_choices([], (100,)) == {}
 
 
 def test_unknown_streams_are_refused_before_any_work(capsys):
