@@ -360,8 +360,8 @@ def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor) ->
     features = {e: model.batched_features(images, e) for e in _fitted(model)["entries"]}
     logp0, logp = lda_log_posteriors(model, e0, features)
     right = [float((weighted_scores(logp0, logp, a).argmax(1) == targets[pick]).sum()) for a in TERM_WEIGHTS]
-    counts = model.routing_state(REPEATS_KEY).get("counts")
-    counts = (torch.zeros(len(TERM_WEIGHTS) + 1, dtype=torch.float64) if counts is None else counts.cpu().double())
+    open_evidence(model)
+    counts = model.routing_state(REPEATS_KEY)["counts"].cpu().double()
     model.set_routing_state(REPEATS_KEY, {"counts": counts + torch.tensor(right + [float(len(pick))],
                                                                           dtype=torch.float64)})
     return len(pick)
