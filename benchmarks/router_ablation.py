@@ -189,7 +189,7 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
                          ("lda, concatenated term at weight 0.75", 0.75), ("lda_weighted", chosen)):
         result[f"{name}, {per_class} per class"] = accuracy[weight]
     counts = model.routing_state(lda_router.REPEATS_KEY).get("counts")
-    evidence = {"chosen": chosen, "images": 0 if counts is None else int(counts[-1]),
+    evidence = {"chosen": chosen, "images": lda_router.evidence_images(model),
                 "seconds": progress[-1][2] if progress else 0.0,
                 "right": {} if counts is None else {a: 100 * float(counts[k]) / max(float(counts[-1]), 1.0)
                                                    for k, a in enumerate(lda_router.TERM_WEIGHTS)},

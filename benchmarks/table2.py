@@ -633,7 +633,9 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     ``memory_mb``), ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
     after every task}`` (included in ``wall_seconds``), and with the ``"lda_weighted"``
     router ``"lda_weight"``, the weight it chose on the stream's repeats
-    (:func:`avalanche_sdr.models.lda_router.chosen_weight`). A class-incremental baseline
+    (:func:`avalanche_sdr.models.lda_router.chosen_weight`), and ``"lda_evidence_images"``,
+    the repeat images that choice rests on
+    (:func:`~avalanche_sdr.models.lda_router.evidence_images`). A class-incremental baseline
     (``metric`` None: one head over the class ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
@@ -645,6 +647,7 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
                "router_fit_seconds": dict(strategy.sdr.router_seconds)}
     if ROUTER_LDA_WEIGHTED in metric.routers:
         results["lda_weight"] = lda_router.chosen_weight(strategy.model)
+        results["lda_evidence_images"] = lda_router.evidence_images(strategy.model)
     return results
 
 

@@ -81,6 +81,9 @@ digits 98.33 -> 98.33 % (0.25), Fashion-MNIST 10 76.50 -> 77.83 % (0.25), CIFAR-
 CIFAR-10 and EMNIST-100 the five weights rank on the repeats exactly as on the
 validation split; on digits every weight is within 1.1 points of the others on both
 (2 of 180 validation images, 3 of 400 repeat images), and the two rankings differ.
+Routing every repeat is the router's main cost on long streams (EMNIST-100's test runs:
+about 400 s of loaded time); ``SDRSettings.router_evidence`` stops the evidence after a
+number of images (off by default; measured on validation only, docs/results/task_free.md).
 
 Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and ``FeCAMClassifier`` fit one
 feature space that the model trains, with one head; here the spaces are E0 and a
@@ -327,7 +330,7 @@ REPEAT_SEED = 5077
 
 
 @torch.no_grad()
-def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor) -> int:
+def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor, limit: Optional[int] = None) -> int:
     """Route a detected repeat's images with every weight of :data:`TERM_WEIGHTS`, before
     the repeat trains or is fitted, and add how many each sends to its true unit to the
     evidence (state :data:`REPEATS_KEY`: ``counts``, [len(TERM_WEIGHTS) + 1] float64, the
@@ -343,11 +346,16 @@ def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor) ->
     :param task: the repeat's task label (seeds the draw).
     :param entry: the entry the detector reused.
     :param x: [n, C, H, W] the repeat's training images; ``class_ids``: [n] int64 their class ids.
-    :return: the number of images added to the evidence (0 before the router's first fit).
+    :param limit: ``SDRSettings.router_evidence``: where the evidence already holds at least
+        this many images, the repeat is not routed (nothing is added); ``None``: no limit.
+    :return: the number of images added to the evidence (0 before the router's first fit
+        or once the evidence has reached ``limit``).
     """
     if x.shape[0] != class_ids.shape[0]:
         raise ValueError(f"x holds {x.shape[0]} images and class_ids {class_ids.shape[0]} labels")
     if not model.routing_state(E0_KEY):
+        return 0
+    if limit is not None and evidence_images(model) >= limit:
         return 0
     index = {unit: k for k, unit in enumerate(units(model))}
     targets = torch.tensor([index.get((int(entry), int(c)), -1) for c in class_ids.tolist()], dtype=torch.long)
@@ -375,15 +383,20 @@ def open_evidence(model) -> None:
         model.set_routing_state(REPEATS_KEY, {"counts": torch.zeros(len(TERM_WEIGHTS) + 1, dtype=torch.float64)})
 
 
+def evidence_images(model) -> int:
+    """Repeat images routed as the evidence of :func:`record_repeat` so far (0 before any)."""
+    counts = model.routing_state(REPEATS_KEY).get("counts")
+    return 0 if counts is None else int(counts[-1])
+
+
 def chosen_weight(model) -> float:
     """The weight of the concatenated term that ``"lda_weighted"`` scores with: the one of
     :data:`TERM_WEIGHTS` that routed the most repeat images right (:func:`record_repeat`);
     among equals the nearest to :data:`EQUAL_WEIGHT`, then the smaller; :data:`EQUAL_WEIGHT`
     before any evidence."""
-    counts = model.routing_state(REPEATS_KEY).get("counts")
-    if counts is None or float(counts[-1]) == 0:
+    if evidence_images(model) == 0:
         return EQUAL_WEIGHT
-    right = counts[:-1].tolist()
+    right = model.routing_state(REPEATS_KEY)["counts"][:-1].tolist()
     return max(TERM_WEIGHTS, key=lambda a: (right[TERM_WEIGHTS.index(a)], -abs(a - EQUAL_WEIGHT), -a))
 
 
@@ -410,6 +423,6 @@ def unit_table(model) -> Tensor:
 
 
 __all__ = ["E0_KEY", "EQUAL_WEIGHT", "REPEATS_KEY", "REPEAT_IMAGES", "TERM_WEIGHTS", "chosen_weight", "entry_key",
-           "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "open_evidence",
+           "evidence_images", "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "open_evidence",
            "record_repeat", "unit_table", "weighted_scores",
            "unit_task", "units"]

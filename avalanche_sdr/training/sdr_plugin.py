@@ -232,7 +232,8 @@ class SDRPlugin(SupervisedPlugin):
                 model.assign_task(task, record.reused_entry)
                 if ROUTER_LDA_WEIGHTED in self.routers:  # held-out evidence for its weights, before training
                     tick = time.perf_counter()
-                    lda_router.record_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y])
+                    lda_router.record_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y],
+                                              limit=self.settings.router_evidence)
                     self.router_seconds[ROUTER_LDA_WEIGHTED] += time.perf_counter() - tick
         model.set_class_ids(task, class_ids)
         if record.entry_updated:

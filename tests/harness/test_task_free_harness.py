@@ -35,8 +35,9 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
     assert set(runs) == set(TASK_FREE) | {"finetune", "ci_replay_mem_sdr_task_free"}
     assert set(runs["finetune"]) == RUN_KEYS
     assert set(runs["sdr_task_free"]) == RUN_KEYS | {"sdr_results", "task_free", "router_memory_mb",
-                                                     "router_fit_seconds", "lda_weight"}
+                                                     "router_fit_seconds", "lda_weight", "lda_evidence_images"}
     assert runs["sdr_task_free"]["lda_weight"] in (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert isinstance(runs["sdr_task_free"]["lda_evidence_images"], int)
     for name in ("ci_replay", "ci_ewc", "joint", "ci_replay_mem_sdr_task_free"):
         assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
     for run in runs.values():

@@ -151,6 +151,37 @@ def test_a_repeat_reusing_another_groups_entry_adds_no_evidence(run):
         lda_router.record_repeat(model, 99, entry, x, y[:-1])
 
 
+def test_record_repeat_stops_at_its_limit(run):
+    model, benchmark = run["strategy"].model, run["benchmark"]
+    before = model.routing_state(lda_router.REPEATS_KEY)["counts"].clone()
+    held = lda_router.evidence_images(model)
+    assert held == int(before[-1]) > 0
+    x, y = _test_batch(benchmark, 0)
+    entry = model.entry_of(0)
+    assert lda_router.record_repeat(model, 99, entry, x, y, limit=held) == 0  # already at the limit: not routed
+    assert torch.equal(model.routing_state(lda_router.REPEATS_KEY)["counts"], before)
+    try:  # one image short of the limit: the whole repeat is routed (the limit is checked per repeat)
+        added = lda_router.record_repeat(model, 99, entry, x, y, limit=held + 1)
+        assert added == min(len(y), lda_router.REPEAT_IMAGES)
+        assert lda_router.evidence_images(model) == held + added
+    finally:
+        model.set_routing_state(lda_router.REPEATS_KEY, {"counts": before})
+
+
+def test_router_evidence_stops_the_strategys_evidence_after_the_first_repeat(one_thread):
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(router_evidence=1), decision="two_sample",
+                           routers=("lda_weighted",), evaluator=EvaluationPlugin(loggers=[]))
+    for experience in benchmark.train_stream:
+        strategy.train(experience, eval_streams=[])
+    repeats = [r for r in strategy.sdr.records if r.decision == "reuse"]
+    assert len(repeats) >= 2  # evidence would have grown after the first
+    first = len(benchmark.train_stream[repeats[0].task].dataset)
+    assert lda_router.evidence_images(strategy.model) == min(first, lda_router.REPEAT_IMAGES)
+    with pytest.raises(ValueError, match="router_evidence must be a positive int or None"):
+        SDRSettings(router_evidence=0)
+
+
 def test_lda_weighted_scores_with_the_chosen_weight(run, monkeypatch):
     model = run["strategy"].model
     x, _ = _test_batch(run["benchmark"], 2)
