@@ -188,10 +188,9 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
     for name, weight in (("lda, concatenated term at weight 0.25", 0.25),
                          ("lda, concatenated term at weight 0.75", 0.75), ("lda_weighted", chosen)):
         result[f"{name}, {per_class} per class"] = accuracy[weight]
-    counts = model.routing_state(lda_router.REPEATS_KEY).get("counts")
-    evidence = {"chosen": chosen, "images": lda_router.evidence_images(model),
-                "seconds": progress[-1][2] if progress else 0.0,
-                "right": {} if counts is None else {a: 100 * float(counts[k]) / max(float(counts[-1]), 1.0)
+    counts, images = model.routing_state(lda_router.REPEATS_KEY).get("counts"), lda_router.evidence_images(model)
+    evidence = {"chosen": chosen, "images": images, "seconds": progress[-1][2] if progress else 0.0,
+                "right": {} if counts is None else {a: 100 * float(counts[k]) / max(images, 1)
                                                    for k, a in enumerate(lda_router.TERM_WEIGHTS)},
                 "capped": {cap: (a, n, t, accuracy[a]) for cap, (a, n, t) in capped_choices(progress).items()}}
     # where the shipped router (the last refit: 20 per class) errs: routed to another group

@@ -423,6 +423,5 @@ def unit_table(model) -> Tensor:
 
 
 __all__ = ["E0_KEY", "EQUAL_WEIGHT", "REPEATS_KEY", "REPEAT_IMAGES", "TERM_WEIGHTS", "chosen_weight", "entry_key",
-           "evidence_images", "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores", "open_evidence",
-           "record_repeat", "unit_table", "weighted_scores",
-           "unit_task", "units"]
+           "evidence_images", "fit_lda", "forget_space", "lda_entries", "lda_log_posteriors", "lda_scores",
+           "open_evidence", "record_repeat", "unit_table", "weighted_scores", "unit_task", "units"]
