@@ -1,27 +1,18 @@
 """avalanche-sdr: Similar-task Detection and Repurposing (SDR) for Avalanche.
 
 The names a first script needs are importable from here: ``SDRStrategy`` (with
-``SDRStrategy.from_benchmark``), the settings ``SDRSettings`` / ``PAPER_SETTINGS`` /
-``CPU_SETTINGS``, a CPU backbone ``small_cnn_backbone`` and ``pretrain_backbone``
-for it, and ``seed_everything`` (the README's usage block imports nothing else but a
-benchmark). The
-subpackages hold the pieces:
-
-- :mod:`avalanche_sdr.models` — EFT adapters, backbones, VAEs, the repository model;
-- :mod:`avalanche_sdr.detection` — consistency score, complexity measure, decisions;
-- :mod:`avalanche_sdr.training` — ``SDRStrategy``, its plugin, presets, pretraining;
-- :mod:`avalanche_sdr.benchmarks` — mixed similar/dissimilar task streams;
-- :mod:`avalanche_sdr.evaluation` — detection and memory metrics;
-- :mod:`avalanche_sdr.plots` — figures from a run's results JSON;
-- :mod:`avalanche_sdr.baselines` — the Avalanche baselines SDR is compared with;
-- :mod:`avalanche_sdr.vocabulary` — the decision and outcome names of records and results;
-- :mod:`avalanche_sdr.seeding` — ``seed_everything``, one call that makes a script repeatable;
-- :mod:`avalanche_sdr.cli` — what the command-line entry points share.
-
-The names below are imported on first use (PEP 562), so ``import avalanche_sdr``
-alone does not import Avalanche: a command-line entry point can install its warning
-filters (:func:`avalanche_sdr.cli.install_warning_filters`) before Avalanche is
-imported.
+``SDRStrategy.from_benchmark``), its settings, a CPU backbone with its pretraining,
+and ``seed_everything``. The subpackages hold the pieces:
+:mod:`avalanche_sdr.models` (EFT adapters, backbones, VAEs, the repository model),
+:mod:`avalanche_sdr.detection` (the scores and decision rules),
+:mod:`avalanche_sdr.routers` (task-free prediction), :mod:`avalanche_sdr.training`
+(the strategy, its plugin, presets, pretraining), :mod:`avalanche_sdr.benchmarks`
+(mixed similar/dissimilar streams), :mod:`avalanche_sdr.evaluation` (detection and
+memory metrics), :mod:`avalanche_sdr.plots`, :mod:`avalanche_sdr.baselines`,
+:mod:`avalanche_sdr.vocabulary`, :mod:`avalanche_sdr.seeding` and
+:mod:`avalanche_sdr.cli`. The names are imported on first use (PEP 562), so ``import
+avalanche_sdr`` alone does not import Avalanche: a command-line entry point installs
+its warning filters (:func:`avalanche_sdr.cli.install_warning_filters`) first.
 """
 import importlib
 
@@ -37,11 +28,14 @@ _EXPORTS = {
     "SDRSettings": "avalanche_sdr.training",
     "PAPER_SETTINGS": "avalanche_sdr.training",
     "CPU_SETTINGS": "avalanche_sdr.training",
+    "CPU_SMALL_TASK_SETTINGS": "avalanche_sdr.training",
+    "METHODS": "avalanche_sdr.training",
+    "BUDGETS": "avalanche_sdr.training",
     "pretrain_backbone": "avalanche_sdr.training",
     "small_cnn_backbone": "avalanche_sdr.models",
     "seed_everything": "avalanche_sdr.seeding",
 }
-_SUBPACKAGES = ("models", "detection", "training", "benchmarks", "evaluation", "plots", "baselines", "vocabulary",
+_SUBPACKAGES = ("models", "detection", "routers", "training", "benchmarks", "evaluation", "plots", "baselines", "vocabulary",
                 "cli", "seeding")
 
 __all__ = [
@@ -54,6 +48,9 @@ __all__ = [
     "SDRSettings",
     "PAPER_SETTINGS",
     "CPU_SETTINGS",
+    "CPU_SMALL_TASK_SETTINGS",
+    "METHODS",
+    "BUDGETS",
     "pretrain_backbone",
     "small_cnn_backbone",
     "seed_everything",

@@ -1,48 +1,19 @@
 """The continual-learning baselines SDR is compared with, built from Avalanche.
 
-Every builder starts from the same pretrained E0 (``backbone``: an ``nn.Module``
-mapping images float32 ``[N, C, H, W]`` to features ``[N, backbone.feature_dim]``)
-and copies it, so one E0 can serve several builders; none of them changes
-``backbone`` itself. Each returns an Avalanche strategy ready for
-``strategy.train(experience)`` / ``strategy.eval(stream)``. All train with Adam
-(``lr``) for ``epochs`` epochs per experience on mini-batches of ``train_mb_size``
-images and evaluate on mini-batches of ``eval_mb_size``.
+Every builder copies the same pretrained E0 (``backbone``: images float32
+``[N, C, H, W]`` to features ``[N, backbone.feature_dim]``) without changing it and
+returns an Avalanche strategy trained with Adam (``lr``, ``epochs`` per experience;
+the presets' budgets are :data:`BASELINE_SETTINGS`). The paper's Table 2 rows:
+:func:`ewc_strategy` [Online EWC], :func:`replay_strategy` [ER],
+:func:`new_head_strategy` [New-Head], :func:`finetune_strategy` [Finetune],
+:func:`single_model_strategy` [Single Model per task], :func:`pnn_strategy` [PNN],
+:func:`generative_replay_strategy` [DGR], :func:`hat_strategy` [HAT]; class-incremental
+ones: :func:`class_incremental_strategy`. Why: every method is compared on the same
+E0, budget and memory rule, with Avalanche's own classes wherever Avalanche has the
+method. Importing this module does not import Avalanche.
 
-Models:
-
-- :func:`make_multi_head_net`: one shared trainable copy of E0 + Avalanche's
-  ``MultiHeadClassifier`` (one head per task label);
-- :class:`SingleHeadNet`: one shared trainable copy of E0 + ONE linear head (no task
-  labels);
-- :func:`make_model_per_task`: a fresh trainable copy of E0 + a head for every task;
-- :func:`make_feature_pnn`: Avalanche's MLP-column ``PNN`` on the features of a
-  frozen copy of E0.
-
-Strategies (paper Table 2 names in brackets): :func:`ewc_strategy` [Online EWC],
-:func:`replay_strategy` [ER], :func:`new_head_strategy` [New-Head],
-:func:`finetune_strategy` [Finetune], :func:`single_model_strategy` [Single Model per
-task], :func:`pnn_strategy` [PNN], :func:`generative_replay_strategy` [DGR],
-:func:`hat_strategy` [HAT, hard attention to the task; written by hand in
-:mod:`avalanche_sdr.hat`, as Avalanche 0.6.0 has none].
-EWC and ER take ``shared_head=True`` (with ``num_classes``) to run on
-:class:`SingleHeadNet` instead of the multi-head net (:func:`baseline_net`), and
-:func:`size_replay_buffer` sizes ER's buffer so that its memory meets a target.
-:data:`BASELINE_SETTINGS` holds the training budgets the examples' ``--compare``
-uses for ``--preset cpu`` and ``--preset paper`` (the Table 2 harness's presets of the
-same names).
-
-Class-incremental (task-free) baselines, over the dataset's ORIGINAL class ids of a
-benchmark built with ``original_class_ids=True``
-(:func:`avalanche_sdr.benchmarks.mixed_similarity_benchmark`), task labels ignored:
-:func:`class_incremental_ewc_strategy` [Online EWC, CI],
-:func:`class_incremental_replay_strategy` [ER, CI] and :func:`joint_training_strategy`
-[Joint, an upper bound trained on every experience at once], all on
-:class:`SingleHeadNet` with one head of :func:`class_incremental_classes` units;
-:func:`class_incremental_strategy` builds any of them from a :class:`BaselineSettings`.
-
-Avalanche is imported inside the functions, so importing this module does not import
-it (command-line scripts install their warning filters first,
-:func:`avalanche_sdr.cli.install_warning_filters`).
+Models, options and the class-incremental baselines: docs/method.rst, section "The
+baselines: models, strategies and budgets".
 """
 from __future__ import annotations
 
@@ -53,17 +24,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from avalanche_sdr.baseline_arguments import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
+
 # --------------------------------------------------------------------- settings
-
-HAT_S_MAX: float = 400.0
-"""HAT's final gate scale ``s_max``, the paper's value (Serra et al., 2018)."""
-
-HAT_C: float = 0.75
-"""HAT's attention-regulariser weight ``c``, the paper's value."""
-
-HAT_EMBEDDING_LR: float = 0.05
-"""Learning rate of HAT's plain-SGD step on the task embeddings, the paper's (its SGD
-learning rate; the network's weights use the baselines' Adam, see :mod:`avalanche_sdr.hat`)."""
 
 
 @dataclass(frozen=True)
@@ -303,25 +266,6 @@ def make_feature_pnn(backbone: nn.Module, hidden: int = 64, num_layers: int = 2)
 
 
 # --------------------------------------------------------------------- strategies
-
-
-def training_arguments(model: nn.Module, *, epochs: int, lr: float, train_mb_size: int, eval_mb_size: int = 256,
-                       evaluator=None, device: Any = "cpu") -> Dict[str, Any]:
-    """The keyword arguments of an Avalanche supervised strategy shared by every
-    baseline: ``model``, an Adam optimizer over its parameters (``lr``), cross-entropy,
-    ``train_mb_size`` / ``eval_mb_size`` (images), ``train_epochs`` = ``epochs``,
-    ``device`` and ``evaluator`` (an Avalanche ``EvaluationPlugin``; ``None``:
-    Avalanche's behaviour for ``None``)."""
-    return dict(
-        model=model,
-        optimizer=torch.optim.Adam(model.parameters(), lr=lr),
-        criterion=nn.CrossEntropyLoss(),
-        train_mb_size=train_mb_size,
-        train_epochs=epochs,
-        eval_mb_size=eval_mb_size,
-        device=device,
-        evaluator=evaluator,
-    )
 
 
 def baseline_net(backbone: nn.Module, shared_head: bool = False, num_classes: Optional[int] = None) -> nn.Module:

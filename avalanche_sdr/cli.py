@@ -1,31 +1,20 @@
 """What the command-line entry points share: argument checks, errors, threads, output.
 
-Every entry point (``examples/*.py``, ``python -m benchmarks.table2``,
-``benchmarks.detection_sim``, ``benchmarks.detection_table`` and ``python -m
-avalanche_sdr.plots``) uses this module so that a command
+Every entry point (``examples/*.py``, the Table 2 harness's commands and ``python -m
+avalanche_sdr.plots``) uses this module, so that every command refuses bad arguments
+and unusable output paths while parsing, before any data is read (argparse's usage
+error, exit code 2); answers ``--help`` before importing torch, Avalanche or
+matplotlib; reports the library's own errors as one ``error: <message>`` line, exit
+code 1, without a traceback unless ``--debug`` or ``SDR_DEBUG=1`` (:func:`run_cli`);
+runs with one torch thread on a CPU unless told otherwise; seeds the global RNGs once
+and writes its results JSON atomically. It also holds the legend and the final
+per-task table the examples print.
 
-- refuses bad arguments and unusable output paths while parsing, before any data is
-  read or anything is trained: argparse's usage error, exit code 2
-  (:func:`seed`, :func:`positive_int`, :func:`output_file`, :func:`output_dir`, ...);
-- answers ``--help`` and usage errors before importing torch, Avalanche or matplotlib
-  (these checks import none of them; :func:`check_device` imports torch for a device
-  other than ``cpu`` only), with plain text from the module docstring
-  (:func:`description`; ``python -m benchmarks.cli_startup`` measures every command);
-- reports the library's own errors (missing or damaged data, unusable checkpoints,
-  bad task data, bad results or weights files) as one ``error: <message>`` on
-  stderr, exit code 1, without a traceback; with ``--debug`` or the environment
-  variable ``SDR_DEBUG=1`` the traceback is shown (:func:`run_cli`);
-- runs with one torch thread on a CPU unless told otherwise (:func:`add_threads_argument`,
-  :func:`set_threads`);
-- hides the two third-party warnings a user cannot act on
-  (:func:`install_warning_filters`), in the entry point's process only;
-- seeds the global RNGs once (:func:`seed_everything`) and writes its results JSON
-  atomically (:func:`write_json`).
-
-It also holds the text the examples print around their per-task lines: a legend
-(:func:`output_legend`) and a final per-task table (:func:`results_table`).
-
+Why one module: the commands then behave alike, and a user learns their errors once.
 Importing this module imports neither torch nor Avalanche.
+
+Each behaviour with the function that gives it: docs/method.rst, section "The
+command-line entry points' shared behaviour".
 """
 from __future__ import annotations
 
@@ -419,12 +408,16 @@ def run_cli(main: Callable, parse_args: Optional[Callable] = None, argv: Optiona
 
 
 # ---------------------------------------------------------------------- output text
-def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators: bool = True) -> str:
+def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators: bool = True,
+                  reuse: str = "head") -> str:
     """How to read the lines an SDR run prints, for the rule ``decision``.
 
     Explains the ``[SDR] task ...`` line printed when a task's training ends
     (:meth:`~avalanche_sdr.training.SDRPlugin.describe`) and the columns of
     :func:`results_table`.
+
+    :param reuse: the run's ``SDRSettings.reuse`` (``"head"`` or ``"accumulate"``):
+        what the legend says a reused entry trains.
     """
     lines = [
         "How to read the lines below",
@@ -435,9 +428,21 @@ def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators
         f"    warm start        one of the first {n_warm_start} tasks: a new entry, no detection",
         "    new entry e       entry e (new EFT adapters"
         + (" and a VAE generator" if generators else "") + ") was trained for task t",
-        "    reuse entry e     task t reuses entry e (made by the task in brackets): only a new",
-        "                      classifier head is trained",
     ]
+    if reuse == "accumulate":
+        lines += [
+            "    reuse entry e     task t reuses entry e (made by the task in brackets) and answers",
+            "                      through that entry's head (classes matched as [..]: t's class k",
+            "                      is the head's class [..][k]); entry updated: t's images trained",
+            "                      the entry's adapters and head further (the learning reuse)",
+            "    gate: ..          the entry's head classified t's training images this well before",
+            "                      the update (>= the threshold: reuse; below: t got a new entry)",
+        ]
+    else:
+        lines += [
+            "    reuse entry e     task t reuses entry e (made by the task in brackets): only a new",
+            "                      classifier head is trained",
+        ]
     if decision in ("agreement", "calibrated"):
         lines += [
             "    Tj:p=..,S=..      scores against the entry made by task j:",
@@ -480,7 +485,8 @@ def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators
         "      Miss            a repeat got a new entry (memory spent, accuracy kept)",
         "      Incorrect       a task reused another group's entry",
         "    reused task       the task that made the reused entry",
-        "    test acc          the task's test accuracy after the whole stream (its own head)",
+        "    test acc          the task's test accuracy after the whole stream "
+        + ("(a reuse: its entry's head)" if reuse == "accumulate" else "(its own head)"),
     ]
     return "\n".join(lines)
 

@@ -1,102 +1,19 @@
 """HAT, hard attention to the task (Serra et al., ICML 2018), on a copy of E0.
 
-HAT learns, for every task ``t`` and every gated layer ``l``, a real embedding
-``e_l^t`` (one value per output unit) and multiplies the layer's output units by the
-gate ``a_l^t = sigmoid(s * e_l^t)``. While task ``t`` trains, the weights of a unit
-that an earlier task uses are (almost) frozen: their gradient is multiplied by
-``1 - a^{<t}``, where the cumulative mask ``a^{<t}`` is the elementwise max of the
-earlier tasks' gates at ``s = s_max``. The scale ``s`` is annealed from ``1/s_max``
-to ``s_max`` over the mini-batches of every epoch (``s = 1/s_max + (s_max - 1/s_max)
-(b - 1) / (B - 1)`` at mini-batch ``b`` of ``B``) so that the gates become binary,
-the embedding gradients are compensated for the annealing (the paper's eq. 4), and a
-regulariser ``c * sum a^t (1 - a^{<t}) / sum (1 - a^{<t})`` (sums over every gated
-unit) keeps the gates of a new task sparse on the units still free. At evaluation
-``s = s_max``. Paper values: ``s_max = 400``, ``c = 0.75``.
+HAT gives every task a learned gate ``a_l^t = sigmoid(s * e_l^t)`` on the output
+units of every gated layer and, while a later task trains, freezes the units earlier
+tasks use (updates scaled by ``1 - a^{<t}``); ``s`` is annealed to ``s_max`` so the
+gates become binary. It is one of the Table 2 baselines. Written by hand because
+Avalanche 0.6.0 has no HAT, from Avalanche's pieces: :class:`HATNet` is a
+``MultiTaskModule`` with a ``MultiHeadClassifier``, and :func:`hat_strategy` a
+``SupervisedTemplate`` with :class:`HATPlugin`, whose hooks anneal, regularise,
+condition the gradients and accumulate the masks. It runs on any E0 of ``Conv2d`` /
+``Linear`` / BatchNorm / ReLU / pooling modules, with every BatchNorm frozen, Adam's
+state reset at every experience and the task embeddings on the paper's SGD step.
 
-Written by hand because Avalanche 0.6.0 has no HAT (no strategy, plugin or model);
-the pieces that exist are reused: :class:`HATNet` is an Avalanche
-``MultiTaskModule`` with a ``MultiHeadClassifier`` (one head per task label, as
-:func:`avalanche_sdr.baselines.make_multi_head_net`), and :func:`hat_strategy` is an
-Avalanche ``SupervisedTemplate`` with :class:`HATPlugin`, whose hooks do the
-annealing, the regulariser, the gradient conditioning, the embedding compensation
-and clamping, and the mask accumulation at the end of each experience.
-
-Deviations from the paper, and why:
-
-- **Any E0, gates on output units.** The paper's nets are hand-built AlexNet-like
-  CNNs and MLPs with a gate after every layer. Here a deep copy of any E0 made of
-  ``Conv2d`` / ``Linear`` / ``BatchNorm`` / ReLU / pooling modules (residual nets
-  included) gets, through forward hooks, a gate on the OUTPUT units of EVERY
-  ``Conv2d`` (channels) and ``Linear`` (features) module; the task heads are not
-  gated (each task has its own). A gate multiplies the layer's output, i.e. it sits
-  before a BatchNorm that follows the layer, so a closed channel leaves a frozen BN
-  as the constant ``beta - gamma * mean / sqrt(var + eps)`` instead of 0: the same
-  for every input, so protection is unaffected.
-- **Gradient conditioning on the output unit only.** The paper multiplies the
-  gradient of weight ``(i, j)`` of layer ``l`` by ``1 - min(a^{<t}_{l,i},
-  a^{<t}_{l-1,j})``; with residual connections (an addition of gated outputs of
-  several layers) the input unit of a conv is not defined generically, so the whole
-  row of output unit ``i`` (its weights and bias) is multiplied by ``1 -
-  a^{<t}_{l,i}``. This freezes at least what the paper freezes (strictly more
-  conservative) and still leaves the earlier tasks' function unchanged wherever
-  their gates are binary: a unit with ``a^{<t} = 1`` is frozen, and a unit every
-  earlier task gates off reaches them multiplied by 0 (or by a gate below float32's
-  resolution). As in the paper, a unit whose cumulative gate is still intermediate
-  (``|e| < ~17 / s_max`` at the end of its task, more likely after few epochs) is
-  shared, and the earlier task changes in proportion to it.
-- **Optimizer.** The weights: Adam (learning rate ``lr``, no weight decay) as every
-  other baseline, where the paper uses SGD (lr 0.05, plateau decay). Adam normalises
-  each parameter's step by its gradient's running scale, so a gradient multiplied by
-  a small ``1 - a^{<t}`` would still move the weight by about ``lr``, and Avalanche
-  0.6.0 keeps the optimizer state across experiences by default (``make_optimizer``
-  calls ``update_optimizer`` with ``reset_state=False``), so moments of an earlier
-  task would move weights whose gradient is now 0. Hence (1) the optimizer state is
-  reset at the start of every experience (:meth:`HATPlugin.before_training_exp`),
-  and (2) besides the paper's gradient conditioning, each gated row's UPDATE is
-  scaled by ``1 - a^{<t}`` after the optimizer step (:meth:`HATNet.mask_update`):
-  with plain SGD that is exactly the paper's update, with Adam it gives the same
-  guarantee, and a unit with ``a^{<t} = 1`` (in float32) does not move at all,
-  whatever the optimizer. The task embeddings: the paper's plain SGD step at its
-  learning rate (``embedding_lr``, default
-  :data:`~avalanche_sdr.baselines.HAT_EMBEDDING_LR` = 0.05) on the compensated
-  gradient, taken by :meth:`HATPlugin.before_update`, which then clears their
-  gradient so that the strategy's Adam skips them. Adam would move an embedding by
-  at most about ``lr`` per step whatever the compensated gradient, so with ``lr =
-  1e-3`` and a few hundred steps per task the gates would stay at their random N(0,
-  1) start; ``embedding_lr=None`` gives that variant (embeddings in Adam). Measured
-  with ``benchmarks.table2.execute_run`` (seed 0, 1 torch thread, 2 other runs on
-  the 2 cores): digits smoke preset 85.14 % (SGD embeddings) against 75.75 % (Adam);
-  Fashion-MNIST 10 tasks, CPU preset, 89.03 % against 89.73 %, each task opening
-  36-50 % of the units at ``s_max`` and 90 % of them used after the 10 tasks. On a
-  very small net (two convs of 8 channels, digits, 2 epochs) the SGD step let the
-  regulariser close every unit of the second conv for the first task (the paper's
-  nets are far wider).
-- **BatchNorm frozen.** Every BatchNorm of the backbone stays in eval mode with
-  E0's running statistics and affine parameters (no gradient): its statistics would
-  otherwise drift with every task and change the earlier tasks' outputs (the paper's
-  nets have no BatchNorm). Any other backbone parameter that is not a ``Conv2d`` /
-  ``Linear`` weight or bias is frozen for the same reason.
-- **Schedule at the ends.** ``s`` reaches ``s_max`` on the last mini-batch of an
-  epoch (the paper's formula with ``(b - 1) / (B - 1)``; the official code stops one
-  step short); an epoch of one mini-batch trains at ``s_max``. No gradient-norm
-  clipping (the official code clips the gradient norm at 10,000).
-
-Known failure: on the EMNIST 100 stream with the CIFAR-10 ResNet-20 as E0 (CPU preset,
-seed 0) this HAT stayed at chance from the first task (25.68 % average; its layers kept
-31-69 % of their units open, so not the collapse above), while on Fashion-MNIST, with an
-E0 pretrained on the stream, it reaches 84-90 %. Quick checks on that stream's task 0
-(training accuracy after its 10 epochs; BatchNorm training patched in by hand, not an
-option here): 0.37 as built; 0.44 with the BatchNorms trained; 0.68 with soft gates and
-no regulariser (``s_max`` ~ 1, ``c = 0``) and frozen BatchNorms; 1.0 with both. So the
-frozen BatchNorms (E0's CIFAR-10 statistics on EMNIST images) and the hard gates on this
-pretrained residual net both hold training back; a HAT for such an E0 would need
-per-task BatchNorm (as SDR's entries have), which is not built
-(docs/results/table2_emnist100_cpu_compare.md).
-
-Memory (:func:`avalanche_sdr.evaluation.repository_memory_bytes`): the model holds
-everything HAT keeps (the trained backbone copy, every task's embedding, the
-cumulative mask as a buffer, the heads); the plugin holds no tensor between
-mini-batches.
+Deviations from the paper with their reasons, the measured effect of the embedding
+optimizer and the known failure on EMNIST 100: docs/method.rst, section "HAT, hard
+attention to the task: deviations from the paper and measurements".
 """
 from __future__ import annotations
 
@@ -110,7 +27,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
 from avalanche_sdr._checks import check_int
-from avalanche_sdr.baselines import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
+from avalanche_sdr.baseline_arguments import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
 
 EMBEDDING_BOUND = 6.0
 """Task embeddings are clamped to ``[-6, 6]`` after every step (the official code's
@@ -467,7 +384,7 @@ def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
     Adam (``lr``, no weight decay, state reset at every experience) on the weights, SGD
     (``embedding_lr``) on the task embeddings, cross-entropy plus the attention
     regulariser, ``epochs`` epochs per experience. The parameters not listed here: see
-    :func:`avalanche_sdr.baselines.training_arguments`.
+    :func:`avalanche_sdr.baseline_arguments.training_arguments`.
 
     :param backbone: E0 (``feature_dim`` attribute; deep-copied, not changed).
     :param s_max: the gates' final scale (> 1; the paper's 400).

@@ -1,29 +1,17 @@
 """One call that makes a script's run repeatable: :func:`seed_everything`.
 
-What an SDR run draws at random, and from where:
-
-- the stream's task order and per-task samples: the benchmark's own ``seed=``
-  (e.g. ``MixedDigits(seed=0)``), never a global generator;
-- the detectors' draws (the two-sample test's projection and decoys, the complexity
-  measure's permutations, Expert Gate's autoencoders): their own ``torch.Generator``
-  objects, seeded from their settings and the task id, never a global generator;
-- everything else — the initial weights of E0, of every head, adapter set and VAE,
-  the mini-batch order of every ``DataLoader`` (Avalanche's and the pretraining's), the
-  VAEs' reparameterisation noise and dropout — from the **global** generators of
-  torch, and where third-party code uses them, of numpy and Python's ``random``.
-
-The library never seeds or re-seeds those global generators itself (a library that
-did would silently change a user's other draws); a script seeds them once, at its
-start, with :func:`seed_everything`. After that, the same script with the same torch
-thread count on the same machine prints the same decisions and accuracies
-(``tests/docs/test_readme.py`` runs the README's block twice and compares). The
-thread count matters: it changes floating-point rounding, and with it, now and
-then, a close decision (record it with every result, as the examples do).
-
-Checkpoints save and restore the states of these generators
-(:mod:`avalanche_sdr.training.checkpoint`), so a resumed run continues the same draws.
+The benchmarks and the detectors draw from their own seeded generators; everything
+else (initial weights, mini-batch order, VAE noise, dropout) draws from the global
+generators of torch, numpy and Python's ``random``. The library never seeds those
+global generators itself (that would silently change a user's other draws); a script
+seeds them once, at its start, with :func:`seed_everything`. After that the same
+script with the same torch thread count on the same machine prints the same
+decisions and accuracies; the thread count changes floating-point rounding and, now
+and then, a close decision. Checkpoints save and restore these generators.
 
 Importing this module imports neither torch nor numpy; :func:`seed_everything` does.
+Each source of randomness and how it is seeded: docs/method.rst, section "What an
+SDR run draws at random, and from where".
 """
 from __future__ import annotations
 

@@ -26,8 +26,9 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 warm-start tasks)."""
 
 DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
-"""Decision rule names ``SDRStrategy(decision=...)`` and the examples' ``--decision``
-accept (:func:`avalanche_sdr.training.strategy.make_detector` builds each)."""
+"""Detector (decision rule) names ``SDRStrategy(detector=...)`` and the examples'
+``--decision`` accept (:data:`avalanche_sdr.detection.DETECTOR_TYPES` builds each). The
+rule is the detector; ``DetectionRecord.decision`` is its outcome (:data:`DECISIONS`)."""
 
 REUSE_HEAD = "head"
 """The paper's reuse: a reused entry stays frozen, the repeat trains a new head of its own."""
@@ -38,20 +39,23 @@ REUSE_MODES = (REUSE_HEAD, REUSE_ACCUMULATE)
 """Every reuse mode (``SDRSettings.reuse``, the examples' and harness's ``--reuse``)."""
 
 ROUTER_GAUSSIAN = "gaussian"
-"""SDR's own task-free router (:mod:`avalanche_sdr.models.routing`)."""
+"""SDR's first task-free router (:mod:`avalanche_sdr.routers.gaussian`)."""
 ROUTER_EXPERT_GATE = "expert_gate"
 """Expert Gate's routing, the baseline router."""
 ROUTER_LDA = "lda"
 """A task-free router: linear discriminant analysis over every (entry,
 class) pair in E0's features and in all entries' features, from a few stored images per
-class (:mod:`avalanche_sdr.models.lda_router`)."""
+class (:mod:`avalanche_sdr.routers.lda_router`)."""
 ROUTER_LDA_WEIGHTED = "lda_weighted"
 """SDR's recommended task-free router: the ``"lda"`` router with the weight of its two
 terms chosen on the stream's own detected repeats
-(:func:`avalanche_sdr.models.lda_router.record_repeat`); it shares the ``"lda"``
+(:func:`avalanche_sdr.routers.lda_router.record_repeat`); it shares the ``"lda"``
 router's state."""
 ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED)
 """Every task-free router (``SDRStrategy(routers=...)``, ``model.predict(x, router)``)."""
+DEFAULT_ROUTER = ROUTER_LDA_WEIGHTED
+"""The router ``model.predict(x)`` and ``strategy.predict(x)`` use when none is named:
+SDR's recommended ``"lda_weighted"``."""
 SHARED_ROUTER_STATE = {ROUTER_LDA_WEIGHTED: ROUTER_LDA}
 """Router -> the router whose state it reads (fitted once, counted once in memory)."""
 ORACLE = "oracle"
@@ -64,6 +68,7 @@ __all__ = [
     "DECISION_NEW",
     "DECISION_REUSE",
     "DECISION_WARM_START",
+    "DEFAULT_ROUTER",
     "DETECTORS",
     "INCORRECT",
     "MISS",

@@ -42,8 +42,8 @@ def epochs_to(curve: Sequence[float], target: float = TARGET_ACCURACY) -> int:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
-    """``mean ± std`` of the non-NaN values (:func:`benchmarks.table2.mean_std`), "–" if none."""
-    from benchmarks.table2 import mean_std  # imports torch and Avalanche: not before the arguments are parsed
+    """``mean ± std`` of the non-NaN values (:func:`benchmarks.harness.report.mean_std`), "–" if none."""
+    from benchmarks.harness.report import mean_std  # imports torch and Avalanche: not before the arguments are parsed
 
     values = [v for v in values if not math.isnan(v)]
     if not values:

@@ -81,10 +81,13 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("cli_startup", "benchmarks.cli_startup", ("--repeats", "0")),
     EntryPoint("reuse_errors", "benchmarks.reuse_errors", ("--rates", "2", "--out", "x")),
     EntryPoint("shuffled_labels", "benchmarks.shuffled_labels", ("--seeds", "-1")),
+    EntryPoint("router_ablation", "benchmarks.router_ablation",
+               ("--stream", "digits", "--per-class", "5", "--out", "x.md")),
     EntryPoint("plots", "avalanche_sdr.plots", (_MISSING + ".json", "--out", "figures")),
 )
-"""Every command line of the repository with a parser. ``benchmarks.methods`` and
-``benchmarks.tuning`` have none (``benchmarks.table2`` runs them)."""
+"""Every command line of the repository with a parser. ``benchmarks.methods``,
+``benchmarks.tuning`` and the modules of ``benchmarks.harness`` have none
+(``benchmarks.table2`` runs them)."""
 
 
 def command_env() -> Dict[str, str]:

@@ -18,7 +18,7 @@ share of tasks whose group is new that were declared new (``power`` in the run
 JSONs: the rule's power on this stream), the share of repeats declared new (the
 false-new rate, ``false_new``), and detection seconds.
 
-E0 is the harness's (:func:`benchmarks.table2.prepare_backbone`: the small CNN
+E0 is the harness's (:func:`benchmarks.harness.engine.prepare_backbone`: the small CNN
 pretrained on the CPU-preset warm-start tasks of the stream and seed, or the CIFAR-10
 ResNet-20 for EMNIST), cached under ``OUT/backbones``; ``--train-per-task`` then
 changes only the size of the stream's tasks, not E0 (on digits it sets the number of
@@ -146,7 +146,8 @@ def run(args) -> List[Dict[str, Any]]:
     import torch
 
     from benchmarks.methods import STREAMS
-    from benchmarks.table2 import RunSpec, _load_backbone, prepare_backbone
+    from benchmarks.harness.engine import load_backbone, prepare_backbone
+    from benchmarks.harness.specs import RunSpec
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -155,7 +156,7 @@ def run(args) -> List[Dict[str, Any]]:
     for seed in args.seeds:
         path = prepare_backbone(args.stream, "cpu", seed, args.backbones or out, data_root=args.data_root,
                                 weights=args.backbone_weights)
-        backbone = _load_backbone(RunSpec(args.stream, "cpu", "sim", seed, path))
+        backbone = load_backbone(RunSpec(args.stream, "cpu", "sim", seed, path))
         for size in args.train_per_task or [None]:
             benchmark = _benchmark(args.stream, seed, size, args.data_root)
             mean_train = sum(t["train"] for t in benchmark.task_sizes) / len(benchmark.task_sizes)
@@ -179,7 +180,7 @@ def run(args) -> List[Dict[str, Any]]:
 
 def summary_table(results: Sequence[Dict[str, Any]]) -> str:
     """Markdown: one row per (stream, size, rule, torch threads), mean over seeds."""
-    from benchmarks.table2 import mean_std
+    from benchmarks.harness.report import mean_std
 
     rows: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in results:

@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Sequence
 from avalanche_sdr import cli
 
 if __name__ == "__main__":
-    cli.install_warning_filters()  # before benchmarks.table2 imports Avalanche
+    cli.install_warning_filters()  # before benchmarks.harness.report imports Avalanche
 
-# benchmarks.table2 and avalanche_sdr.evaluation import torch and Avalanche: they are
+# benchmarks.harness.report and avalanche_sdr.evaluation import torch and Avalanche: they are
 # imported by the functions that need them, after the arguments are parsed.
 
 RULE_ROWS = ("sdr", "sdr_calibrated", "sdr_expert_gate", "sdr_two_sample", "sdr_two_sample_nogen",
@@ -60,7 +60,7 @@ def read_runs(sources: Sequence[str]) -> List[Dict[str, Any]]:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
-    from benchmarks.table2 import mean_std
+    from benchmarks.harness.report import mean_std
 
     if not values:
         return "–"

@@ -1,114 +1,31 @@
 """The methods of the Table 2 harness: one builder per row, all on the same stream.
 
 Every builder has the signature ``build(backbone, benchmark, stream, preset, *,
-evaluator, device) -> strategy`` and returns an Avalanche strategy ready for
+evaluator, device, **options) -> strategy`` and returns an Avalanche strategy ready for
 ``strategy.train(experience)`` / ``strategy.eval(stream)``. ``backbone`` is the
-pretrained E0 (a ``small_cnn_backbone`` trained on the warm-start tasks' training
-data, option (b) of docs/method.rst, "E0 without ImageNet weights"), the same
-weights for every method of a seed; builders copy it, so one E0 can serve several
-builders. The
-baselines' models and strategies are the library's (:mod:`avalanche_sdr.baselines`);
-this module maps the harness's :class:`Preset` onto their keyword arguments.
+pretrained E0, the same weights for every method of a seed; builders copy it, so one E0
+can serve several builders. The baselines' models and strategies are the library's
+(:mod:`avalanche_sdr.baselines`); this module maps the harness's :class:`Preset` onto
+their keyword arguments, and defines the streams (:data:`STREAMS`), the budgets
+(:data:`PRESETS`) and the rows (:data:`METHODS`, in the paper's order); the variants'
+options (``--protocol``, ``--sweep``, ``--reuse``, ``--equal-memory``) are
+:mod:`benchmarks.variants`'. Names and labels come from :mod:`benchmarks.catalogue`.
 
-Rows (paper Table 2 names in brackets):
-
-- ``sdr`` [SDR (EFT for E)]: :class:`~avalanche_sdr.SDRStrategy`, agreement rule,
-  an independent ConvVAE per unique entry, E0 frozen.
-- ``sdr_eft_g`` [SDR (EFT for E and G)]: the same strategy, but every unique entry's
-  generator is a set of EFT adapters (a=8, b=16) on ONE shared base ``ConvVAE``
-  (latent and width as the stream's SDR VAEs), pretrained on the warm-start tasks'
-  training inputs (``pretrain_vae``, ``preset.base_vae_epochs`` epochs, Adam lr 2e-3,
-  batch 32) inside the builder, so its time counts in the run's wall time; the base
-  VAE counts towards memory.
-- ``optimal`` [Optimal (EFT for E)]: the same strategy and repository, but the
-  decision comes from ground truth: a task reuses the entry created by the first
-  earlier task of its group, else it is new. The ground truth (``stream_groups``)
-  is handed to :class:`OracleDetector` by the harness; the strategy still never
-  reads the experiences' ``group`` / ``split`` attributes.
-- ``single_model`` [Single Model per task]: ``Naive`` on ``make_model_per_task``, a
-  fresh trainable copy of E0 plus a head for every task. Memory counts every copy
-  and the kept E0 (needed to start the next task's copy).
-- ``new_head`` [New-Head]: ``Naive`` on ``make_multi_head_net``, one shared trainable
-  backbone (initialised from E0) trained on every task, one new head per task
-  (Avalanche ``MultiHeadClassifier``).
-- ``finetune`` [Finetune]: ``Naive`` on ``SingleHeadNet``, one shared backbone
-  and ONE shared linear head over the largest task's classes, fine-tuned on every
-  task in turn. Labels are local (0..c-1) in every task, so each task overwrites
-  the meaning of the same output units; evaluation still feeds each task's data,
-  but there is no task-specific parameter. This is the distinction from
-  ``new_head``, which keeps a head per task.
-- ``ewc`` [Online EWC]: Avalanche ``EWC(mode="online")`` on ``make_multi_head_net``.
-- ``replay`` [ER]: Avalanche ``Replay`` on ``make_multi_head_net`` with
-  ``mem_size = 10 x`` the number of (task, class) pairs of the whole stream: its
-  experience-balanced buffer holds 10 exemplars per class after the last task
-  (more per class earlier in the stream); option ``replay_mem_size`` sets the buffer
-  size in images instead (the equal-memory rows, :func:`size_equal_memory`).
-- ``ewc`` / ``replay`` with option ``shared_head=True`` (variant ``paper``,
-  :data:`PROTOCOLS`): on the one-head ``SingleHeadNet``, the paper's protocol as
-  docs/reproducing.rst infers it.
-
-- ``dgr`` [DGR]: Avalanche ``GenerativeReplay`` (task-free in Avalanche 0.6, so on the
-  one-head ``SingleHeadNet``), generator Avalanche's ``MlpVAE`` sized for the stream.
-- ``pnn`` [PNN]: Avalanche ``PNNStrategy`` on ``make_feature_pnn`` (Avalanche's
-  MLP-column PNN on the features of a frozen E0).
-- ``hat`` [HAT, hard attention to the task, Serra et al. 2018; beyond the paper's
-  Table 2]: :func:`avalanche_sdr.baselines.hat_strategy`, a gated trainable copy of E0
-  (a gate on the output units of every ``Conv2d`` / ``Linear``, BatchNorms frozen at
-  E0's) plus a head per task, the paper's ``s_max = 400`` and ``c = 0.75``
-  (``hat_s_max`` / ``hat_c`` of the preset's baseline settings; no tuning grid). Written
-  by hand (:mod:`avalanche_sdr.hat`, which lists its deviations from the paper).
-- ``sdr_calibrated`` / ``sdr_calibrated_ft`` (beyond the paper): SDR with
-  ``decision="calibrated"`` (default thresholds), the second also with
-  ``forward_transfer=True``.
-- ``sdr_two_sample`` (beyond the paper): SDR with ``decision="two_sample"`` (the
-  label-aware repeat test at level 0.01 with its power check,
-  :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`), independent VAEs still fitted
-  and counted as in the paper's repository; ``sdr_two_sample_nogen``: the same rule on
-  a repository built with ``generator=None`` (no VAEs at all); ``sdr_two_sample_entry``:
-  the same without generators, testing in each candidate entry's own encoder space
-  (``TwoSampleSettings(feature_space="entry")``) instead of E0's.
-- ``sdr_expert_gate`` (detection baseline): SDR's repository (no VAEs) with Expert
-  Gate's autoencoder relatedness on E0 features deciding reuse (threshold 0.85).
-
-Task-free rows (issue #15; :attr:`Method.task_free`: run on the stream with the dataset's
-ORIGINAL class ids, the same images, tasks and E0 as every other row, and scored
-without task labels as well):
-
-- ``sdr_task_free``: ``sdr_two_sample_nogen`` fitted after every task with both routers
-  of :mod:`avalanche_sdr.models.routing` (SDR's Gaussian router and Expert Gate's
-  autoencoders), whose state counts in its memory; its accuracy column is the usual
-  task-aware one, its task-free and routing accuracies are in the run JSON.
-- ``ci_replay`` [ER, class-incremental], ``ci_ewc`` [Online EWC, class-incremental],
-  ``joint`` [Joint training, the non-continual upper bound, trained once on the whole
-  stream]: :func:`avalanche_sdr.baselines.class_incremental_strategy`, ONE head over the
-  class ids, task labels ignored (their accuracy is task-free).
-
-Not a row: Avalanche's ``ExpertGateStrategy`` as a whole. Its experts and autoencoder
-features are torchvision AlexNets (ImageNet weights, which this project's machines
-cannot download; with random weights the gate's features mean nothing), on >= 63-pixel
-3-channel inputs, each expert a full 57M-parameter AlexNet classifier: not the same
-backbone family as the other rows, and beyond a CPU run. Its relatedness, the part
-that detects related tasks, is the ``sdr_expert_gate`` row, on E0's features.
-
-All baselines train with Adam as ``preset.baselines`` says (an
-:class:`~avalanche_sdr.baselines.BaselineSettings`: epochs per task, learning rate,
-mini-batch, EWC and ER settings; the ``cpu`` and ``paper`` presets use the library's
-:data:`~avalanche_sdr.baselines.BASELINE_SETTINGS`, as ``examples/*.py --compare`` does);
-SDR rows use ``preset.sdr`` (an :class:`~avalanche_sdr.training.SDRSettings`); an SDR
-row's option ``reuse="accumulate"`` (``--reuse``, variant ``accumulate``) sets its
-``reuse`` field (the learning reuse, :mod:`avalanche_sdr.training.learning_reuse`).
+What each row is (the paper's Table 2 names, the rows beyond the paper, the task-free
+rows, why Avalanche's ``ExpertGateStrategy`` is not a row) and each variant:
+docs/reproducing.rst, "The harness's rows and variants".
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_HEAD, ROUTER_LDA_WEIGHTED
 from benchmarks import catalogue
+from benchmarks.variants import Row
 
 # --------------------------------------------------------------------- settings
 
@@ -379,12 +296,15 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         a=eft["a"], b=eft["b"], generator=generator, base_vae=base_vae,
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
-    if detector is None:
-        detection = dict(decision=decision, elbo_samples=preset.elbo_samples, two_sample=two_sample)
-    else:  # an injected detector (the oracle) carries its own configuration
-        detection = dict(detector=detector)
+    if detector is None:  # the rule with the options it reads: the preset's ELBO samples, the test's settings
+        from avalanche_sdr.detection import make_detector
+        from avalanche_sdr.detection.registry import detector_options
+
+        given = {"elbo_samples": preset.elbo_samples, "settings": two_sample}
+        detector = make_detector(decision, **{k: v for k, v in given.items()
+                                              if k in detector_options(decision) and v is not None})
     return SDRStrategy(model=model, settings=settings, forward_transfer=forward_transfer, evaluator=evaluator,
-                       device=device, routers=routers, **detection)
+                       device=device, routers=routers, detector=detector)
 
 
 def build_sdr(backbone, benchmark, stream, preset, *, evaluator, device, **options):
@@ -571,17 +491,17 @@ class Method:
     task_free: bool = False
 
 
-def _method(name: str, build: Callable[..., Any], is_sdr: bool = False) -> Method:
-    """The :class:`Method` ``name`` with its label and task-free flag read from
+def _method(name: str, build: Callable[..., Any]) -> Method:
+    """The :class:`Method` ``name`` with its label and flags read from
     :data:`benchmarks.catalogue.METHODS` (defined there once, for the parsers)."""
     entry = catalogue.METHODS[name]
-    return Method(name, entry.label, build, is_sdr, task_free=entry.task_free)
+    return Method(name, entry.label, build, entry.is_sdr, task_free=entry.task_free)
 
 
 METHODS: Dict[str, Method] = {
     m.name: m
     for m in (
-        _method("optimal", build_optimal, True),
+        _method("optimal", build_optimal),
         _method("single_model", build_single_model),
         _method("finetune", build_finetune),
         _method("new_head", build_new_head),
@@ -590,15 +510,15 @@ METHODS: Dict[str, Method] = {
         _method("dgr", build_generative_replay),
         _method("pnn", build_pnn),
         _method("hat", build_hat),
-        _method("sdr", build_sdr, True),
-        _method("sdr_eft_g", build_sdr_eft_g, True),
-        _method("sdr_calibrated", build_sdr_calibrated, True),
-        _method("sdr_calibrated_ft", build_sdr_calibrated_ft, True),
-        _method("sdr_expert_gate", build_sdr_expert_gate, True),
-        _method("sdr_two_sample", build_sdr_two_sample, True),
-        _method("sdr_two_sample_nogen", build_sdr_two_sample_nogen, True),
-        _method("sdr_two_sample_entry", build_sdr_two_sample_entry, True),
-        _method("sdr_task_free", build_sdr_task_free, True),
+        _method("sdr", build_sdr),
+        _method("sdr_eft_g", build_sdr_eft_g),
+        _method("sdr_calibrated", build_sdr_calibrated),
+        _method("sdr_calibrated_ft", build_sdr_calibrated_ft),
+        _method("sdr_expert_gate", build_sdr_expert_gate),
+        _method("sdr_two_sample", build_sdr_two_sample),
+        _method("sdr_two_sample_nogen", build_sdr_two_sample_nogen),
+        _method("sdr_two_sample_entry", build_sdr_two_sample_entry),
+        _method("sdr_task_free", build_sdr_task_free),
         _method("ci_replay", build_ci_replay),
         _method("ci_ewc", build_ci_ewc),
         _method("joint", build_joint),
@@ -607,138 +527,14 @@ METHODS: Dict[str, Method] = {
 """Rows in the paper's order."""
 
 
-# --------------------------------------------------------------------- variants
-# Rows beside a method's own: the paper's protocol, memory sweeps and equal-memory ER.
-
-Options = Tuple[Tuple[str, Any], ...]
-
-PROTOCOLS: Dict[str, Dict[str, Options]] = {
-    "ours": {},
-    "paper": {"ewc": (("shared_head", True),), "replay": (("shared_head", True),)},
-}
-"""Builder options of each protocol (``--protocol``), by method. ``ours``: the rows as
-defined above (EWC and ER on one head per task). ``paper``: EWC and ER on ONE shared head
-over local labels (``SingleHeadNet``), as the paper's Table 2 memory and accuracies suggest
-(docs/reproducing.rst, "The paper's protocol", says what is stated and what inferred); a
-row whose network a protocol changes is the variant named after the protocol (``paper``).
-Finetune and DGR are one-head rows under both; New-Head is by definition the multi-head
-network (the paper's §5.2 (d)), Single Model and PNN one model / column per task, and the
-SDR rows the method itself: unchanged."""
-
-SWEEP_PER_CLASS: Tuple[int, ...] = (2, 5, 20, 50)
-"""``--sweep``: ER's ``replay_per_class`` variants (``pc2`` ...) beside the preset's (10)."""
-
-SWEEP_EFT: Tuple[Tuple[int, int], ...] = ((4, 8), (16, 32))
-"""``--sweep``: the SDR rows' EFT ``(a, b)`` variants (``a4b8`` ...) beside the paper's (8, 16)."""
-
-MEMORY_KNOBS = frozenset({"replay_per_class", "replay_mem_size", "a", "b"})
-"""Options that move a row along its method's accuracy-memory curve: runs of a method whose
-other options are the same are one curve in ``plots/accuracy_memory.png``."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """A table row: a method, its variant name (``""``: the method as the preset defines it)
-    and the options its builder gets."""
-
-    method: str
-    variant: str = ""
-    options: Options = ()
-
-
-def variant_name(*parts: str) -> str:
-    """The non-empty ``parts`` joined by ``_`` (``variant_name("pc5", "paper") == "pc5_paper"``)."""
-    return "_".join(p for p in parts if p)
-
-
-def protocol_rows(method: str, protocols: Sequence[str] = ("ours",)) -> List[Row]:
-    """The rows of ``method`` under each protocol of ``protocols`` (one row where no
-    protocol changes the method)."""
-    rows: List[Row] = []
-    for protocol in protocols:
-        options = PROTOCOLS[protocol].get(method, ())
-        row = Row(method, protocol if options else "", options)
-        if row not in rows:
-            rows.append(row)
-    return rows
-
-
-def sweep_rows(base: Row) -> List[Row]:
-    """``--sweep``'s variants of a row along its memory knob: ER's buffer per class
-    (:data:`SWEEP_PER_CLASS`), the SDR rows' EFT sizes (:data:`SWEEP_EFT`); none for the
-    other methods."""
-    if base.method == "replay":
-        return [Row(base.method, variant_name(f"pc{k}", base.variant), base.options + (("replay_per_class", k),))
-                for k in SWEEP_PER_CLASS]
-    if METHODS[base.method].is_sdr:
-        return [Row(base.method, variant_name(f"a{a}b{b}", base.variant), base.options + (("a", a), ("b", b)))
-                for a, b in SWEEP_EFT]
-    return []
-
-
-REUSE_DEFAULT = REUSE_HEAD
-"""The reuse of the SDR rows as the presets define them (``SDRSettings.reuse``): a row of
-another reuse (``--reuse``) is a variant named after it."""
-
-
-def reuse_rows(base: Row, reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]:
-    """``base`` under each reuse of ``reuses`` (``--reuse``, values of
-    :data:`~avalanche_sdr.vocabulary.REUSE_MODES`), for an SDR row: ``"head"`` is
-    ``base`` itself, another value ``v`` the variant ``<base variant>_v`` (``accumulate``,
-    ``a4b8_accumulate``) whose builder gets ``reuse=v``. Other methods: ``[base]``."""
-    if not METHODS[base.method].is_sdr:
-        return [base]
-    rows: List[Row] = []
-    for reuse in reuses:
-        row = base if reuse == REUSE_DEFAULT else \
-            Row(base.method, variant_name(base.variant, reuse), base.options + (("reuse", reuse),))
-        if row not in rows:
-            rows.append(row)
-    return rows
-
-
-def row_reuse(options: Dict[str, Any]) -> str:
-    """The reuse of a row (its ``options``' ``reuse``, else :data:`REUSE_DEFAULT`)."""
-    return (options or {}).get("reuse", REUSE_DEFAULT)
-
-
-def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), sweep: bool = False,
-                 reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]:
-    """Every row of a harness call: each method under each protocol, with ``sweep`` its
-    memory-knob variants, and each SDR row under each reuse of ``reuses``
-    (:func:`reuse_rows`; the other methods' rows once, whatever ``reuses``)."""
-    rows: List[Row] = []
-    for method in methods:
-        if METHODS[method].is_sdr:
-            family = [row for base in protocol_rows(method, protocols)
-                      for row in [base] + (sweep_rows(base) if sweep else [])]
-            rows += [r for reuse in reuses for row in family for r in reuse_rows(row, (reuse,))]
-            continue
-        for base in protocol_rows(method, protocols):
-            rows += [base] + (sweep_rows(base) if sweep else [])
-    return rows
-
-
-SDR_ROUTER = ROUTER_LDA_WEIGHTED
-"""SDR's recommended task-free router: an equal-memory row sized to a task-free SDR run meets that
-run's memory with this router's state and without the other routers'
-(:func:`benchmarks.table2.memory_mb_with_routers`; ``"lda_weighted"`` shares ``"lda"``'s
-state, so both size alike)."""
-
-
-def equal_memory_rows(reference: str, protocols: Sequence[str] = ("ours",)) -> List[Row]:
-    """ER rows to be sized to ``reference``'s memory (variant ``mem_<reference>``, under each
-    protocol); their ``replay_mem_size`` comes from :func:`size_equal_memory`. A task-free
-    reference (:attr:`Method.task_free`) gets ONE class-incremental ER row (``ci_replay``,
-    protocols do not apply)."""
-    if METHODS[reference].task_free:
-        return [Row("ci_replay", f"mem_{reference}")]
-    return [Row("replay", variant_name(f"mem_{reference}", base.variant), base.options)
-            for base in protocol_rows("replay", protocols)]
+SDR_ROUTER = catalogue.SDR_ROUTER
+"""SDR's recommended task-free router (:data:`benchmarks.catalogue.SDR_ROUTER`, defined there
+once): an equal-memory row sized to a task-free SDR run meets that run's memory with this
+router's state only."""
 
 
 def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
-    """Size ER's buffer for ``row`` (an :func:`equal_memory_rows` row) on ``benchmark`` so
+    """Size ER's buffer for ``row`` (an :func:`benchmarks.variants.equal_memory_rows` row) on ``benchmark`` so
     that its memory after the stream meets ``target_bytes``
     (:func:`avalanche_sdr.baselines.size_replay_buffer`, on the network the row's options
     give; a ``ci_replay`` row: one head over the class ids, ``benchmark`` built with
@@ -758,7 +554,5 @@ def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
     return Row(row.method, row.variant, row.options + (("replay_mem_size", sizing.mem_size),)), sizing
 
 
-__all__ = ["METHODS", "MEMORY_KNOBS", "PRESETS", "PROTOCOLS", "REUSE_DEFAULT", "SDR_ROUTER", "STREAMS", "SWEEP_EFT",
-           "SWEEP_PER_CLASS", "Method",
-           "OracleDetector", "Preset", "Row", "StreamSpec", "equal_memory_rows", "harness_rows", "oracle_choice",
-           "protocol_rows", "reuse_rows", "row_reuse", "size_equal_memory", "sweep_rows", "variant_name"]
+__all__ = ["METHODS", "PRESETS", "SDR_ROUTER", "STREAMS", "Method", "OracleDetector", "Preset", "StreamSpec",
+           "oracle_choice", "size_equal_memory"]

@@ -120,14 +120,15 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
     from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
     from avalanche_sdr.training.stream_runner import run_sdr_stream
     from benchmarks.methods import PRESETS, STREAMS
-    from benchmarks.table2 import RunSpec, _load_backbone, prepare_backbone
+    from benchmarks.harness.engine import load_backbone, prepare_backbone
+    from benchmarks.harness.specs import RunSpec
 
     torch.set_num_threads(threads)
     stream, preset = STREAMS[stream_name], PRESETS[preset_name]
     path = prepare_backbone(stream_name, preset_name, seed, out, data_root=data_root, weights=weights)
     seed_everything(seed)
     benchmark = stream.build(seed, preset.capped, data_root)
-    backbone = _load_backbone(RunSpec(stream_name, preset_name, "optimal", seed, path))
+    backbone = load_backbone(RunSpec(stream_name, preset_name, "optimal", seed, path))
     model = build_sdr_model(backbone, in_channels=stream.in_channels, image_size=stream.image_size, generator=None)
     settings = preset.sdr.replace(reuse="head" if config == "head" else "accumulate",
                                   reuse_guard=config != "accumulate_noguard")

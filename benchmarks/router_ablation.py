@@ -33,16 +33,19 @@ repeat before fitting it), stores exactly what fitting it during training would.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from avalanche_sdr import cli
+from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED
 from benchmarks.catalogue import STREAMS as STREAM_NAMES
 
 if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
+
+# torch, Avalanche and the library's models are imported by the functions that use them,
+# so that --help and usage errors come first.
 
 PER_CLASS = (5, 10, 20)
 """Stored images per (entry, class) the ``"lda"`` variants are fitted with (``--per-class``)."""
@@ -81,29 +84,19 @@ def parse_args(argv=None):
     return args
 
 
-if __name__ == "__main__":
-    _ARGS = parse_args(sys.argv[1:])  # --help and usage errors end here, before torch is imported
-
-import torch  # noqa: E402
-
-from avalanche_sdr.dataset_tensors import experience_tensors  # noqa: E402
-from avalanche_sdr.models import lda_router  # noqa: E402
-from avalanche_sdr.models.routing import fit_router  # noqa: E402
-from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED  # noqa: E402
-
-
 def trained_model(stream: str, seed: int, data_root, weights, work: Path):
     """SDR trained on ``stream`` (original class ids) with every router, and the benchmark."""
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from benchmarks import table2
+    from benchmarks.harness.engine import load_run, prepare_backbone
+    from benchmarks.harness.specs import RunSpec
     from benchmarks.methods import METHODS, PRESETS, STREAMS
 
-    backbone_path = table2.prepare_backbone(stream, "cpu", seed, work, data_root=data_root, weights=weights)
-    spec = table2.RunSpec(stream=stream, preset="cpu", method="sdr_task_free", seed=seed,
-                          backbone_path=backbone_path, data_root=data_root)
-    benchmark, backbone = table2.load_run(spec)  # the stream with the dataset's class ids (task-free method)
+    backbone_path = prepare_backbone(stream, "cpu", seed, work, data_root=data_root, weights=weights)
+    spec = RunSpec(stream=stream, preset="cpu", method="sdr_task_free", seed=seed,
+                   backbone_path=backbone_path, data_root=data_root)
+    benchmark, backbone = load_run(spec)  # the stream with the dataset's class ids (task-free method)
     strategy = METHODS["sdr_task_free"].build(  # sdr_two_sample_nogen fitted with every router
         backbone, benchmark, STREAMS[stream], PRESETS["cpu"], device="cpu",
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
@@ -121,6 +114,12 @@ def refit_lda(model, benchmark, per_class: int) -> List[Tuple[int, float, float]
 
     :return: after each repeat that gave evidence, (repeat images routed so far, the weight
         chosen on them, wall seconds of routing them so far)."""
+    import torch
+
+    from avalanche_sdr.dataset_tensors import experience_tensors
+    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.models.routing import fit_router
+
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
         del model.routing_states[key]
     progress: List[Tuple[int, float, float]] = []
@@ -152,7 +151,6 @@ def capped_choices(progress: Sequence[Tuple[int, float, float]],
             for cap in caps if progress and progress[-1][0] >= cap}
 
 
-@torch.no_grad()
 def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> Dict[str, float]:
     """Validation task-free accuracy (%) of every variant (module doc), and where the
     shipped router (20 per class) routes to another group than the sample's:
@@ -165,6 +163,19 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
     :param per_class_counts: the stored images per unit of each refit, in order; the
         last is the shipped number (:data:`SHIPPED_PER_CLASS`), whose state the
         weighted and misrouting figures read."""
+    import torch
+
+    with torch.no_grad():
+        return _ablation(model, benchmark, per_class_counts)
+
+
+def _ablation(model, benchmark, per_class_counts: Sequence[int]):
+    """:func:`ablation`'s work, without gradients."""
+    import torch
+
+    from avalanche_sdr.dataset_tensors import experience_tensors
+    from avalanche_sdr.models import lda_router
+
     x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
     x, y = torch.cat(x), torch.cat(y)
     model.eval()
@@ -205,6 +216,8 @@ def ablation(model, benchmark, per_class_counts: Sequence[int] = PER_CLASS) -> D
 
 
 def main(args) -> str:
+    import torch
+
     torch.set_num_threads(args.threads)
     work = Path(args.out).parent / "router_ablation_work"
     rows: List[Dict[str, float]] = []
@@ -249,5 +262,8 @@ def format_table(labels: Sequence[str], rows: Sequence[Dict[str, float]], thread
     return "\n".join(lines) + "\n"
 
 
+__all__ = ["EVIDENCE_CAPS", "PER_CLASS", "SHIPPED_PER_CLASS", "ablation", "capped_choices", "format_table", "main",
+           "parse_args", "refit_lda", "trained_model"]
+
 if __name__ == "__main__":
-    main(_ARGS)
+    cli.run_cli(main, parse_args)

@@ -11,7 +11,7 @@ two-sample rule decides from E0's frozen features and the references it stored, 
 from the entries' adapters or heads, so an empty repository that receives, task by
 task, the entries its own decisions create makes the decisions a full ``SDRStrategy``
 run would (the same ``detect`` / ``remember`` calls, the training between them left
-out). E0 is the harness's (:func:`benchmarks.table2.prepare_backbone`: the small CNN
+out). E0 is the harness's (:func:`benchmarks.harness.engine.prepare_backbone`: the small CNN
 pretrained on the stream's warm-start tasks, which are the first of their groups and
 therefore the same with and without the shuffle).
 
@@ -72,7 +72,8 @@ def run(args) -> List[Dict[str, Any]]:
     from benchmarks.detection_sim import simulate
     from benchmarks.methods import PRESETS
     from benchmarks.methods import STREAMS as SPECS
-    from benchmarks.table2 import RunSpec, _load_backbone, prepare_backbone
+    from benchmarks.harness.engine import load_backbone, prepare_backbone
+    from benchmarks.harness.specs import RunSpec
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -81,7 +82,7 @@ def run(args) -> List[Dict[str, Any]]:
         spec = SPECS[stream_name]
         for seed in args.seeds:
             path = prepare_backbone(stream_name, "cpu", seed, args.backbones or out, data_root=args.data_root)
-            backbone = _load_backbone(RunSpec(stream_name, "cpu", "sim", seed, path))
+            backbone = load_backbone(RunSpec(stream_name, "cpu", "sim", seed, path))
             for shuffled in (False, True):
                 benchmark = spec.build(seed, PRESETS["cpu"].capped, args.data_root, shuffle_repeat_labels=shuffled)
                 for match in (False, True):

@@ -4,32 +4,19 @@ from the run JSONs of the Table 2 harness's task-free rows.
 Reads ``DIR/runs/*.json`` of one or more ``benchmarks.table2 --out`` folders (or folders
 of run JSONs), keeps the runs of the task-free methods
 (:attr:`benchmarks.methods.Method.task_free`, scored on the test stream) and writes one
-Markdown table per stream and preset, mean ± sample std over seeds:
+Markdown table per stream and preset, mean ± sample std over seeds: a row per SDR router
+(:data:`SDR_VIEWS`, ``sdr_task_free`` predicting without task labels) and the oracle
+task label, then the class-incremental baselines ``ci_replay`` (with ``mem_sdr_task_free``,
+its buffer sized to SDR's memory with the state of its recommended router only,
+:data:`benchmarks.catalogue.SDR_ROUTER`), ``ci_ewc`` and ``joint`` (one head over the
+class ids, so their accuracy is task-free); other variants get a row each.
 
-- "SDR + LDA router, weights chosen on repeats (recommended)", "SDR + LDA router, equal
-  weights", "SDR + Gaussian router", "SDR + Expert Gate routing":
-  ``sdr_task_free`` predicting
-  without task labels (:mod:`avalanche_sdr.models.routing`); "SDR, oracle task label
-  (task-aware reference)": the same run given the true task label;
-- "ER class-incremental" (``ci_replay``), "ER class-incremental [equal memory]"
-  (``ci_replay``, variant ``mem_sdr_task_free``: buffer sized to the SDR run's memory
-  with its recommended router's state only, :data:`benchmarks.methods.SDR_ROUTER`), "Online EWC class-incremental" (``ci_ewc``), "Joint
-  training" (``joint``): one head over the class ids, so their accuracy is task-free.
-  Other variants of these methods (e.g. ``--sweep``) get a row each, labelled with the
-  variant.
-
-Columns: Routing acc (%) (share of test samples sent to an entry of their own group;
-SDR rows only), Task-free acc (%) (predicted class id = label, no task label given),
-Task-aware acc (%) (the harness's average accuracy; SDR rows only, "–" otherwise),
-Memory (MB) (SDR router rows: the run's memory without the OTHER routers' state;
-oracle: without any router state; baselines: their memory), Router fit (% of run) (SDR
-router rows: the wall time of fitting that router after every task, share of the run's
-wall time), Seeds. Under each table
-one sentence, computed from the table's means: SDR with its recommended router's task-free
-accuracy minus joint training's, and whether it is above every class-incremental
-baseline (ER, Online EWC, any variant) whose memory is at least SDR's; "at least"
-allows :data:`MEMORY_TOLERANCE` below it, the tolerance of the equal-memory sizing
-(an equal-memory buffer is the largest within the target, so just below it).
+Columns: Routing acc (%) (SDR rows), Task-free acc (%), Task-aware acc (%) (SDR rows),
+Memory (MB) (an SDR router row without the OTHER routers' state; the oracle without
+any), Router fit (% of run), Seeds. Under each table one sentence from the means: SDR
+with its recommended router against joint training, and whether it is above every
+class-incremental baseline whose memory is at least SDR's (within
+:data:`MEMORY_TOLERANCE`, the equal-memory sizing's tolerance).
 
     python -m benchmarks.table2 --stream fashion10 --preset cpu --seeds 0 1 --jobs 2 \\
         --methods sdr_task_free ci_replay ci_ewc joint --equal-memory sdr_task_free --out results/fashion10_task_free
@@ -39,20 +26,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED
+from benchmarks.catalogue import METHODS, SDR_ROUTER
 from benchmarks.catalogue import TASK_FREE_METHODS  # the harness methods whose runs this table reads
 
 if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
 
-
-# --------------------------------------------------------------------- command
-# Defined and run before the imports below (torch, Avalanche), so that --help and usage
-# errors are immediate.
+# The harness's report and engine import torch and Avalanche: the functions that need
+# them import them, so that --help and usage errors come first.
 
 
 def parse_args(argv=None):
@@ -64,13 +50,6 @@ def parse_args(argv=None):
                         help="the Markdown file to write")
     return parser.parse_args(argv)
 
-
-if __name__ == "__main__":
-    _ARGS = parse_args(sys.argv[1:])  # --help and usage errors (exit code 2) end the command here
-
-from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED  # noqa: E402
-from benchmarks.methods import METHODS, SDR_ROUTER  # noqa: E402
-from benchmarks.table2 import _pm, mean_std, memory_mb_with_routers, table_rows  # noqa: E402
 
 SDR_VIEWS: Tuple[Tuple[str, str], ...] = (
     (ROUTER_LDA_WEIGHTED, "SDR + LDA router, weights chosen on repeats (recommended)"),
@@ -188,11 +167,14 @@ def _row_label(method: str, variant: str, view: str) -> str:
 
 def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The table's rows: per method and variant in the Table 2 order
-    (:func:`benchmarks.table2.table_rows`: the methods' order, a method's own row first,
+    (:func:`benchmarks.harness.report.table_rows`: the methods' order, a method's own row first,
     then its variants by memory), one row per SDR view (:data:`SDR_VIEWS`) or one for a
     baseline. Each row: ``key`` (method, variant, view), ``label`` and the per-seed values
     in seed order, ``seeds``, ``routing``, ``task_free``, ``task_aware`` (%; ``None`` where
     the row has none) and ``memory_mb``."""
+    from benchmarks.harness.engine import memory_mb_with_routers
+    from benchmarks.harness.report import table_rows
+
     rows = []
     for rs in table_rows(runs):
         method, variant = rs[0]["method"], rs[0].get("variant", "")
@@ -213,7 +195,9 @@ def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _cell(values: Optional[Sequence[float]], digits: int) -> str:
-    return "–" if values is None else _pm(values, digits)
+    from benchmarks.harness.report import plus_minus
+
+    return "–" if values is None else plus_minus(values, digits)
 
 
 def format_rows(rows: Sequence[Dict[str, Any]]) -> str:
@@ -232,6 +216,8 @@ def summary_sentence(rows: Sequence[Dict[str, Any]]) -> str:
     """One sentence from the rows' means: SDR with its recommended router's task-free accuracy minus
     joint training's, and whether it is above every class-incremental baseline whose
     memory is at least SDR's (within :data:`MEMORY_TOLERANCE`)."""
+    from benchmarks.harness.report import mean_std
+
     by_key = {row["key"]: row for row in rows}
     sdr = by_key.get(SDR_ROW)
     if sdr is None:
@@ -285,5 +271,9 @@ def main(args) -> str:
     return report
 
 
+__all__ = ["BASELINE_LABELS", "CLASS_INCREMENTAL", "JOINT_ROW", "MEMORY_TOLERANCE", "OPTIONAL_VIEWS", "SDR_ROW",
+           "SDR_VIEWS", "TaskFreeReportError", "VARIANT_LABELS", "format_report", "format_rows",
+           "load_task_free_runs", "main", "parse_args", "summary_sentence", "task_free_rows"]
+
 if __name__ == "__main__":
-    main(_ARGS)  # parsed above, before the heavy imports
+    cli.run_cli(main, parse_args)

@@ -1,85 +1,78 @@
-"""What the examples that read a data set share: emnist_100, cifar10_10, cifar100_40,
-fashion_mnist_50 and fashion_mnist (the quickstart stands alone).
+"""The plumbing the paper-stream examples share; the method itself is in each example.
 
-Importing this module installs the command-line warning filters
-(:func:`avalanche_sdr.cli.install_warning_filters`): it is imported only by those
-scripts, first thing, before anything imports Avalanche. Not a public module: the
-examples import it from their own folder (Python puts a script's folder first on its
-import path), so they run from any working directory.
+``emnist_100.py``, ``fashion_mnist.py``, ``fashion_mnist_50.py``, ``cifar10_10.py`` and
+``cifar100_40.py`` each show, top to bottom, the benchmark, E0, the ``SDRStrategy``,
+Avalanche's ``EWC`` and ``Replay`` and the train/eval loop. Shared here: the command
+line (checked before anything is loaded: usage errors exit with code 2), threads and
+seeds, the ``--checkpoint-dir`` files, the printed legend and tables and the results
+JSON (:class:`Run`), and the command line's options as keywords. Imported first by the
+examples (from their own folder), it installs the command-line warning filters before
+anything imports Avalanche.
 
-Every example is built by :func:`stream_example` (:func:`cifar_example`,
-:func:`fashion_example` for the two families) and shares:
-
-- the command-line options (:func:`add_common_arguments`), checked by the types of
-  :mod:`avalanche_sdr.cli` while parsing, before anything is loaded or trained
-  (usage errors exit with code 2); missing data and the library's other errors print
-  one message and exit with code 1 (``--debug``: with the traceback);
-- the choice of E0 (:func:`make_backbone`): ``--cifar-resnet-weights FILE`` (a frozen
-  CIFAR-10 ResNet-20/32/44/56, option (a) of docs/method.rst, "E0 without ImageNet
-  weights"; not offered on CIFAR streams, whose classes that backbone has seen),
-  ``--resnet18-weights FILE`` (torchvision ResNet18 from a local state_dict, frozen),
-  or by default a small CNN pretrained on the warm-start tasks' training data
-  (option (b));
-- ``--max-tasks N`` (keep the first N tasks: a smoke run, not the full stream, and
-  its numbers are not the paper's), one SDR run (:func:`run_sdr`), the ``--compare``
-  baselines (Avalanche's online EWC and Replay from :mod:`avalanche_sdr.baselines`,
-  :func:`run_baselines`) and the results JSON (``--output``, format in
-  :mod:`avalanche_sdr.training.stream_runner`, plus ``wall_seconds``,
-  ``evaluation_seconds`` and ``baselines``); ``--reuse {head,accumulate}``
-  (``SDRSettings.reuse``, in the config's ``settings``);
-- ``--checkpoint-dir DIR`` (:func:`run_stream_example`): a run stopped by Ctrl-C or a
-  kill resumes when the same command runs again. ``DIR`` holds E0 (and the base VAE)
-  with the RNG states after them (``pretrained.pt``,
-  :func:`avalanche_sdr.training.checkpoint.save_pretrained`), the SDR checkpoint of
-  the finished tasks (``manifest.json``, ``state-*.pt``: ``SDRStrategy(checkpoint_dir=DIR)``,
-  as ``examples/quickstart.py``) and each finished ``--compare`` baseline's results
-  (``baseline-<name>.json``). The resumed run loads them instead of training them
-  again and writes the same results JSON as an uninterrupted run (same seed and
-  threads; ``wall_seconds`` excepted: the seconds of the process that ran that part).
-  A baseline interrupted mid-way starts again from its first task. A directory written
-  with other options is refused (exit code 1, the differing options named).
+``--checkpoint-dir DIR``: a run stopped by Ctrl-C or a kill resumes when the same
+command runs again, from E0 and the RNG states after it (``pretrained.pt``), SDR's
+checkpoint (``manifest.json``, ``state-*.pt``) and each finished baseline's results
+(``baseline-<name>.json``), and writes the same results JSON (``wall_seconds``
+excepted). A directory written with other options is refused, the options named.
 """
 import argparse
-import dataclasses
-import importlib
+import contextlib
+import json
 import os
 import sys
 import time
 import types
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+import warnings
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 
 cli.install_warning_filters()  # imported first by the example scripts, before Avalanche
 
-GREY28 = dict(in_channels=1, image_size=28, latent_dim=16, vae_width=32)
-"""1x28x28 streams (EMNIST, Fashion-MNIST): image shape and the VAEs' latent size and width."""
-RGB32 = dict(in_channels=3, image_size=32, latent_dim=32, vae_width=32)
-"""3x32x32 streams (CIFAR-10, CIFAR-100): image shape and the VAEs' latent size and width."""
-FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
-"""Where the Debian package ``dataset-fashion-mnist`` puts Fashion-MNIST."""
+METHOD_DEFAULTS = {
+    "paper": {"decision": "agreement", "generators": True, "reuse": "head"},
+    "recommended": {"decision": "two_sample", "generators": False, "reuse": "accumulate"},
+}
+"""What each ``--method`` (``SDRStrategy(method=...)``, ``avalanche_sdr.training.METHODS``)
+decides with, whether it builds generators and its reuse: read here to refuse contradictory
+options while parsing, before torch is imported (``tests/examples`` checks it against the
+library's registry)."""
+GENERATOR_RULES = ("agreement", "calibrated")
+"""The rules that score tasks with the entries' generators (the others read none)."""
+BUDGETS = ("cpu", "cpu_large_task", "paper")
+"""``--preset`` names: the library's budget registry (``settings="cpu"``, ...)."""
+BASELINE_BUDGET = {"cpu": "cpu", "cpu_large_task": "cpu", "paper": "paper"}
+"""``--preset`` -> the ``avalanche_sdr.baselines.BASELINE_SETTINGS`` of the ``--compare``
+baselines (both CPU budgets train them alike: 10 epochs, mini-batch 32)."""
 PRETRAINED_FILE = "pretrained.pt"
-"""File in ``--checkpoint-dir`` holding E0, the base VAE and the RNG states after them."""
 BASELINE_FILE = "baseline-{}.json"
-"""File in ``--checkpoint-dir`` holding a finished ``--compare`` baseline's results
-(``{"run_info", "result"}``); ``{}`` is the baseline's name (``ewc``, ``replay``)."""
 RESUME_ADVICE = ("Run the command with the options of the run that wrote it, or pass another --checkpoint-dir "
                  "(an empty or new folder starts from the beginning).")
-"""What to do when ``--checkpoint-dir`` was written with other options."""
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool) -> None:
-    """Options every example takes. ``cifar_resnet``: offer ``--cifar-resnet-weights``
-    (not for CIFAR streams: that backbone has seen their classes)."""
+def argument_parser(doc: str, *, data_root: str, data_help: str, capped: Optional[str],
+                    cifar_resnet: bool = True) -> argparse.ArgumentParser:
+    """The options every paper-stream example takes.
+
+    :param doc: the script's docstring (its first paragraph is the ``--help`` description).
+    :param data_root: default of ``--data-root``; ``data_help`` its help text.
+    :param capped: the images per task of ``--task-sizes capped`` in words (the
+        harness's caps for this stream, :func:`sizes`); ``None``: no such option.
+    :param cifar_resnet: offer ``--cifar-resnet-weights`` (not for CIFAR streams: that
+        backbone has seen their classes).
+    """
+    parser = argparse.ArgumentParser(description=cli.description(doc))
+    parser.add_argument("--data-root", default=data_root, metavar="DIR", help=data_help)
     parser.add_argument("--download", action="store_true",
                         help="download the data set with torchvision into --data-root when files are missing "
-                        "(needs internet; see the README's Data section for the offline layout)")
+                        "(needs internet; docs/reproducing.rst: Data for the offline layout)")
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the stream's task order and of training (default 0)")
-    parser.add_argument("--preset", default="cpu", choices=("cpu", "paper"),
-                        help="training settings: cpu (CPU_SETTINGS: shortened training, same method; default) "
-                        "or paper (PAPER_SETTINGS, supplementary A.1: 100 epochs per new task, VAEs up to "
-                        "2000 epochs; meant for a GPU)")
+    add_method_arguments(parser)
+    if capped is not None:
+        parser.add_argument("--task-sizes", default="full", choices=("full", "capped"),
+                            help=f"images per task: full (the stream's own; default) or capped ({capped}: the "
+                            "harness's with --preset cpu, those of the results pages' cpu rows)")
     parser.add_argument("--device", default="cpu",
                         help="torch device to train on: cpu (default), cuda, cuda:1, ... (checked before the run)")
     cli.add_threads_argument(parser)
@@ -87,20 +80,21 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
     if cifar_resnet:
         backbone.add_argument("--cifar-resnet-weights", type=cli.cifar_resnet_weights, default=None, metavar="FILE",
                               help="E0 = this frozen CIFAR-10 ResNet-20/32/44/56 checkpoint (resnet20-*.th ..., "
-                              "from He et al.'s CIFAR ResNets; README: Data)")
+                              "He et al.'s CIFAR ResNets; docs/reproducing.rst: Data)")
     backbone.add_argument("--resnet18-weights", type=cli.existing_file, default=None, metavar="FILE",
                           help="E0 = torchvision ResNet18 with this local state_dict (e.g. ImageNet weights), frozen")
-    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=5, metavar="N",
+    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=20, metavar="N",
                         help="epochs of E0 pretraining on the warm-start tasks (the default E0, a small CNN; "
-                        "default 5)")
+                        "default 20, the harness's)")
     parser.add_argument("--new-task-epochs", type=cli.positive_int, default=None, metavar="N",
                         help="override the preset's epochs of a new SDR entry and of each --compare baseline")
     parser.add_argument("--vae-epochs", type=cli.positive_int, default=None, metavar="N",
-                        help="override the preset's (maximum) VAE epochs of a new entry")
+                        help="override the preset's (maximum) VAE epochs of a new entry (methods with generators)")
     parser.add_argument("--max-tasks", type=cli.positive_int, default=None, metavar="N",
                         help="keep only the first N tasks (smoke runs; NOT the paper's stream or results)")
     parser.add_argument("--compare", action="store_true",
-                        help="also run Avalanche's online EWC and Replay on the same stream and E0")
+                        help="also run Avalanche's online EWC and Replay on the same stream and E0 (budget: "
+                        "BASELINE_SETTINGS['paper'] with --preset paper, ['cpu'] otherwise)")
     parser.add_argument("--log-dir", type=cli.output_dir, default=None, metavar="DIR",
                         help="write a text log and CSV logs of the SDR run into this folder")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
@@ -111,415 +105,346 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cifar_resnet: bool)
                         "task; a baseline interrupted mid-way starts again from its first task) and writes the "
                         "same results JSON; a folder written with other options is refused. --log-dir files "
                         "then hold the resumed part only")
-    cli.add_decision_arguments(parser)
-    cli.add_reuse_argument(parser)
     cli.add_debug_argument(parser)
+    return parser
 
 
-def check_arguments(parser: argparse.ArgumentParser, args) -> None:
-    """Checks across options, as argparse errors (exit code 2) before anything runs:
-    ``--no-generators`` with a rule that needs generators, a ``--device`` that is not
-    there."""
-    cli.check_decision_arguments(parser, args)
+def add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--method``, ``--preset`` and the options that win over the method: ``--decision``,
+    ``--reuse`` (``None``: the method's) and the deprecated ``--no-generators``; every
+    example takes them. Check them with :func:`check_method_options`."""
+    from avalanche_sdr.vocabulary import DETECTORS, REUSE_MODES
+
+    parser.add_argument("--method", default="paper", choices=tuple(METHOD_DEFAULTS),
+                        help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
+                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
+                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
+                        "task-free router); --decision and --reuse win over it")
+    parser.add_argument("--preset", default="cpu", choices=BUDGETS,
+                        help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SMALL_TASK_SETTINGS, "
+                        "the harness's --preset cpu behind the results pages; default), cpu_large_task "
+                        "(CPU_SETTINGS: head-only reuse 2 epochs at lr 0.001, VAEs up to 20 epochs) or paper "
+                        "(PAPER_SETTINGS, supplementary A.1: 100 epochs per new task, VAEs up to 2000 epochs; meant "
+                        "for a GPU)")
+    parser.add_argument("--decision", default=None, choices=DETECTORS,
+                        help="detection rule instead of the method's (SDRStrategy(detector=...)): agreement (the "
+                        "paper's: argmax p == argmin S), calibrated (likelihood gap, consistency lift and S against "
+                        "permuted labels), two_sample (a level-0.01 repeat test on E0 features, classes paired k "
+                        "with k) or expert_gate (Aljundi et al.'s autoencoder relatedness, a baseline); the "
+                        "generators follow the rule: two_sample and expert_gate build none")
+    parser.add_argument("--no-generators", action="store_true",
+                        help="deprecated, no effect: the generators follow the rule (two_sample and expert_gate "
+                        "build none, agreement and calibrated need them); drop it")
+    parser.add_argument("--reuse", default=None, choices=REUSE_MODES,
+                        help="what a task detected as a repeat trains, instead of the method's: head (the paper's; "
+                        "a new head on the reused entry, which stays frozen) or accumulate (the repeat keeps "
+                        "training the reused entry and its one head, so the earlier tasks of its group can "
+                        "improve; docs: Learning reuse)")
+
+
+def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """``parser``'s arguments, checked across options (:func:`check_method_options`) and
+    ``--device`` (argparse errors, exit code 2)."""
+    args = parser.parse_args(argv)
+    check_method_options(parser, args)
     cli.check_device(parser, args.device)
+    return args
 
 
-def truncate(benchmark, max_tasks: Optional[int]):
-    """``benchmark`` itself, or a view of its first ``max_tasks`` tasks (train, valid, test)."""
-    if max_tasks is None or max_tasks >= len(benchmark.train_stream):
-        return benchmark
-    return types.SimpleNamespace(
-        train_stream=benchmark.train_stream[:max_tasks],
-        valid_stream=benchmark.valid_stream[:max_tasks],
-        test_stream=benchmark.test_stream[:max_tasks],
-        n_warm_start=min(benchmark.n_warm_start, max_tasks),
-        stream_groups=list(benchmark.stream_groups)[:max_tasks],
-    )
-
-
-def make_backbone(args, warm_start, in_channels: int, *, pretrain: bool = True):
-    """E0 and a sentence saying which one it is (reported with the results).
-
-    ``--cifar-resnet-weights``: frozen CIFAR-10 ResNet (option (a) of docs/method.rst,
-    "E0 without ImageNet weights"); ``--resnet18-weights``: torchvision ResNet18 from a local
-    state_dict; otherwise a small CNN pretrained on the warm-start tasks' training data
-    (option (b)).
-
-    :param pretrain: ``False``: the small CNN is built (frozen, eval mode) but not
-        pretrained; its weights are then loaded from ``--checkpoint-dir``.
-    """
-    from avalanche_sdr.models import cifar_resnet_backbone, resnet18_backbone, small_cnn_backbone
-    from avalanche_sdr.training import pretrain_backbone
-
-    cifar_weights = getattr(args, "cifar_resnet_weights", None)
-    if cifar_weights:
-        name = os.path.basename(cifar_weights)
-        depth = cli.cifar_resnet_depth(cifar_weights)
-        backbone = cifar_resnet_backbone(depth, weights_path=cifar_weights, in_channels=in_channels)
-        return backbone, f"CIFAR-10 ResNet-{depth} ({name}), frozen"
-    if args.resnet18_weights:
-        backbone = resnet18_backbone(weights=args.resnet18_weights, in_channels=in_channels)
-        return backbone, f"torchvision ResNet18 ({os.path.basename(args.resnet18_weights)}), frozen"
-    backbone = small_cnn_backbone(in_channels=in_channels, widths=(32, 64, 128))
-    if pretrain:
-        pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=64,
-                          device=args.device)
-    else:
-        backbone.requires_grad_(False).to(args.device).eval()
-    return backbone, f"small_cnn(32,64,128) pretrained {args.pretrain_epochs} epochs on the warm-start tasks"
-
-
-def make_generator(args, warm_start, *, in_channels: int, image_size: int, latent_dim: int,
-                   vae_width: int, pretrain: bool = True) -> Tuple[Optional[str], Any, str]:
-    """The repository's generators: ``(generator, base_vae, note)`` for
-    ``build_sdr_model``, ``note`` reported with the results.
-
-    ``--no-generators``: none; ``--generator eft`` (``examples/fashion_mnist.py``): EFT
-    adapters on one base ConvVAE pretrained on the warm-start tasks' training inputs (10
-    epochs, Adam lr 2e-3; ``pretrain=False``: built, frozen, not pretrained: its weights
-    are then loaded from ``--checkpoint-dir``); otherwise an independent ConvVAE per entry.
-    """
+def check_method_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse errors (exit code 2) for options that contradict the rule that decides
+    (``--decision``, else ``--method``'s): ``--no-generators`` with a rule that scores
+    with the generators, ``--generator`` or ``--vae-epochs`` with a rule that reads none.
+    A ``--no-generators`` that cannot act (the rule builds none anyway) is accepted with a
+    deprecation note."""
+    rule = args.decision or METHOD_DEFAULTS[args.method]["decision"]
+    of = "" if args.decision else f" (of --method {args.method})"
+    if args.no_generators and rule in GENERATOR_RULES:
+        parser.error(f"--decision {rule}{of} scores tasks with the generators; drop --no-generators")
+    generator = getattr(args, "generator", None)
+    if generator is not None and rule not in GENERATOR_RULES:
+        parser.error(f"--generator {generator}: the rule {rule}{of} reads no generators; use --decision "
+                     "agreement or calibrated, or drop --generator")
+    if getattr(args, "vae_epochs", None) is not None and rule not in GENERATOR_RULES:
+        parser.error(f"--vae-epochs: the rule {rule}{of} builds no generators; drop it")
     if args.no_generators:
-        return None, None, "none"
-    if getattr(args, "generator", "independent") == "eft":
-        from avalanche_sdr.models import ConvVAE
-        from avalanche_sdr.training import pretrain_vae
-
-        base_vae = ConvVAE(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
-        if pretrain:
-            pretrain_vae(base_vae, warm_start, epochs=10, lr=2e-3, device=args.device)
-        else:
-            base_vae.requires_grad_(False).to(args.device).eval()
-        return "eft", base_vae, (f"EFT adapters on one base ConvVAE (latent {latent_dim}, width {vae_width}) "
-                                 "pretrained 10 epochs on the warm-start tasks")
-    return "independent", None, f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width})"
+        print(f"note: --no-generators is deprecated and has no effect: the rule {rule} builds no generators; "
+              "drop it", file=sys.stderr)
 
 
-def sdr_settings(args):
-    """The preset's :class:`~avalanche_sdr.training.SDRSettings` with the command line's overrides."""
-    from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS
-
-    settings = CPU_SETTINGS if args.preset == "cpu" else PAPER_SETTINGS
-    overrides = {"new_task_epochs": args.new_task_epochs, "vae_epochs": args.vae_epochs, "reuse": args.reuse}
-    return settings.replace(**{k: v for k, v in overrides.items() if v is not None})
+def sizes(capped_sizes: Tuple[int, int, int]) -> str:
+    """``(train, valid, test)`` images per task in words, for ``--help``."""
+    return "at most {} train / {} validation / {} test images".format(*capped_sizes)
 
 
-def sdr_config(args, config: Dict[str, Any]) -> Dict[str, Any]:
-    """``config`` (stream, E0, generator, device, threads) with SDR's settings added (``--reuse``
-    is their ``reuse``): the results' ``"config"``, and with the seed what a
-    ``--checkpoint-dir`` must match."""
-    return dict(config, eft={"a": 8, "b": 16, "gamma": 1.0}, decision=args.decision, elbo_samples=8,
-                preset=args.preset, settings=sdr_settings(args).to_dict(), max_tasks=args.max_tasks)
+def task_sizes(args, capped_sizes: Optional[Tuple[int, int, int]]) -> Dict[str, int]:
+    """The stream builder's per-task size keywords of ``--task-sizes`` (``{}``: full sizes)."""
+    if getattr(args, "task_sizes", "full") == "full":
+        return {}
+    train, valid, test = capped_sizes
+    return dict(train_per_task=train, valid_per_task=valid, test_per_task=test)
 
 
-def _mismatch_with_advice(run: Callable[[], Any]) -> Any:
-    """``run()``, its :class:`CheckpointMismatchError` re-raised with :data:`RESUME_ADVICE`."""
-    from avalanche_sdr.training.checkpoint import CheckpointMismatchError
-
-    try:
-        return run()
-    except CheckpointMismatchError as err:
-        raise CheckpointMismatchError(err.directory, err.differences, advice=RESUME_ADVICE) from None
-
-
-def run_sdr(args, benchmark, backbone, config: Dict[str, Any], *, generator: Optional[str], base_vae=None,
-            in_channels: int, image_size: int, latent_dim: int, vae_width: int,
-            interactive: bool = False) -> Dict[str, Any]:
-    """Train SDR (EFT for E, ``--decision`` rule) on the whole stream; the results dict of
-    :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` plus ``wall_seconds``
-    (seconds of this process: a resumed run counts only the tasks it trained) and
-    ``evaluation_seconds`` (the part of them spent in the group evaluations behind
-    ``bwt`` and ``group_curve``).
-
-    With ``--checkpoint-dir`` the strategy saves a checkpoint there after every task
-    and first resumes from the one it holds.
-
-    :param config: the run's configuration, :func:`sdr_config`.
-    :param generator: ``build_sdr_model``'s ``generator`` (:func:`make_generator`).
-    :param interactive: Avalanche's progress bars on stdout as well, when stdout is a
-        terminal (``sdr_evaluation_plugin(interactive="auto")``).
-    """
-    import copy
-
-    from avalanche_sdr import SDRStrategy, build_sdr_model
-    from avalanche_sdr.evaluation import sdr_evaluation_plugin
-    from avalanche_sdr.training.stream_runner import run_sdr_stream
-
-    settings = sdr_settings(args)
-    model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size, a=8, b=16,
-                            generator=generator, base_vae=base_vae, latent_dim=latent_dim, vae_width=vae_width)
-    evaluator = sdr_evaluation_plugin(log_dir=args.log_dir, interactive="auto" if interactive else False)
-    strategy = SDRStrategy(model=model, settings=settings, decision=args.decision, elbo_samples=8,
-                           evaluator=evaluator, device=args.device, checkpoint_dir=args.checkpoint_dir)
-    print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=generator is not None)
-          + "\n", flush=True)
-    start = time.perf_counter()
-    timings: Dict[str, float] = {}
-    try:
-        results = _mismatch_with_advice(
-            lambda: run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print, timings=timings))
-    finally:
-        evaluator.close()
-    results["wall_seconds"] = time.perf_counter() - start
-    results["evaluation_seconds"] = timings.get("evaluation_seconds", 0.0)
-    print()
-    print(cli.results_table(results))
-    print()
-    return results
+def backbone_note(args) -> str:
+    """Which E0 the command line asks for, in one sentence (reported with the results)."""
+    weights = getattr(args, "cifar_resnet_weights", None)
+    if weights:
+        return f"CIFAR-10 ResNet-{cli.cifar_resnet_depth(weights)} ({os.path.basename(weights)}), frozen"
+    if args.resnet18_weights:
+        return f"torchvision ResNet18 ({os.path.basename(args.resnet18_weights)}), frozen"
+    return f"small_cnn(32,64,128) pretrained {args.pretrain_epochs} epochs on the warm-start tasks"
 
 
-def run_baselines(args, benchmark, backbone, run_info: Optional[Dict[str, Any]] = None
-                  ) -> Dict[str, Dict[str, Any]]:
-    """Avalanche's online EWC and Replay (:mod:`avalanche_sdr.baselines`, budget
-    ``BASELINE_SETTINGS[--preset]``, ``--new-task-epochs`` epochs when given) on the
-    same stream and E0: accuracy (mean over tasks of the final test accuracy,
-    task-aware) and memory (MB) measured as for SDR.
+def given_backbone(args, in_channels: int):
+    """E0 from ``--cifar-resnet-weights`` or ``--resnet18-weights`` (frozen, not trained
+    here; grey images are repeated to 3 channels inside it), or ``None`` when neither is given."""
+    from avalanche_sdr.models import cifar_resnet_backbone, resnet18_backbone
 
-    With ``--checkpoint-dir``, each baseline's results are written there when it
-    finishes (:data:`BASELINE_FILE`, with ``run_info``) and read back instead of
-    running it again; one interrupted mid-way runs again from its first task.
+    weights = getattr(args, "cifar_resnet_weights", None)
+    if weights:
+        return cifar_resnet_backbone(cli.cifar_resnet_depth(weights), weights_path=weights, in_channels=in_channels)
+    if args.resnet18_weights:
+        return resnet18_backbone(weights=args.resnet18_weights, in_channels=in_channels)
+    return None
 
-    :param run_info: ``{"config", "seed"}`` of the run; a saved baseline of another
-        ``run_info`` or other settings is refused (:class:`CheckpointMismatchError`).
-    """
-    import json
-    import warnings
 
-    from avalanche.evaluation.metrics import accuracy_metrics
-    from avalanche.training.plugins import EvaluationPlugin
+def detector(args, *, elbo_samples: int):
+    """``SDRStrategy``'s ``detector``: ``--decision``'s rule, else ``None`` (the
+    ``--method``'s), except that a rule reading generators (the paper method's
+    ``agreement``) is built here with ``elbo_samples`` Monte-Carlo samples per ELBO
+    (the library's default is 1)."""
+    from avalanche_sdr.detection import make_detector
+    from avalanche_sdr.training import METHODS
 
-    from avalanche_sdr import baselines
-    from avalanche_sdr.evaluation import BYTES_PER_MB, repository_memory_bytes
-    from avalanche_sdr.training.checkpoint import CheckpointError, CheckpointMismatchError
-    from avalanche_sdr.training.stream_runner import final_test_accuracies
+    rule = args.decision or METHODS[args.method].defaults()["detector"]
+    if isinstance(rule, str) and rule in GENERATOR_RULES:
+        return make_detector(rule, elbo_samples=elbo_samples)
+    return make_detector(rule) if args.decision else None
 
-    s = baselines.BASELINE_SETTINGS[args.preset]
+
+def settings_keywords(args) -> Dict[str, Any]:
+    """The ``SDRSettings`` fields the command line sets over ``--method`` and ``--preset``
+    (only the options given): ``reuse``, ``new_task_epochs``, ``vae_epochs``."""
+    given = {"reuse": args.reuse, "new_task_epochs": getattr(args, "new_task_epochs", None),
+             "vae_epochs": getattr(args, "vae_epochs", None)}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def baseline_budget(args):
+    """The ``--compare`` baselines' :class:`~avalanche_sdr.baselines.BaselineSettings`:
+    :data:`BASELINE_BUDGET` of ``--preset``, ``--new-task-epochs`` epochs when given."""
+    import dataclasses
+
+    from avalanche_sdr.baselines import BASELINE_SETTINGS
+
+    budget = BASELINE_SETTINGS[BASELINE_BUDGET[args.preset]]
     if args.new_task_epochs is not None:
-        s = dataclasses.replace(s, epochs=args.new_task_epochs)
-    settings = {"epochs": s.epochs, "lr": s.lr, "train_mb_size": s.train_mb_size,
-                "ewc_lambda": s.ewc_lambda, "ewc_decay": s.ewc_decay, "replay_per_class": s.replay_per_class}
-    builders = {
-        "ewc": ("Online EWC", lambda **kw: baselines.ewc_strategy(
-            backbone, **s.training(), ewc_lambda=s.ewc_lambda, decay_factor=s.ewc_decay, **kw)),
-        "replay": ("ER", lambda **kw: baselines.replay_strategy(
-            backbone, mem_size=baselines.replay_mem_size(benchmark.train_stream, s.replay_per_class),
-            **s.training(), **kw)),
-    }
-    out = {}
-    for name, (label, build) in builders.items():
-        path = None if args.checkpoint_dir is None else os.path.join(args.checkpoint_dir, BASELINE_FILE.format(name))
-        if path is not None and os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    saved = json.load(f)
-                saved_info, result = saved["run_info"], saved["result"]
-            except (OSError, ValueError, TypeError, KeyError) as err:
-                raise CheckpointError(f"baseline results {path!r} are unreadable ({err}); delete the file to run "
-                                      "that baseline again") from err
-            here = json.loads(json.dumps({"run_info": run_info, "settings": settings}))
-            differences = [(key, saved_value, here[key]) for key, saved_value
-                           in (("run_info", saved_info), ("settings", result.get("settings")))
-                           if saved_value != here[key]]
-            if differences:
-                raise CheckpointMismatchError(path, differences, advice=RESUME_ADVICE)
-            print(f"[resume] {label}: finished before, results read from {path}", flush=True)
-            out[name] = result
-            continue
+        budget = dataclasses.replace(budget, epochs=args.new_task_epochs)
+    return budget
+
+
+def method_values(strategy) -> Dict[str, Any]:
+    """What an ``SDRStrategy`` runs with, expanded from its method, budget and keywords
+    (recorded beside ``"method"`` in the results): ``"decision"`` (the rule's name),
+    ``"generator"`` (``"independent"``, ``"eft"`` or ``"none"``), ``"strategy"`` (its
+    training settings, detector and routers) and ``"repository"`` (the model's
+    configuration), as its checkpoint records them."""
+    from avalanche_sdr.training.checkpoint import repository_fingerprint, strategy_fingerprint
+
+    sdr, repository = strategy_fingerprint(strategy), repository_fingerprint(strategy.model)
+    return {"decision": sdr["detector"]["rule"], "generator": repository["generator"] or "none",
+            "strategy": sdr, "repository": repository}
+
+
+def legend(strategy, n_warm_start: int) -> str:
+    """How to read the lines of a run of ``strategy`` (:func:`avalanche_sdr.cli.output_legend`
+    for the rule, generators and reuse it runs with)."""
+    values = method_values(strategy)
+    return cli.output_legend(values["decision"], n_warm_start, generators=values["generator"] != "none",
+                             reuse=values["strategy"]["reuse"])
+
+
+RESULT_OPTIONS = ("decision", "reuse", "generator", "n_splits", "new_task_epochs", "vae_epochs", "task_sizes")
+"""The command-line options, besides ``--method``, ``--preset``, ``--seed`` and E0's, that
+change a run's results (recorded in its config under ``"options"``)."""
+
+
+def command_config(args, config: Dict[str, Any], threads: int) -> Dict[str, Any]:
+    """``config`` (the stream) with E0's note (:func:`backbone_note`), ``--method``,
+    ``--preset``, the options of :data:`RESULT_OPTIONS` the example takes, ``--max-tasks``,
+    the device and ``threads``: what a run's results and ``--checkpoint-dir`` record."""
+    return dict(config, backbone=backbone_note(args), method=args.method, preset=args.preset,
+                options={name: getattr(args, name) for name in RESULT_OPTIONS if hasattr(args, name)},
+                max_tasks=args.max_tasks, device=args.device, torch_threads=threads)
+
+
+@contextlib.contextmanager
+def replay_warning_hidden():
+    """A block in which warnings are not shown: Avalanche's ``Replay`` re-enables its
+    ``update`` DeprecationWarning on every call, past the command line's filters."""
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda *args, **kwargs: None
+        yield
+
+
+class Run:
+    """One example's run: threads and seed at the start, what ``--checkpoint-dir`` holds,
+    the printed legend and tables, the results JSON at the end. A context manager: on
+    Ctrl-C it says what is kept; a checkpoint of other options gets :data:`RESUME_ADVICE`.
+
+    :param args: the parsed command line.
+    :param config: the run's description (``"stream"``); E0's note, ``--method``,
+        ``--preset`` and the other options that change results are added: the results'
+        ``"config"`` and, with the seed, what a ``--checkpoint-dir`` must match. Seeds the
+        global RNGs with ``--seed`` (:func:`avalanche_sdr.cli.seed_everything`).
+    """
+
+    def __init__(self, args, config: Dict[str, Any]):
+        from avalanche_sdr.training.checkpoint import CheckpointError, has_checkpoint
+
+        self.args, self.start = args, time.perf_counter()
+        self.threads = cli.set_threads(args.threads, args.device)
+        self.config = command_config(args, config, self.threads)
+        self.run_info = {"config": self.config, "seed": args.seed}
+        self.directory, self.n_tasks, self._close = args.checkpoint_dir, None, []
+        if self.directory is not None and has_checkpoint(self.directory) and not self._has(PRETRAINED_FILE):
+            raise CheckpointError(
+                f"--checkpoint-dir {self.directory!r} holds an SDR checkpoint without {PRETRAINED_FILE}: it was not "
+                "written by this command (examples/quickstart.py?); pass another --checkpoint-dir")
         cli.seed_everything(args.seed)
-        start = time.perf_counter()
-        strategy = build(evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
-                         device=args.device)
-        with warnings.catch_warnings():
-            # Avalanche re-enables Replay's ``update`` DeprecationWarning on every call.
-            warnings.showwarning = lambda *args, **kwargs: None
-            for experience in benchmark.train_stream:
-                strategy.train(experience, eval_streams=[])
-        accuracies = final_test_accuracies(strategy, benchmark.test_stream)
-        out[name] = {
-            "label": label,
-            "average_accuracy": sum(accuracies) / len(accuracies),
-            "task_accuracies": accuracies,
-            "memory_mb": repository_memory_bytes(strategy) / BYTES_PER_MB,
-            "wall_seconds": time.perf_counter() - start,
-            "settings": dict(settings),
-        }
-        if path is not None:
-            cli.write_json(path, {"run_info": run_info, "result": out[name]})
-    return out
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        from avalanche_sdr.training.checkpoint import CheckpointMismatchError
+
+        for thing in self._close:
+            thing.close()
+        if kind is KeyboardInterrupt:
+            print(f"interrupted: {self._kept()}", file=sys.stderr, flush=True)
+        elif isinstance(error, CheckpointMismatchError) and RESUME_ADVICE not in str(error):
+            raise CheckpointMismatchError(error.directory, error.differences, advice=RESUME_ADVICE) from None
+        return False
+
+    def closing(self, thing):
+        """``thing`` (e.g. SDR's evaluator with its log files), closed when the run ends."""
+        self._close.append(thing)
+        return thing
+
+    def _has(self, name: str) -> bool:
+        return self.directory is not None and os.path.isfile(os.path.join(self.directory, name))
+
+    def _kept(self) -> str:
+        """What ``--checkpoint-dir`` holds after an interruption, in one sentence."""
+        from avalanche_sdr.training.checkpoint import has_checkpoint, read_manifest
+
+        if self.directory is None:
+            return "nothing is kept (--checkpoint-dir DIR makes a run resumable)"
+        if not self._has(PRETRAINED_FILE):
+            return "nothing is kept yet (interrupted before E0 was saved); run the same command again"
+        done = read_manifest(self.directory)["step"] if has_checkpoint(self.directory) else 0
+        kept = [f"{done} of {self.n_tasks} SDR tasks"]
+        if self.args.compare:
+            kept.append(f"{sum(self._has(BASELINE_FILE.format(n)) for n in ('ewc', 'replay'))} of 2 baselines")
+        return f"E0, {' and '.join(kept)} are kept in {self.directory}; run the same command again to resume"
+
+    def benchmark(self, benchmark):
+        """``benchmark`` cut to its first ``--max-tasks`` tasks; the full stream's
+        per-task sizes (``task_sizes``, where the builder reports them) go into the config,
+        before E0 is saved with it."""
+        if getattr(benchmark, "task_sizes", None) is not None:
+            self.config["task_sizes"] = benchmark.task_sizes
+        n = self.args.max_tasks
+        if n is not None and n < len(benchmark.train_stream):  # a view of the first n tasks
+            benchmark = types.SimpleNamespace(
+                train_stream=benchmark.train_stream[:n], valid_stream=benchmark.valid_stream[:n],
+                test_stream=benchmark.test_stream[:n], n_warm_start=min(benchmark.n_warm_start, n),
+                stream_groups=list(benchmark.stream_groups)[:n])
+        self.n_tasks = len(benchmark.train_stream)
+        return benchmark
+
+    def resumed(self, modules: Dict[str, Any]) -> bool:
+        """``True`` when ``--checkpoint-dir`` holds E0 (and the other pretrained ``modules``)
+        and the RNG states after them: loaded into ``modules`` (refused if written with
+        other options). ``False``: make them, then :meth:`pretrained`."""
+        from avalanche_sdr.training.checkpoint import load_pretrained
+
+        if not self._has(PRETRAINED_FILE):
+            return False
+        path = os.path.join(self.directory, PRETRAINED_FILE)
+        load_pretrained(path, modules, self.run_info)
+        for module in modules.values():  # as pretraining leaves them: frozen, on the device, eval mode
+            module.requires_grad_(False).to(self.args.device).eval()
+        print(f"[resume] {' and '.join(('E0', 'the base VAE')[:len(modules)])} loaded from {path}", flush=True)
+        return True
+
+    def pretrained(self, modules: Dict[str, Any]) -> None:
+        """Save ``modules`` and the RNG states after them in ``--checkpoint-dir`` (if given)."""
+        from avalanche_sdr.training.checkpoint import save_pretrained
+
+        if self.directory is not None:
+            os.makedirs(self.directory, exist_ok=True)
+            save_pretrained(os.path.join(self.directory, PRETRAINED_FILE), modules, self.run_info)
+
+    def legend(self, strategy, benchmark) -> None:
+        """Print how to read the run's lines (:func:`legend`)."""
+        print("\n" + legend(strategy, benchmark.n_warm_start) + "\n", flush=True)
+
+    def sdr_config(self, strategy) -> Dict[str, Any]:
+        """The config of SDR's results and checkpoint: the run's, plus what ``strategy``
+        runs with (:func:`method_values`)."""
+        return dict(self.config, **method_values(strategy))
+
+    def finished_baseline(self, name: str, settings: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The results of baseline ``name`` saved in ``--checkpoint-dir`` by an earlier run
+        of this command, or ``None``; saved results of other options are refused."""
+        from avalanche_sdr.training.checkpoint import CheckpointError, CheckpointMismatchError
+
+        if not self._has(BASELINE_FILE.format(name)):
+            return None
+        path = os.path.join(self.directory, BASELINE_FILE.format(name))
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            result = saved["result"]
+            saved_here = [(saved["run_info"], self.run_info), (result.get("settings"), settings)]
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            raise CheckpointError(f"baseline results {path!r} are unreadable ({err}); delete the file to run "
+                                  "that baseline again") from err
+        differences = [(key, old, new) for key, (old, new) in zip(("run_info", "settings"), saved_here)
+                       if old != json.loads(json.dumps(new))]
+        if differences:
+            raise CheckpointMismatchError(path, differences, advice=RESUME_ADVICE)
+        print(f"[resume] {result['label']}: finished before, results read from {path}", flush=True)
+        return result
+
+    def baseline_done(self, name: str, result: Dict[str, Any]) -> None:
+        """Keep a finished baseline's results in ``--checkpoint-dir`` (if given)."""
+        if self.directory is not None:
+            cli.write_json(os.path.join(self.directory, BASELINE_FILE.format(name)),
+                           {"run_info": self.run_info, "result": result})
+
+    def finish(self, results: Dict[str, Any], baselines: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+        """Print SDR's table and every method's accuracy, memory and wall time; write ``--output``."""
+        results["baselines"] = baselines if self.args.compare else None
+        print()
+        print(cli.results_table(results))
+        print()
+        config = results["config"]
+        sdr = f"SDR ({config['decision']}, {config['strategy']['reuse']} reuse)"  # what ran, options included
+        print(f"{'method':<32} {'acc (%)':>8} {'mem (MB)':>9} {'wall (s)':>9}")
+        for row in [dict(results, label=sdr), *baselines.values()]:
+            print(f"{row['label']:<32} {100 * row['average_accuracy']:>8.2f} {row['memory_mb']:>9.2f} "
+                  f"{row['wall_seconds']:>9.1f}")
+        print(f"total wall time {time.perf_counter() - self.start:.1f}s, {self.threads} torch thread(s)")
+        if self.args.output:
+            cli.write_json(self.args.output, results)
+            print(f"wrote {self.args.output}")
+        return results
 
 
-def report(results: Dict[str, Any], baselines: Optional[Dict[str, Dict[str, Any]]]) -> None:
-    """Print SDR's accuracy and memory, and the baselines' beside them (mean final test
-    accuracy over the tasks, memory after the last task, wall time of the method)."""
-    rows = [("SDR (EFT for E)", results["average_accuracy"], results["memory_mb"], results["wall_seconds"])]
-    for b in (baselines or {}).values():
-        rows.append((b["label"], b["average_accuracy"], b["memory_mb"], b["wall_seconds"]))
-    print(f"{'method':<18} {'acc (%)':>8} {'mem (MB)':>9} {'wall (s)':>9}")
-    for label, acc, mem, wall in rows:
-        print(f"{label:<18} {100 * acc:>8.2f} {mem:>9.2f} {wall:>9.1f}")
-
-
-def _kept_on_interrupt(args, n_tasks: int) -> str:
-    """What ``--checkpoint-dir`` holds after an interruption, in one sentence."""
-    from avalanche_sdr.training.checkpoint import has_checkpoint, read_manifest
-
-    if args.checkpoint_dir is None:
-        return "nothing is kept (--checkpoint-dir DIR makes a run resumable)"
-    directory = args.checkpoint_dir
-    if not os.path.isfile(os.path.join(directory, PRETRAINED_FILE)):
-        return "nothing is kept yet (interrupted before E0 was saved); run the same command again"
-    done = read_manifest(directory)["step"] if has_checkpoint(directory) else 0
-    kept = [f"{done} of {n_tasks} SDR tasks"]
-    if args.compare:
-        baselines = sum(os.path.isfile(os.path.join(directory, BASELINE_FILE.format(n))) for n in ("ewc", "replay"))
-        kept.append(f"{baselines} of 2 baselines")
-    return f"E0, {' and '.join(kept)} are kept in {directory}; run the same command again to resume"
-
-
-def _warm_start_modules(args, backbone, base_vae, run_info: Dict[str, Any]) -> None:
-    """``--checkpoint-dir``: load E0 (and the base VAE) and the RNG states after them from
-    :data:`PRETRAINED_FILE` when it is there (refused if written with other options),
-    else save them there."""
-    from avalanche_sdr.training.checkpoint import load_pretrained, save_pretrained
-
-    modules = {"backbone": backbone, **({"base_vae": base_vae} if base_vae is not None else {})}
-    path = os.path.join(args.checkpoint_dir, PRETRAINED_FILE)
-    if os.path.isfile(path):
-        _mismatch_with_advice(lambda: load_pretrained(path, modules, run_info))
-        print(f"[resume] E0{' and the base VAE' if base_vae is not None else ''} loaded from {path}", flush=True)
-    else:
-        os.makedirs(args.checkpoint_dir, exist_ok=True)
-        save_pretrained(path, modules, run_info)
-
-
-def run_stream_example(args, build_stream: Callable[[], Any], *, stream: str, in_channels: int,
-                       image_size: int, latent_dim: int, vae_width: int, record_task_sizes: bool = False,
-                       interactive: bool = False) -> Dict[str, Any]:
-    """The body every example shares; returns (and writes) the results.
-
-    Seeds everything, builds the stream (``build_stream()``), keeps ``--max-tasks``
-    tasks, makes E0 (and a base VAE with ``--generator eft``) from the warm-start tasks,
-    runs SDR (and with ``--compare`` the baselines), prints the comparison and the wall
-    time, writes ``--output``. With ``--checkpoint-dir`` every finished part is saved
-    and a rerun resumes from it (module docstring); Ctrl-C says what is kept.
-
-    :param stream: the stream's name in the results' config.
-    :param record_task_sizes: also put the full stream's ``task_sizes`` in the config
-        (streams whose sizes are scaled to the data, e.g. EMNIST bymerge).
-    :param interactive: Avalanche's progress-bar logger during the SDR run, when stdout
-        is a terminal.
-    """
-    from avalanche_sdr.training.checkpoint import CheckpointError, has_checkpoint
-
-    start = time.perf_counter()
-    threads = cli.set_threads(args.threads, args.device)
-    if args.checkpoint_dir is not None and has_checkpoint(args.checkpoint_dir) \
-            and not os.path.isfile(os.path.join(args.checkpoint_dir, PRETRAINED_FILE)):
-        raise CheckpointError(
-            f"--checkpoint-dir {args.checkpoint_dir!r} holds an SDR checkpoint without {PRETRAINED_FILE}: it was not "
-            "written by this command (examples/quickstart.py?); pass another --checkpoint-dir")
-    cli.seed_everything(args.seed)
-    full = build_stream()
-    benchmark = truncate(full, args.max_tasks)
-    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    # Resuming: E0 (and the base VAE) and the RNG states after them come from the checkpoint.
-    pretrain = args.checkpoint_dir is None or not os.path.isfile(os.path.join(args.checkpoint_dir, PRETRAINED_FILE))
-    try:
-        backbone, backbone_note = make_backbone(args, warm_start, in_channels=in_channels, pretrain=pretrain)
-        sizes = dict(in_channels=in_channels, image_size=image_size, latent_dim=latent_dim, vae_width=vae_width)
-        generator, base_vae, generator_note = make_generator(args, warm_start, pretrain=pretrain, **sizes)
-        config = {"stream": stream, "backbone": backbone_note, "generator": generator_note,
-                  "device": args.device, "torch_threads": threads}
-        if record_task_sizes:
-            config["task_sizes"] = getattr(full, "task_sizes", None)
-        config = sdr_config(args, config)
-        run_info = {"config": config, "seed": args.seed}  # what SDR's checkpoint records and compares
-        if args.checkpoint_dir is not None:
-            _warm_start_modules(args, backbone, base_vae, run_info)
-        results = run_sdr(args, benchmark, backbone, config, generator=generator, base_vae=base_vae,
-                          interactive=interactive, **sizes)
-        results["baselines"] = run_baselines(args, benchmark, backbone, run_info) if args.compare else None
-    except KeyboardInterrupt:
-        print(f"interrupted: {_kept_on_interrupt(args, len(benchmark.train_stream))}", file=sys.stderr, flush=True)
-        raise
-    report(results, results["baselines"])
-    print(f"total wall time {time.perf_counter() - start:.1f}s, {threads} torch thread(s)")
-    if args.output:
-        cli.write_json(args.output, results)
-        print(f"wrote {args.output}")
-    return results
-
-
-def stream_example(doc: str, *, stream: Union[str, Callable[[Any], str]], build: Callable[[Any, Any], Any],
-                   images: Dict[str, int], data_root: str = "data", data_help: str, cifar_resnet: bool = True,
-                   add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None,
-                   record_task_sizes: bool = False, interactive: bool = False):
-    """An example's ``(parse_args, main)``.
-
-    :param doc: the script's docstring (its first line is the ``--help`` description).
-    :param stream: the stream's name in the results' config, or ``stream(args) -> name``.
-    :param build: ``build(args, avalanche_sdr.benchmarks) -> benchmark`` (the stream).
-    :param images: :data:`GREY28` or :data:`RGB32` (image shape, VAE sizes).
-    :param data_root: default of ``--data-root``; ``data_help`` its help text.
-    :param cifar_resnet: offer ``--cifar-resnet-weights``.
-    :param add_arguments: adds the example's own options to the parser.
-    """
-    def parse_args(argv=None):
-        parser = argparse.ArgumentParser(description=cli.description(doc))
-        parser.add_argument("--data-root", default=data_root, metavar="DIR", help=data_help)
-        if add_arguments is not None:
-            add_arguments(parser)
-        add_common_arguments(parser, cifar_resnet=cifar_resnet)
-        args = parser.parse_args(argv)
-        check_arguments(parser, args)
-        return args
-
-    def main(args) -> dict:
-        benchmarks = importlib.import_module("avalanche_sdr.benchmarks")
-        return run_stream_example(args, lambda: build(args, benchmarks),
-                                  stream=stream(args) if callable(stream) else stream, **images,
-                                  record_task_sizes=record_task_sizes, interactive=interactive)
-
-    return parse_args, main
-
-
-def cifar_example(doc: str, n_classes: int):
-    """``(parse_args, main)`` of the CIFAR-``n_classes`` example (10 or 100):
-    ``MixedCIFAR10`` / ``MixedCIFAR100`` read from ``--data-root`` (torchvision layout)."""
-    folder = {10: "cifar-10-batches-py", 100: "cifar-100-python"}[n_classes]
-    name = f"MixedCIFAR{n_classes}"
-    return stream_example(
-        doc, stream=name, images=RGB32, cifar_resnet=False,
-        build=lambda args, b: getattr(b, name)(args.data_root, seed=args.seed, download=args.download),
-        data_help=f"folder holding {folder}/ (torchvision layout; default: data)",
-    )
-
-
-def fashion_example(doc: str, n_splits: Optional[int] = None):
-    """``(parse_args, main)`` of a ``MixedFashionMNIST`` example: ``n_splits`` fixed, or
-    ``None`` for ``--n-splits {2,10}`` and ``--generator {independent,eft}`` options and
-    Avalanche's progress bars (``examples/fashion_mnist.py``)."""
-    def add_arguments(parser):
-        parser.add_argument("--n-splits", type=int, default=2, choices=(2, 10),
-                            help="splits per group of 2 classes: 2 gives 10 tasks (default), 10 gives 50 tasks")
-        parser.add_argument("--generator", default="independent", choices=("independent", "eft"),
-                            help="independent: a VAE per entry (EFT for E; default); eft: EFT adapters on a base "
-                            "VAE pretrained on the warm-start tasks (EFT for E and G)")
-
-    def splits(args):
-        return n_splits or args.n_splits
-
-    return stream_example(
-        doc, stream=lambda args: f"MixedFashionMNIST(n_splits={splits(args)})", images=GREY28,
-        build=lambda args, b: b.MixedFashionMNIST(args.data_root, n_splits=splits(args), seed=args.seed,
-                                                  download=args.download),
-        data_root=FASHION_ROOT, add_arguments=None if n_splits else add_arguments, interactive=not n_splits,
-        data_help="folder with the four Fashion-MNIST idx files (Debian package dataset-fashion-mnist, "
-        "the default) or a torchvision root (DIR/FashionMNIST/raw)",
-    )
-
-
-def run_example(main: Callable, parse_args: Callable) -> None:
+def run_example(main, parse_args) -> None:
     """``main(parse_args(argv))`` through :func:`avalanche_sdr.cli.run_cli`: argument
     errors exit with code 2 before anything runs; missing data and the library's other
     errors print one message and exit with code 1 (``--debug``: with the traceback)."""

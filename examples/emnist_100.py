@@ -1,44 +1,184 @@
-"""SDR on the paper's 100-task EMNIST stream (MixedEMNIST; paper Tables 2-4).
+"""SDR on the paper's 100-task EMNIST stream, beside Avalanche's EWC and Replay (paper Tables 2-4).
 
-10 groups of EMNIST classes (Table 4) x 10 splits = 100 tasks of 1x28x28 images, the
-first 3 dissimilar warm-start tasks. Reads the torchvision layout,
-``DATA_ROOT/EMNIST/raw/emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte``
-(``--download`` fetches the official archive, which holds both splits). ``--split
-balanced`` is the paper's; ``--split bymerge`` (same 47 classes, unbalanced) scales
-each group's per-task sizes down to what its rarest class allows (reported in the
-JSON): a stream that is not the paper's.
+The script reads top to bottom: the benchmark (``MixedEMNIST``), E0 (the frozen backbone
+every entry adapts), the ``SDRStrategy`` (``--method paper`` or ``recommended``, on the
+training budget ``--preset``), Avalanche's own ``EWC`` and ``Replay`` on copies of the
+same E0 (``--compare``), and the loop that trains and evaluates them. ``_common.py``
+holds the plumbing only: the command line, ``--checkpoint-dir``, the printed tables and
+the results JSON.
 
-E0, reported with the results: ``--cifar-resnet-weights FILE`` (a frozen CIFAR-10
-ResNet, He et al.'s published ``resnet20-*.th`` ..., an offline analogue of the
-paper's ImageNet backbone; grey images repeated to 3 channels), ``--resnet18-weights
-FILE`` (torchvision ResNet18 from a local state_dict), or by default a small CNN
-pretrained on the 3 warm-start tasks' training data. ``--compare`` also runs
-Avalanche's online EWC and Replay on the same stream and E0 and prints their accuracy
-and memory beside SDR's; ``--max-tasks N`` keeps the first N tasks only (a smoke run,
-not the paper's stream). Arguments and output paths are checked before anything is
-loaded (exit code 2); missing data: the message says which files and how to get them
-(README: Data), exit code 1.
+Data: 10 groups of EMNIST classes (Table 4) x 10 splits = 100 tasks of 1x28x28 images,
+the first 3 dissimilar warm-start tasks, read in the torchvision layout
+``DATA_ROOT/EMNIST/raw/emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte``.
+``--split balanced`` is the paper's (``--download`` fetches the official archive, which
+needs internet). Offline, ``--split bymerge`` reads a bymerge root (docs/reproducing.rst,
+"EMNIST on an offline machine"; on this project's machines ``python
+make_emnist_root.py ROOT`` of the shared data folder writes one): the same 47 classes,
+unbalanced, each group's per-task sizes scaled to its rarest class (reported in the
+JSON), so not the paper's stream.
 
+E0: ``--cifar-resnet-weights FILE`` (a frozen CIFAR-10 ResNet, He et al.'s
+``resnet20-*.th`` ..., an offline analogue of the paper's ImageNet backbone; grey
+images repeated to 3 channels), ``--resnet18-weights FILE``, or by default a small CNN
+pretrained on the 3 warm-start tasks' training data.
+
+A results row without the harness: the harness's ``emnist100`` stream is this one with
+``--split bymerge --task-sizes capped`` (at most 200 / 20 / 100 images per task) and E0
+the frozen ResNet-20 (``--cifar-resnet-weights``); its ``--preset cpu`` is this
+``--preset cpu``, and here as there every method starts from the RNG state after E0. Its
+rows, each reproduced here by the same seed and ``--threads``:
+
+- ``sdr`` (the harness's ``--method paper``; docs/results/table2_emnist100_cpu.md):
+  ``--method paper``;
+- ``sdr_two_sample_nogen [accumulate]`` (the harness's ``--method recommended``; the
+  "SDR two-sample, no generators [accumulate]" rows of docs/results/learning_reuse.md):
+  ``--decision two_sample --reuse accumulate``. The library's ``--method recommended``
+  differs from that row twice: classes matched in any order, and the ``lda_weighted``
+  task-free router, whose state counts in memory;
+- ``ewc`` and ``replay`` at the preset's values: ``--compare`` (the ``[tuned]`` rows'
+  values come from the harness's tuning on the validation stream, not offered here).
+
+    python examples/emnist_100.py --data-root ROOT --split bymerge --task-sizes capped \\
+        --cifar-resnet-weights resnet20-12fca82f.th --decision two_sample --reuse accumulate \\
+        --compare --seed 0 --output results/emnist100/seed0.json
     python examples/emnist_100.py --data-root data --split balanced --download \\
         --preset paper --device cuda --compare --output results/emnist100/results.json
-    python examples/emnist_100.py --data-root data --split bymerge \\
-        --cifar-resnet-weights weights/resnet20-12fca82f.th
 """
-import _common
+import _common  # first: the command line's warning filters, before Avalanche is imported
+
+CAPPED_SIZES = (200, 20, 100)
+"""(train, validation, test) images per task of ``--task-sizes capped``: the harness's
+``emnist100`` caps (``benchmarks/methods.py``)."""
 
 
-def _split_argument(parser):
+def parse_args(argv=None):
+    parser = _common.argument_parser(
+        __doc__, data_root="data", capped=_common.sizes(CAPPED_SIZES),
+        data_help="folder holding EMNIST/raw/emnist-<split>-*-ubyte (torchvision layout; default: data)")
     parser.add_argument("--split", default="balanced", choices=("balanced", "bymerge"),
-                        help="balanced: the paper's split (default); bymerge: the same 47 classes, unbalanced, "
-                        "per-task sizes scaled to the rarest class")
+                        help="balanced: the paper's split (default; needs the official files or --download); "
+                        "bymerge: the same 47 classes, unbalanced, per-task sizes scaled to the rarest class "
+                        "(the offline way: docs/reproducing.rst, EMNIST on an offline machine)")
+    return _common.parse(parser, argv)
 
 
-parse_args, main = _common.stream_example(
-    __doc__, stream=lambda args: f"MixedEMNIST(split={args.split!r})", images=_common.GREY28,
-    build=lambda args, b: b.MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download),
-    data_help="folder holding EMNIST/raw/emnist-<split>-*-ubyte (torchvision layout; default: data)",
-    add_arguments=_split_argument, record_task_sizes=True,
-)
+def load_benchmark(args):
+    """``MixedEMNIST`` of ``--split``; balanced files that are missing, or a ``--download``
+    that fails (no internet), are reported with the offline way: ``--split bymerge``."""
+    import os
+
+    from avalanche_sdr.benchmarks import MixedEMNIST
+    from avalanche_sdr.benchmarks.sources import DatasetNotFoundError, emnist_files
+
+    try:
+        return MixedEMNIST(args.data_root, split=args.split, seed=args.seed, download=args.download,
+                           **_common.task_sizes(args, CAPPED_SIZES))
+    except OSError as error:  # DatasetNotFoundError, or the download's network error
+        if args.split != "balanced" or not (isinstance(error, DatasetNotFoundError) or args.download):
+            raise
+        if isinstance(error, DatasetNotFoundError):
+            missing, hint = error.missing, error.hint
+        else:
+            missing, hint = emnist_files(args.data_root, "balanced"), f"The download failed ({error})."
+        here = all(os.path.isfile(f) or os.path.isfile(f + ".gz") for f in emnist_files(args.data_root, "bymerge"))
+        raise DatasetNotFoundError("EMNIST (balanced)", args.data_root, missing, hint + (
+            f" The bymerge files are in {args.data_root!r}: add --split bymerge." if here else
+            " Without internet, use EMNIST bymerge: --split bymerge with --data-root a folder holding "
+            "EMNIST/raw/emnist-bymerge-{train,test}-{images-idx3,labels-idx1}-ubyte, any copy of bymerge in "
+            "that layout (docs/reproducing.rst, 'EMNIST on an offline machine'; on this project's machines, "
+            "make_emnist_root.py of the shared data folder writes one)."
+        ) + " Its 47 classes are balanced's, unbalanced: a stream that is not the paper's.") from None
+
+
+def main(args) -> dict:
+    import copy
+    import dataclasses
+    import time
+
+    import torch
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training import EWC, Replay
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr import SDRStrategy, pretrain_backbone, small_cnn_backbone
+    from avalanche_sdr.baselines import make_multi_head_net, replay_mem_size
+    from avalanche_sdr.evaluation import BYTES_PER_MB, repository_memory_bytes, sdr_evaluation_plugin
+    from avalanche_sdr.training.stream_runner import final_test_accuracies, preserved_rng, run_sdr_stream
+
+    # Threads, seed_everything(--seed), --checkpoint-dir, the printed tables, --output.
+    with _common.Run(args, {"stream": f"MixedEMNIST(split={args.split!r})"}) as run:
+        # 1. The benchmark: 100 tasks of 5 (or 2) classes; a task of a group seen before
+        #    repeats its classes on other images. The first 3 are dissimilar warm-start tasks.
+        benchmark = run.benchmark(load_benchmark(args))
+        warm_start = benchmark.train_stream[:benchmark.n_warm_start]
+
+        # 2. E0, frozen from here on: the given weights, or a small CNN pretrained on the
+        #    warm-start tasks' training data only (docs/method.rst, "E0 without ImageNet weights").
+        backbone = _common.given_backbone(args, in_channels=1)
+        pretrain = backbone is None
+        if pretrain:
+            backbone = small_cnn_backbone(in_channels=1, widths=(32, 64, 128))
+        if not run.resumed({"backbone": backbone}):  # --checkpoint-dir of an interrupted run: E0 loaded
+            if pretrain:
+                pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
+                                  device=args.device)
+            run.pretrained({"backbone": backbone})
+
+        # 3. SDR: before training on a task, test whether it repeats an earlier one; reuse
+        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR freezes the
+        #    E0 it gets: a copy, so that the baselines below start from the same weights.
+        strategy = SDRStrategy.from_benchmark(
+            copy.deepcopy(backbone), benchmark,
+            method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
+            settings=args.preset,  # the training budget by name: "cpu", "cpu_large_task" or "paper"
+            detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+            **_common.settings_keywords(args),  # --reuse, --new-task-epochs, --vae-epochs when given
+            latent_dim=16, vae_width=32,  # each entry's ConvVAE for 1x28x28 images (methods with generators)
+            evaluator=run.closing(sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)),
+            device=args.device, checkpoint_dir=args.checkpoint_dir)
+        run.legend(strategy, benchmark)
+        with preserved_rng():  # every method starts from the RNG state after E0, as in the harness
+            start, timings = time.perf_counter(), {}
+            # Train on every task in order (detection first), evaluate the task's group
+            # after it and every task at the end: decisions, accuracies, memory.
+            results = run_sdr_stream(strategy, benchmark, config=run.sdr_config(strategy), seed=args.seed,
+                                     log=print, timings=timings)
+            results.update(wall_seconds=time.perf_counter() - start,
+                           evaluation_seconds=timings["evaluation_seconds"])
+
+        # 4. Avalanche's own online EWC and Replay (--compare), each on a trainable copy of
+        #    the same E0 with a head per task, trained with Adam; memory counted as for SDR.
+        budget = _common.baseline_budget(args)
+        settings = dataclasses.asdict(budget)
+        baselines = {}
+        compared = {"ewc": "Online EWC", "replay": "ER"} if args.compare else {}
+        for name, label in compared.items():
+            baselines[name] = run.finished_baseline(name, settings)  # kept in --checkpoint-dir, or None
+            if baselines[name] is not None:
+                continue
+            with preserved_rng(), _common.replay_warning_hidden():
+                start = time.perf_counter()
+                net = make_multi_head_net(backbone)  # a trainable copy of E0 + Avalanche's MultiHeadClassifier
+                training = dict(model=net, optimizer=torch.optim.Adam(net.parameters(), lr=budget.lr),
+                                criterion=torch.nn.CrossEntropyLoss(), train_mb_size=budget.train_mb_size,
+                                train_epochs=budget.epochs, eval_mb_size=budget.eval_mb_size, device=args.device,
+                                evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+                if name == "ewc":
+                    baseline = EWC(**training, ewc_lambda=budget.ewc_lambda, mode="online",
+                                   decay_factor=budget.ewc_decay)
+                else:  # an experience-balanced buffer: 10 images per (task, class) of the stream at the end
+                    baseline = Replay(**training, mem_size=replay_mem_size(benchmark.train_stream,
+                                                                           budget.replay_per_class))
+                for experience in benchmark.train_stream:
+                    baseline.train(experience, eval_streams=[])
+                accuracies = final_test_accuracies(baseline, benchmark.test_stream)
+            baselines[name] = {"label": label, "average_accuracy": sum(accuracies) / len(accuracies),
+                               "task_accuracies": accuracies, "settings": settings,
+                               "memory_mb": repository_memory_bytes(baseline) / BYTES_PER_MB,
+                               "wall_seconds": time.perf_counter() - start}
+            run.baseline_done(name, baselines[name])
+        return run.finish(results, baselines)
+
 
 if __name__ == "__main__":
     _common.run_example(main, parse_args)

@@ -6,7 +6,10 @@ weights, the backbone E0 (a small CNN) is pretrained on the warm-start tasks'
 training data only (option (b) of docs/method.rst, "E0 without ImageNet
 weights"); it is then frozen and every unique task gets EFT adapters (a=8, b=16) and
 a conv VAE. The 7 later tasks are each detected as new or similar before any training
-on them.
+on them. That is the paper's SDR, ``--method paper`` (default); ``--method recommended``
+runs the recommended one (the two-sample repeat test with classes matched in any order,
+no generators, the learning reuse, the ``lda_weighted`` task-free router), and
+``--preset`` names the training budget (default ``cpu``, ``CPU_SMALL_TASK_SETTINGS``).
 
 Prints a legend, one line per task (decision, scores, seconds) and a final table
 (each task's decision against the ground truth, its test accuracy; detection,
@@ -24,15 +27,14 @@ errors of the library (e.g. an unusable checkpoint) print one message (exit code
 ``--debug`` shows the traceback).
 
     python examples/quickstart.py --seed 0 --output results/quickstart.json
+    python examples/quickstart.py --seed 0 --method recommended
     python examples/quickstart.py --seed 0 --checkpoint-dir runs/qs0 --output results/quickstart.json
 """
 import argparse
 import time
 
+import _common  # first: the command line's warning filters, before Avalanche is imported
 from avalanche_sdr import cli
-
-if __name__ == "__main__":
-    cli.install_warning_filters()  # before anything imports Avalanche
 
 
 def parse_args(argv=None):
@@ -41,8 +43,18 @@ def parse_args(argv=None):
                         help="seed of the stream's task order and of training (default 0)")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before training starts)")
+    parser.add_argument("--method", default="paper", choices=tuple(_common.METHOD_DEFAULTS),
+                        help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
+                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
+                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
+                        "task-free router); --decision, --no-generators and --reuse win over it")
+    parser.add_argument("--preset", default="cpu", choices=_common.BUDGETS,
+                        help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SMALL_TASK_SETTINGS: "
+                        "digits tasks hold ~120 training images, so a reused entry's head trains 10 epochs at lr "
+                        "0.01; default), cpu_large_task (CPU_SETTINGS) or paper (PAPER_SETTINGS)")
     cli.add_decision_arguments(parser)
     cli.add_reuse_argument(parser)
+    parser.set_defaults(decision=None, reuse=None)  # None: the --method's
     parser.add_argument(
         "--forward-transfer", action="store_true",
         help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
@@ -58,7 +70,7 @@ def parse_args(argv=None):
     cli.add_threads_argument(parser, default=1)
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
-    cli.check_decision_arguments(parser, args)
+    _common.check_method_options(parser, args)
     return args
 
 
@@ -67,11 +79,11 @@ def main(args) -> dict:
     from avalanche.training.plugins import EvaluationPlugin
     from avalanche.evaluation.metrics import accuracy_metrics
 
-    from avalanche_sdr import SDRStrategy, build_sdr_model
+    from avalanche_sdr import SDRStrategy
     from avalanche_sdr.benchmarks import MixedDigits
     from avalanche_sdr.evaluation import DecisionLogger
     from avalanche_sdr.models import small_cnn_backbone
-    from avalanche_sdr.training import CPU_SMALL_TASK_SETTINGS, has_checkpoint, pretrain_backbone
+    from avalanche_sdr.training import has_checkpoint, pretrain_backbone
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
     threads = cli.set_threads(args.threads)
@@ -87,18 +99,14 @@ def main(args) -> dict:
         pretrain_backbone(
             backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet
         )
-    model = build_sdr_model(backbone, in_channels=1, image_size=8, a=8, b=16,
-                            generator=None if args.no_generators else "independent", latent_dim=8, vae_width=16)
-
-    # Digits tasks hold ~120 training images: the CPU preset's 2 head-only epochs are 8
-    # Adam steps, too few for a fresh head, and 20 VAE epochs are cheap to double.
-    settings = CPU_SMALL_TASK_SETTINGS.replace(reuse=args.reuse)
-    strategy = SDRStrategy(
-        model=model,
-        settings=settings,
-        decision=args.decision,
+    strategy = SDRStrategy.from_benchmark(
+        backbone, benchmark,
+        method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
+        settings=args.preset,  # "cpu": CPU_SMALL_TASK_SETTINGS
+        detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+        **_common.settings_keywords(args),  # --reuse, --new-task-epochs when given
+        latent_dim=8, vae_width=16,  # each entry's ConvVAE for 1x8x8 images (methods with generators)
         forward_transfer=args.forward_transfer,
-        elbo_samples=8,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True),
                                    loggers=[] if args.quiet else [DecisionLogger()]),
         checkpoint_dir=args.checkpoint_dir,
@@ -106,18 +114,15 @@ def main(args) -> dict:
     config = {
         "stream": "MixedDigits",
         "backbone": "small_cnn(32,64,128) pretrained on the 3 warm-start tasks' training data",
-        "generator": "none" if args.no_generators else "independent ConvVAE per entry (latent 8, width 16)",
-        "eft": {"a": 8, "b": 16, "gamma": 1.0},
-        "decision": args.decision,
+        "method": args.method,
+        "preset": args.preset,
         "forward_transfer": args.forward_transfer,
-        "elbo_samples": 8,
         "pretrain_epochs": args.pretrain_epochs,
-        "settings": settings.to_dict(),
         "torch_threads": threads,
+        **_common.method_values(strategy),
     }
     if not args.quiet:
-        print("\n" + cli.output_legend(args.decision, benchmark.n_warm_start, generators=not args.no_generators)
-              + "\n", flush=True)
+        print("\n" + _common.legend(strategy, benchmark.n_warm_start) + "\n", flush=True)
     results = run_sdr_stream(strategy, benchmark, config=config, seed=args.seed, log=print)
     print()
     print(cli.results_table(results))

@@ -2,7 +2,7 @@
 
 ``--shared-data DIR`` (or the environment variable ``SDR_SHARED_DATA``) points at an
 optional data folder holding ``emnist/emnist_bymerge_test.npz`` and
-``weights/resnet_cifar10/*.th`` (README: Data). Default: ``../shared/data`` beside
+``weights/resnet_cifar10/*.th`` (docs/data.rst). Default: ``../shared/data`` beside
 the checkout.
 Tests that need it skip, with the reason, where it is absent (a user's machine).
 """

@@ -3,11 +3,25 @@
 - No Python file edits ``sys.path``: the package, the benchmarks, the examples, the
   tests and the Sphinx configuration import what is installed (``pip install -e .``)
   or what ``python -m`` finds from the repository root.
+- No import cycle among the modules of ``avalanche_sdr/``, nor among those of
+  ``benchmarks/`` (the harness), read with the standard library alone (``ast``).
+
+What counts as an import (:func:`import_graph`): every ``import`` and ``from ... import``
+statement of a module, at module level and inside functions alike, since an import
+deferred into a function still makes the two modules depend on each other (a layering
+cycle that only the call order keeps from failing). Not counted: imports under ``if
+TYPE_CHECKING:`` (never run), ``importlib.import_module`` with a computed name (the
+package ``__init__``'s lazy exports), and the parent packages that Python runs before a
+module it imports (a package re-exporting its modules would otherwise make every
+module that imports a sibling part of a cycle). ``from package import name`` counts
+as importing ``package.name`` when that is a module, else ``package`` itself.
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
+from typing import Dict, List, Set
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".git", "build", "_build", "results", ".eggs"}
@@ -36,3 +50,146 @@ def test_no_python_file_edits_sys_path():
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                  if EDIT.search(line) and p != Path(__file__).resolve()]
     assert not offenders, "edit of sys.path (install the package instead):\n" + "\n".join(offenders)
+
+
+# ---------------------------------------------------------------------- import cycles
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(tree: ast.AST):
+    """Every Import / ImportFrom node of ``tree``, at any depth, outside ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(sources: Dict[str, str]) -> Dict[str, Set[str]]:
+    """Module -> the modules among ``sources`` it imports (module doc: what counts).
+
+    :param sources: dotted module name -> its source text (a package as its own name,
+        the text of its ``__init__.py``; ``is_package`` is read from ``__init__`` names
+        given as ``"pkg"`` with submodules ``"pkg.x"``).
+    """
+    known = set(sources)
+    graph: Dict[str, Set[str]] = {name: set() for name in sources}
+    for name, text in sources.items():
+        is_package = any(other.startswith(name + ".") for other in known)
+        package = name if is_package else name.rpartition(".")[0]
+        for node in _imports(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+            for target in targets:
+                while target and target not in known:  # import a.b.c of a module a.b: an edge to a.b
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted:
+    every import cycle lies inside one of them."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    components: List[List[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(components)
+
+
+def _package_sources(package: str) -> Dict[str, str]:
+    root = ROOT / package
+    return {_module_name(path, ROOT): path.read_text(encoding="utf-8") for path in sorted(root.rglob("*.py"))
+            if not set(path.relative_to(ROOT).parts) & SKIP}
+
+
+def _cycle_report(cycles: List[List[str]], graph: Dict[str, Set[str]]) -> str:
+    lines = []
+    for cycle in cycles:
+        members = set(cycle)
+        lines.append(" <-> ".join(cycle) + ": " + "; ".join(
+            f"{m} -> {', '.join(sorted(graph[m] & members))}" for m in cycle))
+    return "\n".join(lines)
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import_and_nothing_else():
+    sources = {
+        "pkg": "",
+        "pkg.low": "import math\n",
+        "pkg.a": "from pkg.low import x\nfrom . import b\n",
+        "pkg.b": "def f():\n    from pkg.c import y\n",
+        "pkg.c": "import pkg.a.z\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.low\n",
+        "pkg.d": "if TYPE_CHECKING:\n    from pkg import e\n",
+        "pkg.e": "from pkg import d\n",
+    }
+    graph = import_graph(sources)
+    assert graph["pkg.a"] == {"pkg.low", "pkg.b"} and graph["pkg.c"] == {"pkg.a"} and graph["pkg.d"] == set()
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+    sources["pkg.b"] = "import pkg.low\n"
+    assert find_cycles(import_graph(sources)) == []
+
+
+def test_no_import_cycle_in_the_library():
+    sources = _package_sources("avalanche_sdr")
+    assert "avalanche_sdr.training.strategy" in sources and len(sources) > 50
+    graph = import_graph(sources)
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in avalanche_sdr/ (cut each at a leaf module):\n" + _cycle_report(cycles, graph)
+
+
+def test_no_import_cycle_in_the_harness():
+    sources = _package_sources("benchmarks")
+    assert "benchmarks.table2" in sources
+    graph = import_graph(sources)
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in benchmarks/ (cut each at a leaf module):\n" + _cycle_report(cycles, graph)

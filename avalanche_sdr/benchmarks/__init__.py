@@ -1,26 +1,16 @@
 """Mixed similar/dissimilar task streams for SDR (paper Sec. 4, Tables 3-4).
 
 - :func:`mixed_similarity_benchmark`: the generic generator over any torchvision-style
-  classification dataset (groups of classes k, disjoint image splits r, seeded order
-  with pairwise-dissimilar warm-start tasks, train/validation/test per task).
-- Presets (Avalanche's CamelCase convention): :func:`MixedDigits` (scikit-learn's
-  bundled digits, offline), :func:`MixedFashionMNIST` (Debian package
-  ``dataset-fashion-mnist`` or a torchvision root), :func:`MixedEMNIST` (100 tasks),
-  :func:`MixedCIFAR10` (10 tasks), :func:`MixedCIFAR100` (40 tasks).
-- ``original_class_ids=True`` (the generator and every preset): labels are the
-  dataset's original class ids instead of labels local to each task, for
-  class-incremental (task-free) learners; same images, tasks and splits
-  (``MixedSimilarityBenchmark.task_class_ids``, ``n_classes_total``).
-- ``shuffle_repeat_labels=True`` (the generator and every preset): every task after
-  the first of its group carries its local labels in a seeded other order (repeats
-  whose classes come in another order); ``MixedSimilarityBenchmark.label_permutations``
-  and ``label_matching`` give the ground truth.
-- :func:`class_incremental_stream`: a stream of such a benchmark (original class ids)
-  with task label 0 everywhere, the class-incremental test stream that
-  ``SDRStrategy(eval_router=...)`` evaluates with Avalanche's own metrics.
-- :func:`dataset_tensors` / :func:`experience_tensors`: a whole experience as tensors.
-- :class:`DatasetNotFoundError`: raised when a preset's files are missing;
-  :class:`CorruptDatasetError`: raised when one is truncated or unreadable.
+  classification dataset (groups of classes, disjoint image splits, a seeded order).
+- Presets (Avalanche's CamelCase convention): :func:`MixedDigits` (offline),
+  :func:`MixedFashionMNIST`, :func:`MixedEMNIST`, :func:`MixedCIFAR10`,
+  :func:`MixedCIFAR100`; ``original_class_ids=True`` and ``shuffle_repeat_labels=True``
+  on each give class-incremental labels and repeats with classes in another order.
+- :func:`class_incremental_stream`: the task-label-free test stream that
+  ``SDRStrategy(eval_router=...)`` evaluates; :func:`dataset_tensors` /
+  :func:`experience_tensors`: an experience as tensors.
+- :class:`DatasetNotFoundError`, :class:`CorruptDatasetError`: a preset's files are
+  missing, or one is unreadable.
 """
 
 from .cifar import CIFAR10_TABLE4_GROUPS, CIFAR100_TABLE4_GROUPS, MixedCIFAR10, MixedCIFAR100

@@ -1,43 +1,20 @@
 """Reading the presets' datasets from their on-disk layouts, with clear errors.
 
 Each loader returns ``(train, test)`` :class:`ImageArrayDataset` s (uint8 images
-[N, C, H, W], ``max_value`` 255, int64 ``targets``, ``classes`` names). Layouts read:
+[N, C, H, W], ``max_value`` 255, int64 ``targets``, ``classes`` names) from
+Fashion-MNIST's and EMNIST's idx files (gzipped or not, torchvision's layout or the
+Debian package's) and CIFAR-10 / CIFAR-100's python pickles. With ``download=True``
+missing files are fetched with torchvision's dataset classes first; without it a
+:class:`DatasetNotFoundError` lists the missing files and how to get them, and a file
+that cannot be read raises :class:`CorruptDatasetError` naming it.
 
-- Fashion-MNIST: the four idx files (gzipped or not) directly in ``root`` (Debian
-  package ``dataset-fashion-mnist``: ``/usr/share/datasets/fashion-mnist``) or in
-  ``root/FashionMNIST/raw`` (torchvision).
-- EMNIST: ``root/EMNIST/raw/emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte``
-  (torchvision); images are returned upright (the files store them transposed).
-- CIFAR-10 / CIFAR-100: the python pickles of ``root/cifar-10-batches-py`` and
-  ``root/cifar-100-python`` (torchvision); read directly, so the files are not
-  checksummed and CIFAR-100's coarse labels are available.
+Why not torchvision's dataset classes: they cannot read gzipped idx files offline,
+fail on a bad file with a bare ``AssertionError``, return EMNIST transposed, checksum
+every CIFAR file at each build and drop CIFAR-100's coarse labels (the paper's
+Table 4 groups).
 
-With ``download=True`` missing files are fetched with torchvision's own dataset classes
-first; without it a :class:`DatasetNotFoundError` lists the missing files and how to
-get them. A file that exists but cannot be read (truncated download, broken gzip
-stream, wrong format) raises :class:`CorruptDatasetError` naming it.
-
-Why the files are parsed here and not by torchvision's dataset classes (which
-:func:`~avalanche_sdr.benchmarks.mixed_similarity_benchmark` accepts as well, with their
-transforms):
-
-- idx files (Fashion-MNIST, EMNIST): ``torchvision.datasets.FashionMNIST`` and
-  ``EMNIST`` read only *uncompressed* files under ``root/<Class>/raw``; ``.gz`` files
-  are only unpacked by their ``download()``, which goes to the network. The Debian
-  package installs the four gzipped files directly in its directory, a layout
-  torchvision cannot read offline. torchvision's idx reader also fails on a
-  truncated or foreign file with a bare ``AssertionError``, where :func:`read_idx`
-  names the file (:class:`CorruptDatasetError`). torchvision's EMNIST returns the
-  images as stored (transposed); :func:`load_emnist` returns them upright.
-- CIFAR pickles: ``torchvision.datasets.CIFAR10`` / ``CIFAR100`` compute the MD5 of
-  every file (about 180 MB) each time a dataset is built and refuse files that are
-  not byte-identical to the official ones, and ``CIFAR100`` keeps only the fine
-  labels: the coarse labels, which name the paper's Table 4 groups and are checked
-  against them (:func:`~avalanche_sdr.benchmarks.MixedCIFAR100`), are dropped.
-- Each split is read into one uint8 tensor [N, C, H, W] (:class:`ImageArrayDataset`),
-  the generator's in-memory fast path, without a PIL image per sample.
-
-The library reads no other format by hand (no npz files).
+The layouts and the reasons in full: docs/method.rst, section "Dataset files:
+layouts read and why not torchvision's readers".
 """
 
 import gzip

@@ -1,24 +1,13 @@
-"""Similar-task detection for SDR: the two scores and the decision rule.
+"""Similar-task detection for SDR: the two scores and the decision rules.
 
-* :func:`distribution_consistency` -- paper eq. 5, mean posterior responsibility of
-  each candidate generator over the new task's inputs (from ELBOs, nats).
-* :func:`complexity_measure` -- paper eqs. 7-8, ``S(j, t)`` from one encoder's
-  features of the new task's inputs and the task's labels (ReLU NTK Gram matrix,
-  Cholesky solve in float64).
-* :func:`agreement_decision` -- the task is similar to candidate ``j`` when
-  ``argmax p == argmin S == j``, otherwise new; :class:`DetectionRecord` stores the
-  outcome in a JSON-serialisable form.
-* :func:`calibrated_decision` -- the "calibrated" rule (beyond the paper): reuse
-  ``argmax p`` only if its likelihood gap, consistency lift and label ratio
-  (S against permuted labels, :func:`permuted_label_complexity`) pass thresholds.
-* :class:`SimilarTaskDetector` -- scores a new task against every repository entry
-  with the functions above and applies a decision rule.
-* :class:`TwoSampleDetector` -- the ``"two_sample"`` rule (beyond the paper): a
-  label-aware repeat test on E0 features with a level fixed in advance and a power
-  check (optionally over every matching of the classes, :func:`bottleneck_matching`);
-  needs no generators.
-* :class:`ExpertGateDetector` -- the ``"expert_gate"`` baseline: Aljundi et al.'s
-  autoencoder relatedness, on E0 features.
+* :func:`distribution_consistency` (paper eq. 5) and :func:`complexity_measure`
+  (eqs. 7-8): the paper's two scores of a new task against each repository entry.
+* :func:`agreement_decision`: the paper's rule (reuse when both scores pick the same
+  entry); :class:`DetectionRecord` stores a decision in a JSON-serialisable form.
+* :func:`calibrated_decision`, :class:`TwoSampleDetector` (``"two_sample"``): rules
+  beyond the paper, with evidence on their own scale or a level fixed in advance.
+* :class:`ExpertGateDetector` (``"expert_gate"``): the autoencoder-relatedness baseline.
+* :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule.
 
 Functions on tensors and detectors over an ``SDRModel``; nothing here imports Avalanche.
 """
@@ -42,6 +31,7 @@ from .consistency import distribution_consistency
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
 from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
 from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
+from .registry import DETECTOR_TYPES, make_detector
 from .two_sample import (
     DEFAULT_TWO_SAMPLE,
     TwoSampleDetector,
@@ -73,6 +63,8 @@ __all__ = [
     "DECISION_RULES",
     "DecisionRule",
     "SimilarTaskDetector",
+    "DETECTOR_TYPES",
+    "make_detector",
     "DEFAULT_EXPERT_GATE",
     "ExpertGateDetector",
     "ExpertGateSettings",

@@ -2,45 +2,20 @@
 
 The paper's rule (:func:`~avalanche_sdr.detection.decision.agreement_decision`) reuses
 entry ``j`` when ``argmax p == argmin S == j``. Both votes are *relative*: a new task
-still has a nearest entry, and both votes often agree on it (the Fashion-MNIST errors
-of docs/results). The calibrated rule takes the consistency vote ``j = argmax p`` and
-the complexity vote ``k = argmin S`` and asks questions whose scale does not depend
-on the other candidates:
+still has a nearest entry, and both votes often agree on it. The calibrated rule
+takes the consistency vote ``j`` and the complexity vote ``k`` and reuses ``j`` only
+when four tests whose scale does not depend on the other candidates pass: a
+likelihood gap (the task's data as likely under both voted generators as their own
+held-out data), a consistency lift, a complexity margin and a label ratio against
+permuted labels (:data:`DEFAULT_THRESHOLDS`). Without a reference ELBO it falls back
+to the agreement rule.
 
-1. **Likelihood gap**, for both voted entries ``i in {j, k}``: is the task's data as
-   likely under ``G_i`` as ``G_i``'s own held-out data? With ``m_i`` the mean
-   per-image ELBO of the new task under ``G_i`` and ``(r_i, s_i)`` the mean and
-   standard deviation of ``G_i``'s per-image ELBO on held-out inputs of the task that
-   created entry ``i``,
+Why: a rule whose evidence has its own scale can say "new" when the nearest entry is
+not close. The thresholds were set on the Fashion-MNIST 10-task stream's detections
+and are used unchanged on every other stream (docs/results/calibrated.md says how).
 
-   .. math::  g_i = (r_i - m_i) / s_i
-
-   is the shortfall in units of the per-image spread. Data of the same distribution
-   gives ``g_i ~ 0``; data of another distribution gives large ``g_i``.
-2. **Consistency lift** ``C p_j``: ``p_j`` relative to the uniform ``1/C`` that
-   ``C`` candidates equally (un)likely would give.
-3. **Complexity margin** ``min_{i != k} S_i / S_k``: how far the complexity vote
-   beats the runner-up.
-4. **Label ratio** ``S_k / mean(S_k^{perm})``: the task's S on ``E_k`` relative to
-   S for the same features with randomly permuted labels (the random-label scale of
-   Arora et al., 2019). Labels that ``E_k``'s features explain give a ratio well
-   below 1.
-
-Reuse ``j`` iff ``g_j <= max_elbo_gap`` **and** ``g_k <= max_elbo_gap``,
-``C p_j >= min_consistency_lift``, margin ``>= min_complexity_margin`` and label ratio
-``<= max_label_ratio``. With ``j == k`` this is the paper's agreement plus evidence
-thresholds. With ``j != k`` the votes still agree *up to equivalence*: the task's
-inputs are as likely under both entries' generators as those generators' own held-out
-data, so both entries model the task's distribution (typically two entries of one
-group, left by an earlier miss, or two visually close groups), and the consistency
-vote -- the entry whose generator explains the inputs best -- is reused instead of
-growing another copy. When either voted entry has no reference ELBO (its generator
-had no hold-out: fewer than 10 training inputs), test 1 has no evidence and the rule
-falls back to the agreement rule.
-
-The default thresholds (:data:`DEFAULT_THRESHOLDS`) were set on the Fashion-MNIST
-10-task stream's detections (docs/results/calibrated.md says how) and are used
-unchanged on every other stream.
+The four tests' formulas and the ``j != k`` case: docs/method.rst, section "The
+calibrated rule's four tests".
 """
 from __future__ import annotations
 

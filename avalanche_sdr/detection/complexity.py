@@ -1,51 +1,20 @@
 """Complexity measure S(j, t) of SDR (paper eqs. 7-8, after Arora et al., 2019).
 
 Given the features ``e_i = E_j(x_i)`` that encoder ``E_j`` extracts from the ``n``
-training inputs of a new task and the task's labels, the measure is
+training inputs of a new task (normalised to unit length) and the one-hot labels
+``Y`` [n, c], ``H`` is the Gram matrix of the ReLU neural-tangent kernel,
+``A = Y^T H^{-1} Y`` and ``S = sqrt(2 ||A^T A||_F^2 / n)``. A small S means the
+labels are easy to predict from the features; SDR picks ``argmin_j S(j, t)``. The
+equations are in docs/method.rst, section "Complexity measure: do the earlier
+features explain the new labels?".
 
-.. math::
+Why the code looks as it does: ``H`` is only positive semi-definite, so it is never
+inverted; everything is float64, ``H + lambda I`` is factorised by Cholesky with a
+jitter escalated tenfold until it succeeds (reported by ``return_details=True``), and
+only one triangle of ``H`` is computed, in place, in one ``n x n`` buffer.
 
-    H_{ik} = \\frac{e_i^\\top e_k\\,(\\pi - \\arccos(e_i^\\top e_k))}{2\\pi}, \\qquad
-    A = Y^\\top H^{-1} Y, \\qquad
-    S = \\sqrt{2\\,\\lVert A^\\top A\\rVert_F^2 / n},
-
-with ``e_i`` normalised to unit length and ``Y`` the one-hot label matrix ``[n, c]``.
-``H`` is the Gram matrix of the ReLU neural-tangent kernel on the unit sphere,
-``H_ik = E_w[e_i^T e_k 1{w^T e_i >= 0, w^T e_k >= 0}]`` with ``w ~ N(0, I)``; it is
-symmetric positive semi-definite. A small S means the labels are easy to predict
-from the features (strong association); SDR picks ``argmin_j S(j, t)``.
-
-Numerics (everything in float64):
-
-* ``H`` is never inverted. ``H + lambda I = L L^T`` is factorised by Cholesky and
-  ``A = Z^T Z`` with ``Z = L^{-1} Y`` (one triangular solve with the ``c`` label
-  columns as right-hand sides), so ``A`` is symmetric positive semi-definite by
-  construction.
-* ``lambda = jitter * mean(diag(H))``, starting at ``jitter`` and multiplying by 10
-  until the factorisation succeeds (``max_tries`` attempts at most). The relative
-  jitter actually used is reported by ``return_details=True``.
-* Only one triangle of ``H`` is computed (block rows of a matrix product), the
-  kernel is applied in place block by block, and the factorisation overwrites the
-  kernel matrix, so the measure costs about one Gram product over half the matrix
-  plus one Cholesky factorisation, with one ``n x n`` buffer (a second one only if
-  the first jitter fails).
-* The diagonal of ``H`` is set exactly (1/2), and cosines within rounding error of
-  +-1 count as exactly +-1, so duplicated rows give exactly equal kernel entries
-  (see :func:`relu_ntk_gram` on the conditioning of arccos near +-1).
-
-Conventions:
-
-* A zero feature row has no direction: its normalised vector is defined as the zero
-  vector, so its row and column of ``H`` are zero and only the jitter keeps ``H``
-  invertible. Such a row cannot be explained by the other rows and contributes on the
-  order of ``1 / lambda`` to ``A``: S becomes very large but stays finite. If every
-  row is zero, ``mean(diag(H))`` is 0 and the jitter is taken relative to 1/2, the
-  diagonal value of a unit-length row.
-* A task with a single class (``c == 1``) is allowed: ``A`` is the ``1 x 1`` matrix
-  ``1^T H^{-1} 1`` and S is finite.
-* Features are rescaled per row before normalisation when their float64 norm under-
-  or overflows, so any finite non-zero row gets a well-defined direction and S is
-  invariant to positive rescaling of each row.
+The numerics and the conventions (zero rows, one class, rescaled rows) in full:
+docs/method.rst, section "The complexity measure's numerics and conventions".
 """
 
 from __future__ import annotations

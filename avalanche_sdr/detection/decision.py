@@ -59,11 +59,11 @@ def agreement_decision(
     return vote_p if vote_p == vote_s else None
 
 
-def candidate_entries(model, num_classes: int, match_class_count: bool) -> list[int]:
+def candidate_entries(model, num_classes: int, class_count_filter: bool) -> list[int]:
     """The entries a new task is compared with: all of ``model.entries``, or (with
-    ``match_class_count``) those whose creating task has ``num_classes`` classes, as a
+    ``class_count_filter``) those whose creating task has ``num_classes`` classes, as a
     repeat must (tasks carry local labels 0..c-1)."""
-    if not match_class_count:
+    if not class_count_filter:
         return list(model.entries)
     return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
 
@@ -76,7 +76,7 @@ class FeatureRuleDetector:
     features kept from the last ``detect``.
 
     Subclasses set ``rule`` (the name stored in :attr:`DetectionRecord.rule`) and
-    ``settings_type`` (a frozen settings dataclass with a bool ``match_class_count``),
+    ``settings_type`` (a frozen settings dataclass with a bool ``class_count_filter``),
     and their ``detect`` stores ``(task, features, ...)`` in ``self._last``.
 
     :param settings: an instance of ``settings_type``.
@@ -100,8 +100,8 @@ class FeatureRuleDetector:
 
     def candidates(self, model, num_classes: int) -> list[int]:
         """Entries compared against (:func:`candidate_entries`, with the settings'
-        ``match_class_count``)."""
-        return candidate_entries(model, num_classes, self.settings.match_class_count)
+        ``class_count_filter``)."""
+        return candidate_entries(model, num_classes, self.settings.class_count_filter)
 
     def cached_features(self, task: int) -> Optional[torch.Tensor]:
         """The features computed by the last ``detect`` if it was for ``task``, else

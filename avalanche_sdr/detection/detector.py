@@ -14,6 +14,7 @@ comparison: a task that reused an entry adds no candidate of its own.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -62,12 +63,13 @@ class SimilarTaskDetector:
         (the first ones of the experience; ``None``: all, as in the paper).
     :param batch_size: batch size for feature and ELBO evaluation.
     :param jitter: initial relative diagonal jitter of the Cholesky solve in S.
-    :param thresholds: thresholds of the ``"calibrated"`` rule (default
-        :data:`~avalanche_sdr.detection.calibrated.DEFAULT_THRESHOLDS`).
+    :param thresholds: thresholds of the ``"calibrated"`` rule (``None``:
+        :data:`~avalanche_sdr.detection.calibrated.DEFAULT_THRESHOLDS`); refused with
+        another rule, which does not read them.
     :param n_permutations: label permutations per candidate for the random-label
         scale of S (recorded for every rule; used by ``"calibrated"``). They use a
         private RNG seeded with the task id, so the global RNG is not advanced.
-    :param match_class_count: score only the entries whose creating task has the new
+    :param class_count_filter: score only the entries whose creating task has the new
         task's class count (a repeat has the same label-set size); off by default (the
         paper compares with every entry). Recorded in the detection record.
     """
@@ -83,9 +85,10 @@ class SimilarTaskDetector:
         max_samples: Optional[int] = None,
         batch_size: int = 256,
         jitter: float = 1e-6,
-        thresholds: CalibrationThresholds = DEFAULT_THRESHOLDS,
+        thresholds: Optional[CalibrationThresholds] = None,
         n_permutations: int = 8,
-        match_class_count: bool = False,
+        class_count_filter: bool = False,
+        match_class_count: Optional[bool] = None,
     ):
         if rule not in DECISION_RULES:
             raise ValueError(f"unknown decision rule {rule!r}; available: {sorted(DECISION_RULES)}")
@@ -97,22 +100,30 @@ class SimilarTaskDetector:
         self.max_samples = max_samples
         self.batch_size = int(batch_size)
         self.jitter = float(jitter)
+        if thresholds is not None and rule != "calibrated":
+            raise ValueError(f"thresholds have no effect with the {rule!r} rule (only 'calibrated' reads them); "
+                             "remove them")
+        thresholds = DEFAULT_THRESHOLDS if thresholds is None else thresholds
         if not isinstance(thresholds, CalibrationThresholds):
             raise TypeError(f"thresholds must be a CalibrationThresholds, got {type(thresholds).__name__}")
         self.thresholds = thresholds
         self.n_permutations = check_int(n_permutations, "n_permutations")
-        self.match_class_count = bool(match_class_count)
+        if match_class_count is not None:
+            warnings.warn("SimilarTaskDetector(match_class_count=...) is deprecated: write class_count_filter=...",
+                          DeprecationWarning, stacklevel=2)
+            class_count_filter = match_class_count
+        self.class_count_filter = bool(class_count_filter)
 
     def candidates(self, model, num_classes: int) -> List[int]:
         """Entries scored (:func:`~avalanche_sdr.detection.decision.candidate_entries`)."""
-        return candidate_entries(model, num_classes, self.match_class_count)
+        return candidate_entries(model, num_classes, self.class_count_filter)
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
         return dict(rule=self.rule, thresholds=self.thresholds.to_dict(), prior=self.prior,
                     elbo_samples=self.elbo_samples, max_detection_samples=self.max_samples,
                     detection_batch_size=self.batch_size, jitter=self.jitter,
-                    match_class_count=self.match_class_count)
+                    class_count_filter=self.class_count_filter)
 
     def _log_prior(self, model, entries: List[int]) -> Optional[Tensor]:
         if self.prior == "uniform":
@@ -211,7 +222,7 @@ class SimilarTaskDetector:
             reference_elbo=evidence["reference_elbo"],
             reference_elbo_std=evidence["reference_elbo_std"],
             permuted_complexity=evidence["permuted_complexity"],
-            class_count_filter=self.match_class_count,
+            class_count_filter=self.class_count_filter,
         )
 
 

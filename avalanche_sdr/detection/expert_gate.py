@@ -1,52 +1,25 @@
 """Expert Gate's task relatedness as a detection rule on E0's features (baseline).
 
 Expert Gate (Aljundi, Chakravarty & Tuytelaars, CVPR 2017) keeps one small
-undercomplete autoencoder per expert, trained on that expert's task, and measures how
-related a new task is to an old one by how well the old task's autoencoder
-reconstructs the new task's data compared with an autoencoder trained on the new
-task itself. Here that relatedness decides whether a new task reuses a repository
-entry of SDR (rule ``"expert_gate"``):
+autoencoder per expert and calls a new task related to an old one when the old
+task's autoencoder reconstructs the new data about as well as an autoencoder trained
+on the new task itself. Here that relatedness (the formula of Avalanche's
+``ExpertGateStrategy._task_relatedness``) decides whether a new task reuses a
+repository entry of SDR (rule ``"expert_gate"``): the most related entry is reused
+when its relatedness reaches ``threshold`` (default 0.85, Expert Gate's published
+value); each entry keeps its autoencoder in the repository (counted, checkpointed).
+Why by hand: Avalanche's ``ExpertGateStrategy`` is bound to ImageNet AlexNets, so
+only its formula is reused, and SDR's repository plays the experts' role.
 
-1. **Features.** The frozen backbone E0's pooled features ``f`` ([n, D] float32,
-   non-negative after the last ReLU), one forward pass per task.
-2. **Input of an autoencoder (AE).** ``u = sigmoid((f - mean) / max(std, 1e-6))``
-   with the per-feature mean and (population) std of the AE's own training
-   features, so ``u`` lies in (0, 1)^D (Aljundi et al. squash features with a
-   sigmoid). The mean and std are stored with the AE: every AE preprocesses any
-   input with its OWN statistics.
-3. **AE.** ``Linear(D, hidden) -> ReLU -> Linear(hidden, D) -> sigmoid``, trained on
-   the mean squared error to ``u`` with Adam (``lr``) for ``epochs`` epochs of
-   mini-batches of ``batch_size``. Weights are initialised and batches shuffled
-   from a private generator seeded from ``(seed, task)``: the global torch RNG is
-   never used, and a task's AE does not depend on the stream's past.
-4. **Reconstruction error.** ``Er(AE, f) = mean_{i, d} (AE(u_i)_d - u_{i, d})^2``.
-5. **Relatedness** (Avalanche's ``ExpertGateStrategy._task_relatedness``): with the
-   new task's own AE (trained on ``f_new``), ``Er_own = Er(own AE, f_new)``, and for
-   each candidate entry k, ``Er_k = Er(AE_k, f_new)``::
-
-       rel_k = 1 - (Er_k - Er_own) / Er_own
-
-   (1 when entry k's AE reconstructs the new task as well as its own AE, lower the
-   worse it does; ``Er_own`` is floored at 1e-12 against a division by zero).
-6. **Decision.** ``k* = argmax_k rel_k`` (ties: the lowest index); reuse ``k*`` if
-   ``rel_k* >= threshold`` (default 0.85, the value published with Expert Gate),
-   else the task is new. A new task's entry keeps the AE trained during detection
-   (:meth:`ExpertGateDetector.remember` reuses it, no retraining).
-
-Every entry stores its AE in the repository's detection state (counted in the
-entry's memory, saved in checkpoints): ``ae_mean`` [D], ``ae_std`` [D], ``ae_w1``
-[hidden, D], ``ae_b1`` [hidden], ``ae_w2`` [D, hidden], ``ae_b2`` [D], float32.
-
-Written by hand as a baseline: Avalanche 0.6.0's ``ExpertGateStrategy`` is bound to
-ImageNet AlexNets (its autoencoders read AlexNet features and its experts are
-AlexNets trained with LwF; random AlexNets without ImageNet weights make its gate
-meaningless), so only its relatedness formula is reused here, on E0's features,
-and no expert is trained: SDR's repository plays that role.
+The steps and the stored tensors: docs/method.rst, section "Expert Gate's
+relatedness as a detection rule, step by step".
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -77,7 +50,8 @@ class ExpertGateSettings:
     :param epochs: training epochs of each autoencoder.
     :param lr: Adam learning rate of the autoencoders.
     :param batch_size: mini-batch size of autoencoder training.
-    :param match_class_count: compare only with entries whose creating task has the
+    :param class_count_filter: (formerly ``match_class_count``, still accepted with a
+        ``DeprecationWarning``) compare only with entries whose creating task has the
         new task's class count.
     :param seed: seed of the private generators (AE initialisation, shuffling); each
         task mixes its task id in.
@@ -88,10 +62,15 @@ class ExpertGateSettings:
     epochs: int = 50
     lr: float = 1e-3
     batch_size: int = 64
-    match_class_count: bool = False
+    class_count_filter: bool = False
     seed: int = 0
+    match_class_count: dataclasses.InitVar[Optional[bool]] = None  # the former name of class_count_filter
 
-    def __post_init__(self):
+    def __post_init__(self, match_class_count: Optional[bool] = None):
+        if match_class_count is not None:
+            warnings.warn("ExpertGateSettings(match_class_count=...) is deprecated: write class_count_filter=...",
+                          DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, "class_count_filter", match_class_count)
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
                 or not math.isfinite(self.threshold):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
@@ -100,8 +79,8 @@ class ExpertGateSettings:
         if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) \
                 or not math.isfinite(self.lr) or self.lr <= 0:
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        if not isinstance(self.match_class_count, bool):
-            raise ValueError(f"match_class_count must be a bool, got {self.match_class_count!r}")
+        if not isinstance(self.class_count_filter, bool):
+            raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
 
@@ -282,7 +261,7 @@ class ExpertGateDetector(FeatureRuleDetector):
             raise RuntimeError(
                 f"entry {entry} has no Expert Gate autoencoder (missing {missing}): the expert-gate "
                 "rule must see every entry's creating task (build the strategy with "
-                "decision='expert_gate' from the start)"
+                "detector='expert_gate' from the start)"
             )
         return {k: state[k] for k in AE_STATE_KEYS}
 
@@ -308,7 +287,7 @@ class ExpertGateDetector(FeatureRuleDetector):
         reused = entries[best] if best is not None and scores[best] >= s.threshold else None
         return DetectionRecord.decided(
             model, task=task, entries=entries, reused=reused, rule=self.rule,
-            detection_seconds=time.perf_counter() - start, p_value=scores, class_count_filter=s.match_class_count,
+            detection_seconds=time.perf_counter() - start, p_value=scores, class_count_filter=s.class_count_filter,
         )
 
     def config(self) -> Dict[str, object]:

@@ -1,77 +1,26 @@
 """A label-aware repeat test with a level fixed in advance (beyond the paper).
 
 SDR must decide, before training, whether a new task t repeats the task that created
-a repository entry e. Tasks carry local labels 0..c-1, so "t repeats e" means: for
-every class j, t's class-j inputs and e's class-j inputs come from the same
-distribution. This module tests exactly that null hypothesis, class by class, in a
-fixed feature space, and turns it into a decision whose false-new rate is set by a
-level ``alpha`` chosen before any run:
+a repository entry e: for every class j, t's class-j inputs and e's class-j inputs
+come from the same distribution. This module tests exactly that, class by class, on
+a seeded random projection of E0's features against reference features each entry
+stores per class (:func:`hotelling_pvalue` or :func:`energy_pvalue`), combines the
+classes by Bonferroni, keeps the best candidate when its p-value reaches a level
+``alpha`` chosen before any run, and declares the task new when a power check on
+decoy tasks shows the test could not have told the entry apart from different data.
+With ``match_classes=True`` a repeat whose classes come in another order is matched
+too (:func:`bottleneck_matching`), at the same level. Why: the paper's relative votes
+always find a nearest entry; this rule's false-new rate is ``alpha`` by construction.
 
-1. **Features.** E0's pooled features (frozen, shared by every entry: one forward
-   pass per task) mapped by a fixed, seeded random projection with orthonormal
-   columns to ``dim`` dimensions (default 16): data-independent, so a reference
-   stored once stays valid for the whole stream, and low-dimensional enough that a
-   covariance is estimable from a few dozen images.
-2. **References.** Every entry stores up to ``reference_per_class`` projected
-   training features per class of its creating task (float32, ``dim * 4`` bytes per
-   image, plus an int64 label: 7,200 bytes per class at the defaults), in the
-   repository's detection state (counted in memory, saved in checkpoints).
-3. **Per-class test.** A two-sample test between the new task's class-j features
-   and the entry's class-j reference gives a p-value: Hotelling's T-squared with its
-   exact F null distribution (:func:`hotelling_pvalue`, default: exact for Gaussian
-   features, and its level rests only on the means' central limit theorem
-   otherwise) or an energy-distance permutation test (:func:`energy_pvalue`: exact
-   level for any distribution, costlier). The two were compared on real streams
-   (docs/results/detection.md) and Hotelling chosen by that evidence.
-4. **Combination.** Bonferroni over the c classes: ``p_e = min(1, c * min_j p_j)``,
-   a valid p-value for "t repeats e" whatever the dependence between classes.
-5. **Candidates.** Only entries whose creating task had the same class count
-   (a repeat has the same label set size); the candidate with the largest
-   ``p_e`` is the choice, kept when ``p_e >= alpha``.
-6. **Power.** Not rejecting is not evidence of a repeat: with 4 images per class
-   nothing is rejected. Before reusing, the rule checks that the test *could* have
-   told the chosen entry apart from distributions known to differ from it: decoy
-   tasks are drawn from the stored references of other classes (of any entry) that
-   are themselves distinguishable from the chosen entry's class (on one half of
-   their reference), subsampled from the other half to the new task's per-class
-   sizes, and tested exactly like the new task. The share of decoys rejected estimates the power; below ``min_power``
-   the task is declared new (costs memory, never accuracy).
-7. **Classes in another order** (``match_classes=True``; off by default). A repeat
-   whose local labels come in another order (the earlier task's class 0 is now class
-   1, ...) fails the class-by-class test of step 3. With the option, every candidate
-   with the same class count gets the c x c matrix ``P[k, j]`` of per-class p-values
-   (new class k against the entry's class j), and the combined p-value is maximised
-   over the c! class matchings sigma (``sigma[k]``: the entry class matched to new
-   class k): ``p_e = max_sigma min(1, c * min_k P[k, sigma[k]])``, a bottleneck
-   assignment solved exactly by :func:`bottleneck_matching` (the identity when it
-   reaches the maximum, so unshuffled streams keep it). This is still a level-alpha
-   test of "t repeats e under *some* matching": if t repeats e under the true
-   matching pi, the c p-values ``P[k, pi[k]]`` are valid, so their Bonferroni
-   combination is below alpha with probability at most alpha; the test rejects only
-   when the combination is below alpha for *every* sigma, pi included, so
-   ``P(reject) <= P(bonferroni_pi < alpha) <= alpha``. What it costs is power: the
-   maximum over matchings makes a different task look like a repeat more easily, so
-   the power check tests its decoys the same way (each decoy's combined p-value is
-   maximised over matchings too; otherwise the power would be overestimated). A
-   decoy must then differ from the entry under every matching: its classes are drawn
-   from all stored classes (the entry's own included), and a draw is kept only when
-   no matching pairs each decoy class with an entry class it is not known to differ
-   from (no perfect matching in that bipartite graph; the first half of each stored
-   class decides, as in step 6). Decoy class k has the new task's class-k size, and
-   the decoy's own best matching decides which entry class it is compared with, so
-   the sizes follow the matching. The chosen matching of a reuse is recorded as
-   :attr:`~avalanche_sdr.detection.DetectionRecord.class_permutation` (empty for the
-   identity). Cost: c^2 per-class tests per candidate and per decoy instead of c
-   (Hotelling on ``dim``-dimensional features: fractions of a millisecond each).
-
-Written by hand (numpy/scipy have no two-sample Hotelling or batched permutation
-energy test; scipy.stats.f gives the F tail): a few dozen lines of float64 linear
-algebra on [n, dim] matrices.
+The steps, the validity argument for class matching and the costs: docs/method.rst,
+section "The two-sample repeat test, step by step"; evidence: docs/results/detection.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -112,7 +61,9 @@ class TwoSampleSettings:
     :param n_decoys: decoy tasks of the power check.
     :param n_permutations: permutations of the energy test (p-value resolution
         1 / (n_permutations + 1) must be below ``alpha / c``).
-    :param match_class_count: compare only with entries of the same class count.
+    :param class_count_filter: compare only with entries of the same class count
+        (recorded as :attr:`~avalanche_sdr.detection.DetectionRecord.class_count_filter`;
+        formerly ``match_class_count``, still accepted with a ``DeprecationWarning``).
     :param feature_space: ``"e0"`` (default): E0's frozen features, shared by every
         entry (one forward pass per task; references stored when an entry is
         created); ``"entry"``: each candidate's own encoder E_e (one forward pass per
@@ -139,12 +90,19 @@ class TwoSampleSettings:
     max_per_class: int = 500
     n_decoys: int = 32
     n_permutations: int = 999
-    match_class_count: bool = True
+    class_count_filter: bool = True
     feature_space: str = "e0"
     seed: int = 0
     match_classes: bool = False
+    match_class_count: dataclasses.InitVar[Optional[bool]] = None  # the former name of class_count_filter
 
-    def __post_init__(self):
+    def __post_init__(self, match_class_count: Optional[bool] = None):
+        if match_class_count is not None:
+            warnings.warn("TwoSampleSettings(match_class_count=...) is deprecated: write class_count_filter=...",
+                          DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, "class_count_filter", match_class_count)
+        if not isinstance(self.class_count_filter, bool):
+            raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
         if not 0.0 <= self.min_power <= 1.0:
@@ -450,7 +408,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         if "features" not in state:
             raise RuntimeError(
                 f"entry {entry} has no reference features: the two-sample rule must see every "
-                "entry's creating task (build the strategy with decision='two_sample' from the start)"
+                "entry's creating task (build the strategy with detector='two_sample' from the start)"
             )
         feats, labels = state["features"].double().cpu(), state["labels"].cpu()
         return [feats[labels == j] for j in range(int(labels.max()) + 1)]
@@ -596,7 +554,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         return DetectionRecord.decided(
             model, task=task, entries=entries, reused=reused, rule=self.rule,
             detection_seconds=time.perf_counter() - start, p_value=combined, power=power,
-            class_count_filter=s.match_class_count, class_permutation=permutation,
+            class_count_filter=s.class_count_filter, class_permutation=permutation,
         )
 
     def config(self) -> Dict[str, object]:

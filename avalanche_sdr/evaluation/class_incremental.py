@@ -2,61 +2,17 @@
 without task labels.
 
 ``SDRStrategy(..., routers=("gaussian",), eval_router="gaussian")`` trains as always
-(task-aware, one head per task) but evaluates every experience **without its task
-labels**: each mini-batch is predicted by the repository's task-free router
-(``model.predict(x, eval_router)``, :func:`avalanche_sdr.models.routing.route`), and
-the strategy's ``mb_output`` is what :func:`routed_scores` makes of that prediction.
-Avalanche's ``accuracy_metrics``, ``class_accuracy_metrics``,
-``confusion_matrix_metrics``, ``loss_metrics`` and its loggers then score task-free
-(class-incremental) predictions with no change: pass any stream whose labels are the
-dataset's original class ids, e.g. :func:`~avalanche_sdr.benchmarks.class_incremental_stream`
-of a benchmark built with ``original_class_ids=True``, or an Avalanche
-class-incremental benchmark (``nc_benchmark(..., task_labels=False)``).
+(task-aware) but evaluates every experience **without its task labels**
+(:class:`ClassIncrementalEvalPlugin`): the strategy's ``mb_output`` is
+:func:`routed_scores` of the router's prediction, a float [N, K] tensor over the
+original class ids whose argmax is that prediction, so Avalanche's accuracy,
+confusion-matrix and loss metrics and its loggers score task-free predictions
+unchanged. Why: SDR is then compared with class-incremental baselines through the
+same Avalanche metrics. Labels local to each task are refused (``ValueError``), as is
+a repository trained without the router's state (``RuntimeError``).
 
-``mb_output`` under ``eval_router``: a float [N, K] tensor over the original class
-ids, K = 1 + the largest class id among the repository's heads, the experience's
-labels and, when the stream's benchmark declares it, its class count
-(``n_classes_total`` of this package's benchmarks, ``n_classes`` of Avalanche's).
-Row i holds, at the class-id columns of the task the router sent sample i to, that
-task's head logits (the row ``model(x, task)`` gives for that task), and the lowest
-finite value of the dtype everywhere else (as :meth:`SDRModel.forward
-<avalanche_sdr.models.repository.SDRModel.forward>` pads a task's logits); the
-``"lda"`` router chooses the class itself, and where its class is not the head's
-argmax, that class's column is raised to the row's maximum + 1. So:
-
-- ``mb_output.argmax(1)`` is ``model.predict(x, eval_router).class_ids``, sample by
-  sample: Avalanche's accuracy is the task-free accuracy;
-- a softmax of the row is the routed head's softmax over its own classes (0
-  elsewhere); the cross-entropy (Avalanche's loss metrics) is that head's loss for a
-  sample routed to a task holding its class, and about 3.4e38 (float32) for one
-  routed to a task without it — that sample's class got no score at all — so the
-  mean loss of a stream with a misrouted sample is that large or infinite: read the
-  accuracy.
-
-Rules:
-
-- Task labels are ignored: an experience may carry its task-aware labels (the
-  benchmark's own ``test_stream``), a single label 0 (Avalanche's class-incremental
-  benchmarks) or anything else; the labels are never read. SDR's check of each
-  experience's labels against the head of its task label does not apply.
-- Labels local to each task (0..c-1 in every task) are refused (``ValueError``):
-  class 0 of one task and class 0 of another are different classes, which no
-  prediction without task labels can tell apart. Read from the trained tasks' hidden
-  ``group`` (two groups with the same class ids, as
-  :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` refuses them), from an evaluated
-  experience of one group whose labels are another trained group's class ids, and from
-  a benchmark that says so (``original_class_ids=False``,
-  ``class_ids_from_zero_in_each_exp=True``).
-- A router routes only to tasks whose training has finished (its state is fitted
-  after the task's training, see :func:`~avalanche_sdr.models.routing.routable`).
-  Before the first task has finished — Avalanche's evaluation before training
-  (``eval_every >= 0``) or a periodic one inside the first task — there is none:
-  every class then scores 0 (``mb_output`` all zeros, so every sample is predicted
-  as class 0 and the loss is log K), and a :class:`NoRoutableTaskWarning` says so
-  once per evaluation.
-- A repository whose finished tasks have no state of the router (a model trained
-  without ``routers=(eval_router,)``) is refused with a ``RuntimeError`` that says to
-  build the strategy with ``routers=(...)``.
+The layout of ``mb_output``, its loss and every rule: docs/method.rst, section
+"Class-incremental evaluation: the routed output and its rules".
 """
 from __future__ import annotations
 
@@ -69,7 +25,7 @@ from avalanche.core import SupervisedPlugin
 
 from avalanche_sdr.dataset_tensors import distinct_labels
 from avalanche_sdr.evaluation.task_free import ORIGINAL_IDS_ADVICE, check_original_class_ids, experience_group
-from avalanche_sdr.models.routing import check_routers, routable, route_with_features
+from avalanche_sdr.routers.routing import check_routers, routable, route_with_features
 
 
 class NoRoutableTaskWarning(UserWarning):
@@ -87,11 +43,12 @@ def check_eval_router(eval_router: Optional[str], routers: Sequence[str]) -> Opt
     """
     if eval_router is None:
         return None
-    check_routers((eval_router,))
-    if eval_router not in tuple(routers):
+    eval_router = check_routers((eval_router,))[0].name
+    names = tuple(getattr(r, "name", r) for r in routers)
+    if eval_router not in names:
         raise ValueError(
             f"eval_router={eval_router!r} needs that router fitted after every task, but the strategy fits "
-            f"routers={tuple(routers)}; build it with routers=({eval_router!r},)"
+            f"routers={names}; build it with routers=({eval_router!r},)"
         )
     return eval_router
 
@@ -110,7 +67,7 @@ def routed_scores(model, x: Tensor, router: str, num_classes: int) -> Tensor:
         another of the task's classes than the head's argmax (``"lda"`` chooses the
         class itself), that class's column is set to the row's maximum + 1.
     :raises RuntimeError: the repository was not fitted with ``router`` (from
-        :func:`~avalanche_sdr.models.routing.route`).
+        :func:`~avalanche_sdr.routers.routing.route`).
     """
     prediction, features = route_with_features(model, x, router)  # features: in eval mode, on the whole batch
     scores = torch.full((x.shape[0], num_classes), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device)
@@ -174,7 +131,7 @@ class ClassIncrementalEvalPlugin(SupervisedPlugin):
 
     def __init__(self, router: str):
         super().__init__()
-        self.router = check_routers((router,))[0]
+        self.router = check_routers((router,))[0].name
         self.num_classes = 0
         """K of the experience being evaluated (module doc)."""
         self._task_groups: Dict[int, Any] = {}

@@ -1,26 +1,20 @@
 """Plugin metric for similar-task detection: running Correct / Miss / Incorrect rates.
 
-The metric reads, after each training experience,
+After each training experience the metric reads the strategy's decision
+(``strategy.detection_records[-1]``), the map entry -> creating task
+(``strategy.model.entry_creator``) and the ground truth, the experience's ``group``
+attribute, which Avalanche hides from the strategy and shows only in logging mode
+(``experience.logging()``); it scores the decision with
+:func:`~avalanche_sdr.evaluation.outcomes.classify_detection`. Warm-start records
+are not scored, but their groups count as "seen before"; the metric keeps its own
+history of trained tasks, so it must observe the stream from its first training
+experience.
 
-- the strategy's decision: ``strategy.detection_records[-1]`` (a
-  ``DetectionRecord`` or its dict form: ``task``, ``decision`` in
-  ``{"warm_start", "new", "reuse"}``, ``reused_entry``, ``candidate_entries``,
-  ``candidate_tasks``);
-- the map entry -> creating task: ``strategy.model.entry_creator``
-  (completed by the record's ``candidate_entries`` / ``candidate_tasks``);
-- the ground truth: the experience's ``group`` attribute, an Avalanche
-  ``ExperienceAttribute`` hidden from the strategy in train/eval mode. The
-  metric reads it through ``experience.logging()`` (Avalanche 0.6.0
-  ``CLExperience.logging``: a copy of the experience in
-  ``ExperienceMode.LOGGING``, where every attribute is visible).
-  ``EvaluationPlugin`` already hands metrics the logging-mode experience;
-  calling ``logging()`` again keeps the metric correct when it is called
-  directly.
+Why a plugin metric: detection quality is reported through Avalanche's loggers, like
+accuracy, and the strategy never sees the ground truth.
 
-and scores the decision with :func:`~avalanche_sdr.evaluation.outcomes.classify_detection`.
-Warm-start records are not scored, but their groups count as "seen before".
-The metric keeps its own history of trained tasks, so it must observe the
-stream from its first training experience.
+What it reads, field by field: docs/method.rst, section "The detection metric's
+inputs".
 """
 
 from __future__ import annotations

@@ -1,56 +1,18 @@
 """Repository memory: bytes a continual learner keeps, and a plugin metric for it.
 
-Definition (:ref:`definitions`, in docs/method.rst, "Memory (MB)"): bytes of
-everything a method must keep to predict every task seen and to continue the
-stream, at the stored dtype, divided by 2**20 (:data:`BYTES_PER_MB`). Counted here as
+Memory (:ref:`definitions`, docs/method.rst, "Memory (MB)") is the bytes of
+everything a method must keep to predict every task seen and to continue the stream,
+at the stored dtype, divided by 2**20 (:data:`BYTES_PER_MB`): the model, the
+strategy's ``memory_extra_modules()`` and exemplar buffers, and per plugin a function
+looked up by type in a registry (:func:`register_plugin_memory`); every storage is
+counted once. Optimizer state, loaders, metric state and transient copies are not
+counted, for every method alike; unknown plugin types are scanned generically, with a
+``UserWarning`` when the scan finds bytes. Why: SDR's claim is accuracy per megabyte,
+so SDR and every baseline must be charged by one rule.
 
-``bytes(strategy.model)`` + ``bytes(strategy.memory_extra_modules())`` (if the
-strategy has that hook) + exemplar buffers held by the strategy itself
-(``strategy.storage_policy``) + the sum over ``strategy.plugins`` of a
-per-plugin-type function looked up in a registry (:func:`register_plugin_memory`).
-
-Conventions:
-
-- A module counts its parameters and buffers. Every tensor storage is counted
-  once over the whole measurement (tied or shared tensors, a generator that is
-  also referenced by a plugin, ...), with the storage's full size in bytes.
-- Exemplar buffers (Avalanche ``ExemplarsBuffer``, e.g. ``ReplayPlugin``'s
-  ``storage_policy``) count the samples they return: the sum over the buffer
-  dataset's items of the byte sizes of ``x``, ``y`` and ``t`` as materialised
-  by ``dataset[i]`` (tensors at their dtype, Python ints and floats as 8-byte
-  int64/float64, as the default collate stores them). A buffer usually holds
-  indices into the full training set; counting the shared storage instead
-  would charge the whole data set.
-- Not counted, for every method alike: optimizer state (momentum, Adam
-  moments: Avalanche 0.6 keeps it across experiences by default, but a method
-  can continue with a fresh optimizer, so it is training machinery, not
-  knowledge), data loaders, the current experience's data, metric and logger
-  state, and the transient copies some plugins make at the start of an
-  experience from the current model (``GenerativeReplayPlugin.old_generator``
-  / ``old_model``).
-- Registered plugin types (looked up along the plugin's MRO):
-  ``ReplayPlugin`` and ``GDumbPlugin`` (exemplars of ``storage_policy``);
-  ``EWCPlugin`` (all ``saved_params`` and ``importances`` it still holds,
-  which depends on its ``mode`` / ``keep_importance_data``);
-  ``GenerativeReplayPlugin`` (the generator strategy's model and, recursively,
-  that strategy's own plugins); ``LwFPlugin`` (``prev_model``, except under
-  ``ExpertGateStrategy``, whose plugin replaces its LwF plugin at every
-  experience, so the copy is never used again); and stateless plugins
-  (``EvaluationPlugin``, ``Clock``, ``PeriodicEval``, ``LRSchedulerPlugin``,
-  ``TrainGeneratorAfterExpPlugin``), which count nothing.
-- Unknown plugin types are scanned generically: their attributes that are
-  tensors, Avalanche ``ParamData``, ``nn.Module``\\ s, exemplar buffers, or
-  dicts/lists/tuples of those (nested up to 4 levels) are counted, other
-  objects (strategies, other plugins, datasets, ...) are not followed. When
-  such a scan finds any bytes a ``UserWarning`` (once per type) asks for an
-  exact function via :func:`register_plugin_memory`.
-
-By strategy: ``Naive``/``PNNStrategy``: the model only. ``EWC``: model +
-``EWCPlugin`` state. ``Replay``: model + exemplars. ``GenerativeReplay``: solver
-+ generator model (VAE). ``LwF``: model + previous model. ``ExpertGateStrategy``:
-its ``ExpertGate`` model, which holds every expert and autoencoder in
-``nn.ModuleDict``\\ s. ``SDRStrategy``: its model (backbone, adapter sets, VAEs,
-heads) plus ``memory_extra_modules()``.
+The conventions, the registered plugin types and what is counted per strategy:
+docs/method.rst, section "Repository memory: what is counted for each strategy and
+plugin".
 """
 
 from __future__ import annotations

@@ -2,33 +2,19 @@
 
 During every evaluation of an :class:`~avalanche_sdr.training.SDRStrategy` built with
 ``routers=(...)``, the metric predicts each evaluation mini-batch again **without its
-task labels** with every router it was given
-(:func:`avalanche_sdr.models.routing.route`), and also scores the **oracle** (the true
-task label: the task-aware prediction Avalanche's own accuracy scores):
-
-- task-free accuracy: the predicted class id equals the sample's label. The labels
-  must identify classes across tasks, i.e. the stream carries the dataset's original
-  class ids (this package's benchmarks with ``original_class_ids=True``; Avalanche's
-  ``nc_benchmark(..., class_ids_from_zero_in_each_exp=False)``): with labels local to
-  each task, class 0 of one task and class 0 of another are different classes and
-  no task-free prediction can be scored (refused with a ``ValueError``).
-- routing accuracy: the sample went to an entry of its own group, i.e. the entry's
-  creating task has the sample's group (the experiences' hidden ``group`` attribute,
-  read in logging mode as :class:`~avalanche_sdr.evaluation.DetectionMetrics` does;
-  streams without it: the set of class ids of the task).
-
-Both are averaged per evaluation experience, then over the experiences of the stream
-(the mean over tasks, as the task-aware average accuracy of docs/method.rst). The
-oracle is not scored when the strategy itself evaluates without task labels
-(``SDRStrategy(eval_router=...)``, :mod:`avalanche_sdr.evaluation.class_incremental`):
-its output is then a router's. A router
-routes only to tasks whose training has finished (its state is fitted then); during a
-periodic evaluation inside the first task there is none, and that evaluation has no
-value for the routers (the oracle's is still scored). Emitted
-after every ``strategy.eval(stream)``, named
+task labels** with every router it was given, and also scores the **oracle** (the
+true task label). It reports the task-free accuracy (the predicted class id equals
+the label; labels must be the dataset's original class ids, local labels are refused
+with a ``ValueError``) and the routing accuracy (the sample went to an entry of its
+own group), averaged per experience then over the stream, as
 ``TaskFree_Acc_<router>/eval_phase/<stream>_stream`` and
-``Routing_Acc_<router>/eval_phase/<stream>_stream`` (floats in [0, 1]), for the
-routers and ``oracle``.
+``Routing_Acc_<router>/eval_phase/<stream>_stream`` (floats in [0, 1]).
+
+Why: task-free prediction is beyond the paper; this puts the router's cost next to
+the task-aware accuracy Avalanche already reports.
+
+The definitions, the oracle and the periodic-evaluation cases in full:
+docs/method.rst, section "The task-free metric: what it scores and how it is named".
 """
 from __future__ import annotations
 
@@ -40,8 +26,8 @@ from avalanche.evaluation.metric_results import MetricValue
 
 from avalanche_sdr.evaluation.detection_metrics import experience_ground_truth
 from avalanche_sdr.evaluation.naming import logging_metric_name
-from avalanche_sdr.models.routing import check_routers, routable, route
-from avalanche_sdr.vocabulary import ORACLE, ROUTER_GAUSSIAN
+from avalanche_sdr.routers.routing import check_routers, routable, route
+from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ORACLE
 
 
 def experience_group(experience: Any) -> Any:
@@ -92,8 +78,9 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
     the group of every trained task).
 
     :param routers: routers to score (names in
-        :data:`~avalanche_sdr.vocabulary.ROUTERS`; the strategy must have been
-        built with them); the oracle is always scored.
+        :data:`~avalanche_sdr.vocabulary.ROUTERS` or router objects; the strategy must
+        have been built with them; default: SDR's recommended ``"lda_weighted"``); the
+        oracle is always scored.
 
     ``enabled`` (default True): set it to False and evaluations are not scored (no
     sample is routed, nothing is emitted, :meth:`result` keeps the last scored
@@ -103,9 +90,9 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
     curve only: routing their samples with every router is work nobody reads.
     """
 
-    def __init__(self, routers: Sequence[str] = (ROUTER_GAUSSIAN,)):
+    def __init__(self, routers: Sequence = (DEFAULT_ROUTER,)):
         super().__init__()
-        self.routers = check_routers(routers)
+        self.routers = tuple(router.name for router in check_routers(routers))
         self.enabled = True
         self._scoring = False
         self._task_groups: Dict[int, Any] = {}

@@ -6,8 +6,8 @@ from avalanche_sdr.models.backbones import (
 )
 from avalanche_sdr.models.eft import EFTAdapter, EFTConv2d, EFTEncoder, TaskBatchNorm2d
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
-from avalanche_sdr.models.routing import ROUTERS, TaskFreePrediction  # ROUTERS: avalanche_sdr.vocabulary
 from avalanche_sdr.models.vae import ConvVAE, EFTVAEBank, IndependentVAEBank
+from avalanche_sdr.vocabulary import ROUTERS  # the router names; the routers: avalanche_sdr.routers
 
 __all__ = [
     "EFTAdapter",
@@ -23,5 +23,12 @@ __all__ = [
     "SDRModel",
     "build_sdr_model",
     "ROUTERS",
-    "TaskFreePrediction",
 ]
+
+
+def __getattr__(name):
+    if name == "TaskFreePrediction":  # moved to avalanche_sdr.routers (kept here for one release)
+        from avalanche_sdr.routers.base import TaskFreePrediction
+
+        return TaskFreePrediction
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

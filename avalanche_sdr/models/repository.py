@@ -1,37 +1,25 @@
 """The SDR knowledge repository as an Avalanche dynamic model.
 
-The repository holds everything SDR keeps to predict every task seen so far and to
-continue the stream (paper Fig. 2):
+:class:`SDRModel` holds everything SDR keeps to predict every task seen so far and
+to continue the stream (paper Fig. 2): the frozen backbone E0 with one EFT adapter
+set E_m per *unique* entry m, one VAE generator G_m per entry (or none), each
+entry's detector state, one classification head f_t per *task* t (or, with the
+learning reuse, a link to the head of the entry's creating task), the map task t ->
+entry m(t), and the class ids of tasks trained on global class ids. Task t is
+predicted by ``f_t(E_{m(t)}(x))``; entries are numbered in creation order, tasks are
+Avalanche task labels.
 
-- the frozen backbone E0 with one EFT adapter set E_m per *unique* entry m
-  (:class:`~avalanche_sdr.models.eft.EFTEncoder`),
-- one VAE generator G_m per unique entry (a generator bank from
-  :mod:`avalanche_sdr.models.vae`), or none (``generator=None``: a detector that
-  does not need generators, e.g. the two-sample test),
-- per entry, the tensors its detector keeps to recognise the entry's task later
-  (:meth:`SDRModel.set_detection_state`: e.g. reference features per class, or an
-  autoencoder's weights); they count in the entry's memory and are checkpointed,
-- one classification head f_t per *task* t; with the learning reuse
-  (``SDRSettings(reuse="accumulate")``) a repeat has no head of its own but answers
-  through the head of its entry's creating task, its classes matched to that head's
-  outputs by a permutation (:meth:`SDRModel.link_head`),
-- with the learning reuse's guard, a few training images per class of each entry
-  (:meth:`SDRModel.set_exemplars`), replayed when a repeat updates the entry,
-- the map task t -> entry m(t) and entry m -> the task that created it,
-- for a task trained on global class ids (labels not 0..c-1, e.g. {4, 7}), its
-  sorted class ids (:meth:`SDRModel.class_ids`): its head has c local outputs and
-  :meth:`SDRModel.forward` puts them at the class-id columns, so predictions are the
-  original class ids.
+Why a dynamic model: Avalanche grows models in ``adaptation(experience)``, so the
+repository adds its heads there and its memory is what the model holds. A task not
+trained yet is answered by E0 features through a fresh head
+(:meth:`SDRModel.forward_single_task`).
 
-Task t is predicted by ``f_t(E_{m(t)}(x))``. Entries are numbered 0, 1, 2, ... in the
-order they are created; tasks are Avalanche task labels.
-
-A task that has not been trained yet (Avalanche's loops evaluate the whole test
-stream after every experience) is answered by E0 features through a fresh, untrained
-head: see :meth:`SDRModel.forward_single_task`.
+Each part with the method that sets it: docs/method.rst, section "The repository's
+contents".
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -40,7 +28,7 @@ from torch import Tensor, nn
 
 from avalanche.models import MultiTaskModule
 
-from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
+from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
 from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 
@@ -124,8 +112,9 @@ class SDRModel(MultiTaskModule):
         self.heads = nn.ModuleDict()
         self.detection_states = nn.ModuleDict()
         self.routing_states = nn.ModuleDict()
-        """Task-free routers' tensors (:mod:`avalanche_sdr.models.routing`), by key
+        """Task-free routers' tensors (:mod:`avalanche_sdr.routers`), by key
         ``<router>_e<entry>`` or ``<router>_t<task>``: counted in memory, checkpointed."""
+        self._routers: Dict[str, Any] = {}  # name -> router object (keep_routers), for predict
         self.head_class_ids = nn.ModuleDict()
         """Per task trained on global class ids: a :class:`TensorSet` with ``ids``, the
         sorted class ids [c] int64 of its head's c outputs (absent for local labels)."""
@@ -222,21 +211,48 @@ class SDRModel(MultiTaskModule):
         """The tensors stored by :meth:`set_routing_state` under ``key`` (empty if none)."""
         return self.routing_states[key].as_dict() if key in self.routing_states else {}
 
-    def predict(self, x: Tensor, router: str = ROUTER_GAUSSIAN):
-        """Task-free prediction: class ids without task labels
-        (:func:`avalanche_sdr.models.routing.route`; the repository must have been
-        trained with ``SDRStrategy(routers=(router,))``).
+    def keep_routers(self, routers) -> None:
+        """Remember the task-free router objects fitted into this repository (by their
+        ``name``), so that :meth:`predict` can be given their names. The strategy calls
+        it with its routers, and :func:`~avalanche_sdr.training.load_repository` with the
+        routers its checkpoint names. Plain attributes: the routers' state is in
+        :attr:`routing_states`.
 
-        :param x: [N, C, H, W] float images in [0, 1].
-        :param router: a name in :data:`~avalanche_sdr.vocabulary.ROUTERS`:
-            ``"lda_weighted"`` (SDR's recommended router), ``"lda"``, ``"gaussian"`` or
-            ``"expert_gate"`` (a baseline).
-        :return: a :class:`~avalanche_sdr.models.routing.TaskFreePrediction`
-            (``class_ids``, ``tasks``, ``entries``: int64 [N]).
+        :param routers: router objects (:class:`~avalanche_sdr.routers.Router`).
         """
-        from avalanche_sdr.models.routing import route
+        self._routers.update({router.name: router for router in routers})
 
-        return route(self, x, router)
+    @property
+    def router_names(self) -> List[str]:
+        """The names of the routers kept by :meth:`keep_routers`, in the order kept."""
+        return list(self._routers)
+
+    def predict(self, x: Tensor, router=None):
+        """Task-free prediction: class ids of ``x`` without task labels.
+
+        :param x: [N, C, H, W] float images in [0, 1] (on the model's device).
+        :param router: ``None`` (default): SDR's recommended router, ``"lda_weighted"``;
+            the name of a router the repository was fitted with
+            (``SDRStrategy(routers=...)``: ``"lda_weighted"``, ``"lda"``, ``"gaussian"``,
+            ``"expert_gate"``), or a router object
+            (:class:`~avalanche_sdr.routers.Router`) fitted into it.
+        :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction`
+            (``class_ids``, ``tasks``, ``entries``: int64 [N]).
+        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] or not finite.
+        :raises RuntimeError: the repository was not fitted with the router (the message
+            says how to fit it).
+        """
+        if router is None:
+            router = DEFAULT_ROUTER
+        if isinstance(router, str):
+            if router not in ROUTERS:
+                raise ValueError(f"unknown router {router!r}; available: {list(ROUTERS)}")
+            if router not in self._routers:
+                raise RuntimeError(
+                    f"the repository has no {router!r} router (it was fitted with {self.router_names or 'none'}): "
+                    f"build the strategy with routers=({router!r},) and train it from the first task")
+            router = self._routers[router]
+        return router.route(self, x)
 
     def entry_bytes(self, entry: int) -> int:
         """Bytes of one entry: its adapters, BatchNorm copies, generator (if any),
@@ -430,6 +446,60 @@ class SDRModel(MultiTaskModule):
         creator = self.entry_creator[int(entry)]
         return all(self.head_owner(t) == creator for t, e in self.task_to_entry.items()
                    if e == int(entry) and self.is_trained(t))
+
+    # ------------------------------------------------------------------ state digests
+    def task_state_digest(self, task: int) -> str:
+        """A content digest of what ``task``'s task-aware forward reads besides E0: it
+        changes whenever any of it changes, whoever changed it.
+
+        Hashed, each with its name, dtype and shape: the task's entry number and that
+        entry's adapters and BatchNorm copies (parameters and buffers, running statistics
+        included), the task whose head it answers through (:meth:`head_owner`) and that
+        head's parameters, the task's permutation (:meth:`link_head`) and its class ids
+        (:meth:`set_class_ids`). Other entries and heads, generators, detection states,
+        stored images and router states are not read by the task's forward and do not
+        enter it; E0, shared by every task, has :meth:`backbone_state_digest`.
+
+        :param task: a trained task (:meth:`is_trained`).
+        :return: 32 hex characters (BLAKE2b of 16 bytes).
+        :raises KeyError: ``task`` has no head.
+        """
+        if not self.is_trained(task):
+            raise KeyError(f"task {task} has not been trained: the repository knows tasks {self.trained_tasks}")
+        task, entry, owner = int(task), self.entry_of(task), self.head_owner(task)
+        named = [(f"entry{entry}.{i}.{name}", t) for i, module in enumerate(self.encoder.entry_modules(entry))
+                 for name, t in self._named_tensors(module)]
+        named += [(f"head{owner}.{name}", t) for name, t in self._named_tensors(self.head_module(task))]
+        for label, store in (("perm", self.head_permutations), ("ids", self.head_class_ids)):
+            if str(task) in store:
+                named += [(f"{label}.{name}", t) for name, t in self._named_tensors(store[str(task)])]
+        return self._digest(named)
+
+    def backbone_state_digest(self) -> str:
+        """A content digest of E0: every parameter and buffer of the encoder that belongs
+        to no entry (the frozen convolutions and BatchNorm layers, any other backbone
+        layer), as :meth:`task_state_digest` hashes them. E0 is frozen, so it stays the
+        same unless something outside SDR writes into it.
+
+        :return: 32 hex characters (BLAKE2b of 16 bytes).
+        """
+        entry_tensors = {id(t) for e in self.encoder.entries for m in self.encoder.entry_modules(e)
+                         for _, t in self._named_tensors(m)}
+        return self._digest([(name, t) for name, t in self._named_tensors(self.encoder) if id(t) not in entry_tensors])
+
+    @staticmethod
+    def _named_tensors(module: nn.Module) -> List[Tuple[str, Tensor]]:
+        return [*module.named_parameters(), *module.named_buffers()]
+
+    @staticmethod
+    def _digest(named: List[Tuple[str, Tensor]]) -> str:
+        """BLAKE2b (16 bytes, hex) of every tensor's name, dtype, shape and bytes, in order."""
+        h = hashlib.blake2b(digest_size=16)
+        for name, tensor in named:
+            t = tensor.detach()
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+            h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        return h.hexdigest()
 
     # ------------------------------------------------------------------ stored images
     def set_exemplars(self, entry: int, images: Tensor, labels: Tensor, quantize: bool = True) -> None:
@@ -798,7 +868,7 @@ def build_sdr_model(
     :param generator: ``"independent"`` — a full conv VAE per entry (paper: "EFT
         for E"); ``"eft"`` — EFT adapters on a frozen shared ``base_vae`` (paper:
         "EFT for E and G"); ``None`` — no generators (only for detectors that do not
-        use them, such as ``decision="two_sample"``): an entry is then its adapters,
+        use them, such as ``detector="two_sample"``): an entry is then its adapters,
         BatchNorm copies, detection state and heads.
     :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
     :param latent_dim: latent dimension of new VAEs (``"independent"``).

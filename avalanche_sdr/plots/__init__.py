@@ -19,19 +19,11 @@ from typing import Any, List
 
 from avalanche_sdr.plots.results import ResultsFormatError, load_results, task_description, task_label
 
-# The figure functions (figures.__all__ is this list), named here so that matplotlib
-# loads only when one is used.
-_FIGURE_NAMES = (
-    "MAX_TICK_LABELS",
-    "OUTCOME_COLORS",
-    "make_all_plots",
-    "plot_complexity_heatmap",
-    "plot_consistency_heatmap",
-    "plot_detection_example",
-    "plot_group_curve",
-    "plot_memory",
-    "plot_task_accuracy",
-)
+from avalanche_sdr.plots.names import FIGURE_NAMES
+
+# The figure functions (figures.__all__ is this list), named in a leaf module so that
+# matplotlib loads only when one is used.
+_FIGURE_NAMES = FIGURE_NAMES
 
 
 def __getattr__(name: str) -> Any:

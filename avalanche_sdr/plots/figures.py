@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from avalanche_sdr.plots import _FIGURE_NAMES
+from avalanche_sdr.plots.names import FIGURE_NAMES
 from avalanche_sdr.plots.results import (
     TASK_KEYS_ACCURACY,
     TASK_KEYS_DETECTION,
@@ -580,4 +580,4 @@ def make_all_plots(
     return written
 
 
-__all__ = list(_FIGURE_NAMES)  # defined once, in the package, which loads this module lazily
+__all__ = list(FIGURE_NAMES)  # defined once, in a leaf; the package loads this module lazily

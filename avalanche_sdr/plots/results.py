@@ -1,28 +1,18 @@
 """Reading and checking a run's results JSON, and the tables the figures draw.
 
-Format (written by ``examples/quickstart.py --output``)::
+The results dictionary is the one ``examples/quickstart.py --output`` writes
+(:mod:`avalanche_sdr.training.stream_runner`): ``config``, ``seed``, ``detection``
+fractions, ``average_accuracy`` (0-1), ``memory_mb``, ``unique_tasks`` and one record
+per task in stream order. The functions here check it and turn it into the tables
+the figures draw, and name a task as the printed results table and the ``[SDR] task
+t: ...`` lines do: ``task 3`` (:func:`task_label`), with its 0-based group and split
+where they are shown (:func:`task_description`).
 
-    {"config": {...}, "seed": int,
-     "detection": {"correct": f, "miss": f, "incorrect": f, "n_scored": int},
-     "average_accuracy": f (0-1), "memory_mb": f, "memory_mb_all_new": f,
-     "unique_tasks": int,
-     "tasks": [{"task": int, "group": int, "split": int,
-                "decision": "warm_start" | "new" | "reuse", "entry": int,
-                "chosen_task": int | null,
-                "outcome": "correct" | "miss" | "incorrect" | null,
-                "test_accuracy": f (0-1), "memory_mb": f,
-                "detection": DetectionRecord.to_dict()}, ...]}
+Why separate from the figures: no Avalanche and no plotting here, plain dicts, lists
+and numpy, so the format is checked and tested without matplotlib.
 
-``tasks`` is in stream order. ``task`` is Avalanche's experience id; ``task``,
-``group`` and ``split`` are 0-based. Figures, titles and messages name a task
-as the printed results table and the ``[SDR] task t: ...`` lines do:
-``task 3`` (:func:`task_label`), with ``group 3, split 1`` where the group and
-split are shown (:func:`task_description`). ``DetectionRecord.to_dict()`` provides
-``candidate_entries``, ``candidate_tasks``, ``consistency`` (p, one per
-candidate), ``complexity`` (S(j, t), dimensionless, one per candidate),
-``reused_entry``, ``vote_consistency`` and ``vote_complexity``.
-
-No Avalanche and no plotting here: plain dicts, lists and numpy.
+The format field by field: docs/method.rst, section "The results JSON the plots
+read".
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from avalanche_sdr.training.checkpoint import (
 )
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
 from avalanche_sdr.training.generator_fitting import GeneratorFitReport, fit_generator
-from avalanche_sdr.training.presets import CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, PAPER_SETTINGS, SDRSettings
+from avalanche_sdr.training.methods import METHODS, MethodPreset
+from avalanche_sdr.training.presets import BUDGETS, CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, PAPER_SETTINGS, SDRSettings
 from avalanche_sdr.training.pretraining import pretrain_backbone, pretrain_vae
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
 from avalanche_sdr.training.strategy import SDRStrategy
@@ -18,6 +19,9 @@ __all__ = [
     "SDRStrategy",
     "SDRPlugin",
     "SDRSettings",
+    "METHODS",
+    "MethodPreset",
+    "BUDGETS",
     "PAPER_SETTINGS",
     "CPU_SETTINGS",
     "CPU_SMALL_TASK_SETTINGS",

@@ -1,55 +1,19 @@
 """Checkpoints of an SDR run: save after every experience, resume, load for inference.
 
-A checkpoint directory holds, after ``k`` finished training experiences:
+After every finished training experience a checkpoint directory gets a tensor file
+``state-<k>.pt`` (read back with ``torch.load(..., weights_only=True)``) and a
+``manifest.json`` with everything else, each written atomically (:func:`atomic_write`)
+and the manifest last, so a process killed at any moment leaves the previous
+complete checkpoint readable. Resuming restores the repository, the decision
+records, Avalanche's clock and the RNG states, so on CPU the rest of the run is
+bit-identical; another configuration is refused with :class:`CheckpointMismatchError`.
+:func:`save_pretrained` / :func:`load_pretrained` keep E0 pretrained before the stream.
 
-- ``state-<k>.pt`` (``k`` zero-padded to 6 digits): a dict of tensors written with
-  ``torch.save`` and read back with ``torch.load(..., weights_only=True)``:
-  ``"model"`` (the repository's ``state_dict``: frozen E0, adapter sets, BatchNorm
-  copies, generators, heads), ``"rng_torch"`` (``torch.get_rng_state()``, uint8) and
-  ``"rng_cuda"`` (one state per CUDA device, empty without CUDA);
-- ``manifest.json``: everything else, as JSON (format below).
+Why not Avalanche's own checkpointing: it pickles the whole strategy with dill, which
+fails here, loads by full unpickling and writes in place.
 
-Every file is written atomically (:func:`atomic_write`: a temporary file in the same
-directory, flushed and fsync'ed, renamed over the target with ``os.replace``, then the
-directory fsync'ed). The tensor file of step ``k`` is written first and the manifest
-that names it last; older tensor files are deleted only once the new manifest is in
-place. A process killed at any moment therefore leaves the previous complete
-checkpoint (or none) readable. One process writes a directory at a time.
-
-Manifest (``version`` 1)::
-
-    {"format": "avalanche-sdr-checkpoint", "version": 1,
-     "step": k,                      # finished training experiences (stream position)
-     "tensors": "state-00000k.pt",
-     "fingerprint": {"repository": {...}, "strategy": {...}},   # configuration
-     "repository": SDRModel.layout(),  # entries, task -> entry map, head class counts
-     "records": [DetectionRecord.to_dict(), ...],               # one per experience
-     "progress": [{"experience", "task", "memory_bytes", "train_accuracy_per_epoch",
-                   "group_curve"}, ...],                        # one per experience
-     "clock": {Avalanche Clock counters},
-     "rng": {"python": random.getstate(), "numpy": numpy.random.get_state()},
-     "run_info": {...} or null}      # what the driver of the run recorded (config, seed)
-
-A script may keep beside it what its run made before the stream, e.g. E0 pretrained
-on the warm-start tasks, with the RNG states after it (:func:`save_pretrained`,
-:func:`load_pretrained`), so that a resumed run neither redoes nor changes that work.
-
-Resuming rebuilds the repository's structure in a freshly built model of the same
-configuration (:meth:`~avalanche_sdr.models.SDRModel.restore_layout`), loads the
-tensors, the decision records, the clock and finally the RNG states, so the next
-experience starts from exactly the state an uninterrupted run has at that point:
-on CPU the rest of the run is bit-identical. A checkpoint made with another
-configuration is refused with :class:`CheckpointMismatchError`.
-
-Why not Avalanche's own checkpointing: Avalanche 0.6.0 has no
-``avalanche.training.checkpoint`` module, and ``avalanche.checkpointing.save_checkpoint``
-pickles the whole strategy with dill, which fails here on a plain ``Naive`` strategy
-with ``PicklingError: Can't pickle sentinel: it's not the same object as
-typing_extensions.sentinel`` (dill 0.4.1, typing_extensions 4.16.0). A pickle of
-the whole strategy would also have to be read back with full unpickling (arbitrary
-code on load) and is written in place, so a kill during the write leaves a broken
-file. This module saves tensors only (read with ``weights_only=True``) plus a JSON
-manifest, both written atomically.
+Files, manifest format, write order and the dill failure: docs/method.rst, section
+"Checkpoints: files, atomic writes, manifest and resume".
 """
 from __future__ import annotations
 
@@ -68,6 +32,7 @@ from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.evaluation.memory import repository_memory_bytes
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
+from avalanche_sdr.routers.routing import make_router
 
 PathLike = Union[str, os.PathLike]
 
@@ -231,9 +196,11 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
     Everything that changes what the remaining experiences would compute: every
     field of its :class:`~avalanche_sdr.training.SDRSettings` (epochs, learning
     rates, mini-batch sizes, generator fitting), ``n_warm_start``,
-    ``forward_transfer``, the task-free ``routers`` (only when there are any, so older
-    checkpoints still match) and the detector's configuration (its ``config()``: rule
-    and every setting that changes decisions).
+    ``forward_transfer``, the task-free ``routers`` (each router's ``config()``, its name
+    and options; only when there are any, so older checkpoints still match) and the
+    detector's configuration (its ``config()``: rule and every setting that changes
+    decisions). The method preset's name is not part of it (a checkpoint records it
+    beside, as ``"method"``): the expanded values are what must match.
     """
     sdr = strategy.sdr
     detector = sdr.detector
@@ -242,10 +209,49 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
             sdr.settings.to_dict(),
             n_warm_start=sdr.n_warm_start,
             forward_transfer=sdr.forward_transfer,
-            **({"routers": list(sdr.routers)} if sdr.routers else {}),
+            **({"routers": [router.config() for router in sdr.routers]} if sdr.routers else {}),
             detector=detector.config() if hasattr(detector, "config") else {"rule": getattr(detector, "rule", None)},
         )
     )
+
+
+MOVED_ROUTER_SETTINGS = ("router_exemplars", "router_evidence")
+"""Settings a checkpoint of the previous layout holds in its strategy fingerprint, which
+moved onto the LDA routers (``exemplars``, ``evidence``)."""
+
+
+def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
+    """A strategy fingerprint of the previous layout (router options among the settings,
+    routers as names, the detector's ``match_class_count``) in the current one (routers as
+    their ``config()``, ``class_count_filter``), so that such a checkpoint loads; a
+    current fingerprint is returned unchanged.
+
+    :param saved: the manifest's ``fingerprint["strategy"]``.
+    """
+    detector = saved.get("detector")
+    if isinstance(detector, dict) and "match_class_count" in detector:  # renamed class_count_filter
+        detector = dict(detector)
+        detector["class_count_filter"] = detector.pop("match_class_count")
+        saved = dict(saved, detector=detector)
+    if not any(name in saved for name in MOVED_ROUTER_SETTINGS):
+        return saved
+    saved = dict(saved)
+    moved = {name[len("router_"):]: saved.pop(name, None) for name in MOVED_ROUTER_SETTINGS}
+    routers = []
+    for router in saved.get("routers", []):
+        if isinstance(router, str):
+            reads = make_router(router).options()
+            router = make_router(router, **{k: v for k, v in moved.items() if k in reads}).config()
+        routers.append(router)
+    if routers:
+        saved["routers"] = _json_value(routers)
+    return saved
+
+
+def checkpoint_routers(manifest: Dict[str, Any]) -> list:
+    """The router objects a checkpoint's strategy fitted (from its fingerprint; either layout)."""
+    configs = upgrade_strategy_fingerprint(manifest["fingerprint"]["strategy"]).get("routers", [])
+    return [make_router(c["name"], **{k: v for k, v in c.items() if k != "name"}) for c in configs]
 
 
 def _differences(saved: Dict[str, Any], here: Dict[str, Any], prefix: str) -> List[tuple]:
@@ -350,6 +356,7 @@ def load_repository(directory: PathLike, model: SDRModel) -> SDRModel:
     directory = Path(directory)
     manifest = read_manifest(directory)
     _restore_model(directory, manifest, model)
+    model.keep_routers(checkpoint_routers(manifest))  # so that model.predict(x, name) finds them
     return model.eval()
 
 
@@ -517,6 +524,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
             "version": CHECKPOINT_VERSION,
             "step": step,
             "tensors": name,
+            "method": getattr(strategy, "method", None),  # the method preset's name; not compared
             "fingerprint": {
                 "repository": repository_fingerprint(model),
                 "strategy": strategy_fingerprint(strategy),
@@ -559,7 +567,8 @@ class SDRCheckpointPlugin(SupervisedPlugin):
             raise CheckpointError("restore a checkpoint into a freshly built strategy, before any training")
         manifest = read_manifest(self.directory)
         differences = _differences(
-            manifest["fingerprint"]["strategy"], strategy_fingerprint(strategy), "strategy"
+            upgrade_strategy_fingerprint(manifest["fingerprint"]["strategy"]), strategy_fingerprint(strategy),
+            "strategy"
         )
         if self.run_info is not None and manifest["run_info"] is not None:
             saved, here = manifest["run_info"], _json_value(self.run_info)
@@ -594,4 +603,7 @@ __all__ = [
     "repository_fingerprint",
     "save_pretrained",
     "strategy_fingerprint",
+    "upgrade_strategy_fingerprint",
+    "checkpoint_routers",
+    "MOVED_ROUTER_SETTINGS",
 ]

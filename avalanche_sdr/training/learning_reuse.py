@@ -1,42 +1,18 @@
 """The learning reuse (``SDRSettings(reuse="accumulate")``): a repeat keeps training its entry.
 
-The paper's reuse (``reuse="head"``) freezes a reused entry and trains a new head for
-the repeat, so the repeat's data improves nothing that stays. With
-``reuse="accumulate"`` a detected repeat instead
+The paper's reuse (``reuse="head"``) freezes a reused entry and trains a new head, so
+the repeat's data improves nothing that stays. Here a detected repeat answers through
+the head of the entry's creating task (classes matched by the detector's
+``class_permutation``) and trains the entry's adapters, BatchNorm copies and that
+head, so every task mapped to the entry gains. Why a guard (``reuse_guard``, on by
+default): a wrong reuse would now damage those tasks, so the head must first classify
+the repeat's data at least midway between chance and its accuracy on the entry's
+stored images (:func:`gate`, else a new entry), and those images are replayed in every
+update mini-batch (:class:`ExemplarReplay`). Draws use generators seeded by task and
+purpose, so a resumed run draws the same.
 
-1. answers through the head of the entry's creating task (one head per entry,
-   :meth:`~avalanche_sdr.models.SDRModel.link_head`), its classes matched to that
-   head's outputs by the detector's ``class_permutation`` (identity when the detector
-   matched class k to class k);
-2. trains the entry's adapters, BatchNorm copies and that head on its data for
-   ``reuse_epochs`` at ``update_lr``, so every task mapped to the entry answers
-   through the updated entry and head (positive backward transfer when the repeat
-   really is one).
-
-A wrong reuse would now damage the tasks that rely on the entry, so the guard
-(``reuse_guard``, on by default) asks the data for evidence first:
-
-- **Gate** (:func:`gate`): before any training, the entry's head must classify the
-  repeat's training data, through the permutation, at least midway between chance
-  (1/c) and the head's accuracy on the entry's stored images (1.0 without stored
-  images). A task that fails gets a **new entry** instead (the decision becomes
-  ``"new"``: it costs memory, never accuracy). The midpoint is fixed in advance, not
-  tuned on any stream: a true repeat is classified about as well as the entry's own
-  data, an unrelated task near chance.
-- **Replay** (:func:`replay_loss`): ``guard_exemplars`` training images per class of
-  each entry, stored when the entry is created (uint8 where the images lie in [0, 1],
-  counted in memory, checkpointed), are replayed in every update mini-batch, so the
-  update keeps fitting the entry's first data.
-
-An entry that some task answers through a head of its own (a class-count mismatch with
-a rule that reuses across class counts, or a task trained before the mode was on) is
-never updated: its frozen head would lose its features
-(:meth:`~avalanche_sdr.models.SDRModel.entry_updatable`); such a repeat trains a head
-of its own, as ``reuse="head"``.
-
-The random choices here (which images are stored, which are replayed in a mini-batch)
-each draw from a :class:`torch.Generator` seeded by the task and the purpose, so the
-global RNG is untouched and a resumed run draws the same.
+Gate, replay and the entries never updated: docs/method.rst, section "The learning
+reuse: gate, replay and entries never updated".
 """
 from __future__ import annotations
 

@@ -3,31 +3,24 @@
 :class:`SDRSettings` is the single place where every training setting of SDR is
 named, given its default (the paper's value) and documented. The strategy, its
 plugin, the checkpoint fingerprint and the results' ``config`` all read an
-``SDRSettings``; adding a setting means adding one field here.
-
-``PAPER_SETTINGS`` are the values of the paper's supplementary material (§A.1):
-classification models with newly trained extractors run 100 epochs, batch 128, lr
-0.01 reduced by 0.1 at epoch 50; a reused extractor trains its head for 2 epochs at
-lr 0.001; VAEs train with batch 64, lr 1e-4, up to 2000 epochs with early stopping.
-The paper trains with Adam (its Algorithm 1). These settings are meant for a GPU.
-
-``CPU_SETTINGS`` keep the method unchanged and shorten what is long: 10 epochs for a
-new entry (step decay at epoch 7), batch 32, VAEs up to 20 epochs at lr 2e-3 with
-patience 5. Head-only training of a reused entry keeps the paper's 2 epochs at lr
-0.001. On very small tasks (the ~120-image digits tasks) those are 8 Adam steps, too
-few for a fresh head: ``CPU_SMALL_TASK_SETTINGS`` (the quick example's and the Table 2
-harness's ``cpu`` preset) raises them to 10 epochs at 0.01 and lets VAEs run 40 epochs.
+``SDRSettings``; adding a setting means adding one field here. ``PAPER_SETTINGS``
+holds the paper's values (meant for a GPU); ``CPU_SETTINGS`` and
+``CPU_SMALL_TASK_SETTINGS`` keep the method and shorten what is long.
 
 Use::
 
     SDRStrategy(model=model, settings=CPU_SETTINGS)                  # a preset
     SDRStrategy(model=model, settings=CPU_SETTINGS, reuse_epochs=10)  # one value changed
     CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01)              # a new SDRSettings
+
+The values of each preset and why the CPU ones differ: docs/method.rst, sections
+"Training settings" and "Budget presets: the paper's values and the CPU presets".
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterator, Optional, Tuple
+import warnings
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.vocabulary import REUSE_MODES
@@ -79,21 +72,6 @@ class SDRSettings:
     """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
     entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
     memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
-    router_exemplars: int = 20
-    """Task-free router ``"lda"`` only (``SDRStrategy(routers=("lda",))``): training
-    images stored per (entry, class) at most, uint8 when they lie in [0, 1], counted in
-    memory and checkpointed (:mod:`avalanche_sdr.models.lda_router`; 20 chosen on
-    validation splits over 5, 10 and 20)."""
-    router_evidence: Optional[int] = None
-    """Task-free router ``"lda_weighted"`` only: stop gathering its evidence once this
-    many repeat images have been routed (a repeat is skipped when the evidence already
-    holds at least this many; :func:`~avalanche_sdr.models.lda_router.record_repeat`);
-    ``None``, the default, routes every repeat. Routing each repeat through E0 and every
-    entry is the weighted router's main cost on long streams; on the validation splits
-    (seed 0, ``benchmarks/router_ablation.py``), 2,000 kept EMNIST-100's weight at 17 %
-    of the routing time and 500 or 1,000 did not (docs/results/task_free.md, "Capping
-    the weighted router's evidence"). Not the default: it changes the weight wherever a
-    stream gives more evidence, and no test-split run has used it."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
     eval_mb_size: int = 256
@@ -107,8 +85,20 @@ class SDRSettings:
     vae_patience: int = 20
     """Early-stopping patience of a generator, epochs without a better held-out ELBO
     (not in the paper)."""
+    router_exemplars: dataclasses.InitVar[Optional[int]] = None
+    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(exemplars=n),)``.
+    Given, it warns and is handed to the strategy's LDA routers (:attr:`router_options`)."""
+    router_evidence: dataclasses.InitVar[Optional[int]] = None
+    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(evidence=n),)``."""
 
-    def __post_init__(self):
+    def __post_init__(self, router_exemplars: Optional[int] = None, router_evidence: Optional[int] = None):
+        moved = {name: value for name, value in (("exemplars", router_exemplars), ("evidence", router_evidence))
+                 if value is not None}
+        for option in moved:
+            warnings.warn(f"SDRSettings.router_{option} is deprecated: the option moved onto the router; write "
+                          f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)",
+                          DeprecationWarning, stacklevel=4)
+        object.__setattr__(self, "router_options", moved)
         milestones = self.lr_milestones
         if isinstance(milestones, (int, float)) or not all(isinstance(m, int) and not isinstance(m, bool)
                                                            for m in milestones):
@@ -120,15 +110,12 @@ class SDRSettings:
             raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
         if not isinstance(self.reuse_guard, bool):
             raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
-        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars",
-                     "router_exemplars"):
+        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
             check_int(getattr(self, name), name, minimum=0)
         for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive learning rate, got {value!r}")
-        if self.router_evidence is not None:
-            check_int(self.router_evidence, "router_evidence", hint=" or None (every repeat)")
         if isinstance(self.lr_decay, bool) or not isinstance(self.lr_decay, (int, float)) or not 0 < self.lr_decay <= 1:
             raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
         if any(m < 0 for m in self.lr_milestones) or list(self.lr_milestones) != sorted(set(self.lr_milestones)):
@@ -144,10 +131,11 @@ class SDRSettings:
 
         :raises TypeError: a name that is not a setting (the message lists them).
         """
-        unknown = sorted(set(changes) - set(self.field_names()))
+        unknown = sorted(set(changes) - set(self.field_names()) - set(DEPRECATED_ROUTER_SETTINGS))
         if unknown:
             raise TypeError(f"unknown SDR setting(s) {unknown}; the settings are {list(self.field_names())}")
-        return dataclasses.replace(self, **changes)
+        moved = {f"router_{k}": v for k, v in self.router_options.items()}
+        return dataclasses.replace(self, **dict(moved, **changes))
 
     def to_dict(self) -> Dict[str, Any]:
         """The settings as a plain dict in definition order (JSON-safe once the
@@ -167,6 +155,10 @@ class SDRSettings:
         return iter(self.field_names())
 
 
+DEPRECATED_ROUTER_SETTINGS = ("router_exemplars", "router_evidence")
+"""Former settings that moved onto the LDA routers (``exemplars``, ``evidence``); still
+accepted, with a ``DeprecationWarning``, for one release."""
+
 PAPER_SETTINGS = SDRSettings()
 """The paper's training values (supplementary §A.1); meant for a GPU."""
 
@@ -185,4 +177,33 @@ CPU_SMALL_TASK_SETTINGS = CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01, v
 """``CPU_SETTINGS`` for tasks of a few hundred images or fewer: head-only training of a
 reused entry for 10 epochs at lr 0.01, generators up to 40 epochs (see the module doc)."""
 
-__all__ = ["SDRSettings", "PAPER_SETTINGS", "CPU_SETTINGS", "CPU_SMALL_TASK_SETTINGS"]
+BUDGETS: Dict[str, SDRSettings] = {
+    "paper": PAPER_SETTINGS,
+    "cpu": CPU_SMALL_TASK_SETTINGS,
+    "cpu_large_task": CPU_SETTINGS,
+}
+"""Budget presets by name, accepted wherever an :class:`SDRSettings` is (``settings="cpu"``):
+``"paper"`` is :data:`PAPER_SETTINGS`; ``"cpu"`` is :data:`CPU_SMALL_TASK_SETTINGS`, the
+budget of the harness's ``--preset cpu`` and of every CPU results page; ``"cpu_large_task"``
+is :data:`CPU_SETTINGS` (head-only reuse at the paper's 2 epochs, for tasks of thousands
+of images)."""
+
+
+def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
+    """``settings`` as an :class:`SDRSettings`: a budget name of :data:`BUDGETS`, or the object itself.
+
+    :raises ValueError: an unknown budget name (the message lists them).
+    :raises TypeError: neither a name nor an ``SDRSettings``.
+    """
+    if isinstance(settings, str):
+        if settings not in BUDGETS:
+            raise ValueError(f"unknown budget {settings!r}; the budgets are {list(BUDGETS)} (or an SDRSettings)")
+        return BUDGETS[settings]
+    if not isinstance(settings, SDRSettings):
+        raise TypeError(f"settings must be an SDRSettings or a budget name {list(BUDGETS)}, "
+                        f"got {type(settings).__name__}")
+    return settings
+
+
+__all__ = ["BUDGETS", "CPU_SETTINGS", "CPU_SMALL_TASK_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
+           "SDRSettings", "resolve_settings"]

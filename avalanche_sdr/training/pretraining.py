@@ -5,19 +5,13 @@ no such weights exist (offline machines, CPU runs), E0 — and the base VAE of t
 for E and G" variant — may instead be pretrained on the warm-start tasks' *training*
 data only (option (b) of :ref:`method-backbone`). These functions do that, explicitly,
 before the stream starts; results produced this way must say so (the examples record
-it in their JSON).
+it in their JSON). Pretraining is task-aware like the stream: one temporary linear
+head per warm-start experience, discarded afterwards. Nothing of a later task is
+seen.
 
-Progress, with ``verbose=True``, always on **stderr** (a script's own prints on stdout
-stay the same from run to run): where stderr is a terminal, a tqdm bar (one step per
-epoch, the last epoch's mean loss or ELBO beside it, removed when done), in the style
-of Avalanche's ``InteractiveLogger``; elsewhere (piped or redirected to a file) plain
-lines instead, ``[pretrain E0] epoch 4/20: loss 0.1234`` at about five evenly spaced
-epochs. Either way the block ends with one summary line, ``[pretrain E0] 20 epochs on
-3 warm-start tasks (1080 images): loss 0.0123 | 4.1s`` (``[pretrain VAE] ... elbo
-(nats) ...`` for the VAE).
-
-Pretraining is task-aware like the stream: one temporary linear head per warm-start
-experience, discarded afterwards. Nothing of a later task is seen.
+Progress (``verbose=True``) goes to stderr, so a script's stdout stays the same from
+run to run; its format: docs/method.rst, section "Pretraining E0 and the base VAE:
+progress output".
 """
 from __future__ import annotations
 

@@ -1,66 +1,25 @@
 """The SDR behaviour as an Avalanche plugin: detect, then grow or reuse, then fit G.
 
-Hook order inside one training experience (Avalanche 0.6.0's
-``BaseSGDTemplate._before_training_exp``: the plugins' ``before_train_dataset_adaptation``,
-then dataset adaptation, the train data loader, ``check_model_and_optimizer`` — model
-adaptation, then ``make_optimizer`` — and only then the plugins' ``before_training_exp``;
-so a decision that changes the model must be taken in the first of these hooks):
+The plugin decides in ``before_train_dataset_adaptation``, the first hook Avalanche
+0.6.0 calls before model adaptation and ``make_optimizer``, so a new entry or a reuse
+is fixed before any training sees the task. After training it fits a new entry's
+generator G and the task-free routers, ends the entry's training and reports the
+decision to the strategy's loggers (:data:`REPORTED_VALUES`). The user's plugins run
+after it (``EWCPlugin`` and the like see what the experience trained) and
+:class:`SDRFreezePlugin` freezes everything last. At evaluation, labels that do not
+fit a task's head and NaN/Inf inputs are refused with a named error. Why a plugin:
+Avalanche's methods live in a few overridden hooks, and
+:class:`~avalanche_sdr.training.SDRStrategy` stays a thin template.
 
-1. ``before_train_dataset_adaptation`` — before the model or optimizer is touched:
-   read the experience's training data, run detection against the repository
-   (skipped for the warm-start tasks), and create a new entry or map the task to
-   the reused one. The decision is recorded here, so it is fixed before any
-   training on the task.
-   With the learning reuse (``SDRSettings(reuse="accumulate")``,
-   :mod:`avalanche_sdr.training.learning_reuse`) a detected repeat is gated on its
-   data and, when it passes, linked to its entry's head; a task label trained again
-   continues its entry (``rule="known_task"``) instead of being refused.
-2. Avalanche's model adaptation adds the task's head (none for a linked repeat); the
-   strategy's optimizer then covers the head (head-only reuse), the head and the new
-   adapter set (new), or the entry's adapters, BatchNorm copies and head (an update).
-3. ``before_training_epoch`` — the learning-rate schedule of new entries;
-   ``before_backward`` — an update adds the loss of the entry's stored images.
-4. ``after_training_exp`` — for a new entry, fit its generator G on the task's
-   training inputs (when the repository keeps generators); fit the task-free routers
-   the strategy was built with (:mod:`avalanche_sdr.models.routing`); end the entry's
-   training (its BatchNorm statistics are final) and report the experience to the
-   strategy's loggers.
-5. The user's plugins' ``after_training_exp`` (they come after this plugin): what the
-   experience trained still has ``requires_grad``, so Avalanche's ``EWCPlugin``,
-   ``MASPlugin`` or ``SynapticIntelligencePlugin`` compute their importances of it.
-6. :class:`SDRFreezePlugin`'s ``after_training_exp``, placed by the strategy after every
-   other plugin but its checkpoint plugin: everything is frozen.
-
-Reporting goes through Avalanche's loggers, as Avalanche's own metrics do: after each
-training experience the plugin publishes, through the strategy's ``EvaluationPlugin``
-(``publish_metric_value``), the metric values named in :data:`REPORTED_VALUES` for
-the task (``.../Task003``): a one-line description of the decision (a ``str``, printed
-by ``TextLogger`` and ``InteractiveLogger``; scalar loggers skip it) and numbers
-(CSV and TensorBoard loggers). Training epochs show Avalanche's own progress bars
-(``InteractiveLogger``); the generator's epochs, which run outside Avalanche's
-training loop, show a tqdm bar on stderr in the same style when the evaluator has an
-``InteractiveLogger`` (removed when done).
-
-A detector may keep per-entry state of its own (the two-sample rule's reference
-features, Expert Gate's autoencoders): if it has a ``remember(model, entry, task, x,
-y, num_classes, features=None)`` method, the plugin calls it right after creating an
-entry (warm-start tasks included), or at the end of the entry's training when the
-detector's ``remember_after_training`` is true (references in the entry's own feature
-space).
-
-Evaluation is checked too: ``before_eval_exp`` checks that the labels of a trained
-task fit its head (0..c-1, or the task's class ids when it was trained on global class
-ids), so a malformed test set fails with a named error instead
-of an index error inside the loss, and ``before_eval_forward`` refuses mini-batches
-with NaN or Inf inputs, whose arbitrary predictions would otherwise count in the
-accuracy.
+The hook order step by step, detector state (``remember``) and progress bars:
+docs/method.rst, section "The SDR plugin's hooks, reporting and checks".
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -72,13 +31,13 @@ from avalanche_sdr.dataset_tensors import distinct_labels
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
-from avalanche_sdr.models import lda_router
-from avalanche_sdr.models.routing import check_routers, fit_router, state_router
+from avalanche_sdr.routers.base import Router
+from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -112,12 +71,13 @@ class SDRPlugin(SupervisedPlugin):
     :param forward_transfer: initialise a new entry's adapters from the nearest entry
         instead of the identity.
     :param routers: task-free routers (names in
-        :data:`~avalanche_sdr.vocabulary.ROUTERS`) fitted after every task's
-        training, so that ``model.predict(x, router)`` needs no task label.
+        :data:`~avalanche_sdr.routers.ROUTER_TYPES` or router objects) fitted after
+        every task's training, so that ``model.predict(x, router)`` needs no task label;
+        kept as router objects in :attr:`routers`.
     """
 
     def __init__(self, *, detector: SimilarTaskDetector, settings: SDRSettings, n_warm_start: int,
-                 forward_transfer: bool, routers: Sequence[str] = ()):
+                 forward_transfer: bool, routers: Sequence = ()):
         super().__init__()
         if not isinstance(settings, SDRSettings):
             raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
@@ -126,20 +86,16 @@ class SDRPlugin(SupervisedPlugin):
         self.settings = settings
         self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
-        self.routers = check_routers(routers)
-        lda = [r for r in self.routers if state_router(r) == ROUTER_LDA]
-        if lda and settings.router_exemplars < 1:
-            raise ValueError(f"router {lda[0]!r} stores training images per class: router_exemplars must be "
-                             f"at least 1, got {settings.router_exemplars}")
-        self.router_seconds: Dict[str, float] = {router: 0.0 for router in self.routers}
+        self.routers: Tuple[Router, ...] = check_routers(routers)
+        self.router_seconds: Dict[str, float] = {router.name: 0.0 for router in self.routers}
         """Wall seconds spent fitting each router, summed over the experiences trained."""
         # Routers sharing a state ("lda", "lda_weighted") fit it once, under the name whose fit
         # does all of it: a router reading another's state (vocabulary.SHARED_ROUTER_STATE)
         # fits that state and what it adds ("lda_weighted": the mark of its evidence).
-        self._fit_as: Dict[str, str] = {}
+        self._fit_as: Dict[str, Router] = {}
         for router in self.routers:
-            if state_router(router) not in self._fit_as or router != state_router(router):
-                self._fit_as[state_router(router)] = router
+            if router.state_name not in self._fit_as or router.name != router.state_name:
+                self._fit_as[router.state_name] = router
         self.records: List[DetectionRecord] = []
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
@@ -230,11 +186,10 @@ class SDRPlugin(SupervisedPlugin):
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
-                if ROUTER_LDA_WEIGHTED in self.routers:  # held-out evidence for its weights, before training
+                for router in self.routers:  # held-out evidence (lda_weighted: its weights), before training
                     tick = time.perf_counter()
-                    lda_router.record_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y],
-                                              limit=self.settings.router_evidence)
-                    self.router_seconds[ROUTER_LDA_WEIGHTED] += time.perf_counter() - tick
+                    router.before_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y])
+                    self.router_seconds[router.name] += time.perf_counter() - tick
         model.set_class_ids(task, class_ids)
         if record.entry_updated:
             if not model.is_trained(task):
@@ -399,12 +354,12 @@ class SDRPlugin(SupervisedPlugin):
         fit_seconds: Dict[str, float] = {}  # one fit per state (__init__: _fit_as)
         for owner, router in self._fit_as.items():
             tick = time.perf_counter()
-            fit_router(router, model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry, exemplars_per_class=settings.router_exemplars,
+            router.fit(model, record.task, self._task_inputs, self._task_labels, self._task_classes,
+                       new_entry=self.training_new_entry,
                        entry_updated=record.entry_updated)
             fit_seconds[owner] = time.perf_counter() - tick
         for router in self.routers:
-            self.router_seconds[router] += fit_seconds[state_router(router)]
+            self.router_seconds[router.name] += fit_seconds[router.state_name]
         self._replay = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.

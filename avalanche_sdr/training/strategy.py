@@ -3,72 +3,50 @@ from __future__ import annotations
 
 import os
 import inspect
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+import warnings
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from avalanche.training import plugins as avalanche_plugins
 from avalanche.training.templates import SupervisedTemplate
 
-from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
 from avalanche_sdr.detection.decision import DetectionRecord
-from avalanche_sdr.detection.detector import DECISION_RULES, SimilarTaskDetector
-from avalanche_sdr.detection.expert_gate import ExpertGateDetector
-from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.detection.registry import DETECTOR_TYPES, detector_options, detector_rule, make_detector
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
+from avalanche_sdr.routers.routing import check_routers, make_router
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
-from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings
+from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
+from avalanche_sdr.training.presets import (DEPRECATED_ROUTER_SETTINGS, PAPER_SETTINGS, SDRSettings,
+                                            resolve_settings)
 from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
 from avalanche_sdr.vocabulary import DETECTORS
 
+DEPRECATED_DETECTOR_OPTIONS: Dict[str, str] = {
+    "thresholds": "thresholds",
+    "two_sample": "settings",
+    "prior": "prior",
+    "elbo_samples": "elbo_samples",
+    "max_detection_samples": "max_samples",
+    "match_class_count": "class_count_filter",
+}
+"""Former flat detector keywords of :class:`SDRStrategy` -> the option of the detector
+builder (:data:`~avalanche_sdr.detection.DETECTOR_TYPES`) they set. Still accepted for one
+release with a ``DeprecationWarning``; one the chosen rule does not read is refused."""
 
-def make_detector(decision: str, *, thresholds: Optional[CalibrationThresholds] = None,
-                  two_sample: Optional[TwoSampleSettings] = None, prior: str = "uniform",
-                  elbo_samples: int = 1, max_detection_samples: Optional[int] = None,
-                  match_class_count: bool = False):
-    """The detector of a decision rule name in :data:`DETECTORS`.
-
-    ``"agreement"`` / ``"calibrated"``: a :class:`SimilarTaskDetector` (generators and
-    the complexity measure); ``"two_sample"``: a :class:`TwoSampleDetector`;
-    ``"expert_gate"``: an :class:`ExpertGateDetector`.
-
-    :param decision: the rule's name.
-    :param thresholds: :class:`~avalanche_sdr.detection.CalibrationThresholds` of the
-        ``"calibrated"`` rule (``None``: the defaults, set on Fashion-MNIST).
-    :param two_sample: :class:`~avalanche_sdr.detection.TwoSampleSettings` of the
-        ``"two_sample"`` rule (``None``: :data:`~avalanche_sdr.detection.DEFAULT_TWO_SAMPLE`).
-    :param prior: ``"agreement"`` / ``"calibrated"``: mixing weights π_j of eq. 5,
-        ``"uniform"`` or ``"tasks"``.
-    :param elbo_samples: ``"agreement"`` / ``"calibrated"``: Monte-Carlo samples per ELBO.
-    :param max_detection_samples: ``"agreement"`` / ``"calibrated"``: cap on the training
-        samples used for detection (``None``: all, as in the paper).
-    :param match_class_count: ``"agreement"`` / ``"calibrated"``: compare a new task only
-        with entries whose creating task has its class count (off: the paper's method;
-        the two-sample and Expert Gate rules take it from their own settings).
-    :raises ValueError: an unknown rule name.
-    """
-    if decision == "two_sample":
-        return TwoSampleDetector(DEFAULT_TWO_SAMPLE if two_sample is None else two_sample)
-    if decision == "expert_gate":
-        return ExpertGateDetector()
-    if decision not in DECISION_RULES:
-        raise ValueError(f"unknown decision rule {decision!r}; available: {list(DETECTORS)}")
-    return SimilarTaskDetector(
-        rule=decision, prior=prior, elbo_samples=elbo_samples, max_samples=max_detection_samples,
-        thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
-        match_class_count=match_class_count,
-    )
-
-
-DETECTOR_OPTIONS = tuple(inspect.signature(make_detector).parameters)[1:]
-"""Keyword options of :func:`make_detector` (besides the rule's name) that
-:class:`SDRStrategy` passes on to it."""
+DETECTOR_OPTIONS = tuple(DEPRECATED_DETECTOR_OPTIONS)
+"""The deprecated flat detector keywords (:data:`DEPRECATED_DETECTOR_OPTIONS`)."""
 
 MODEL_OPTIONS = tuple(
     name for name in inspect.signature(build_sdr_model).parameters if name not in ("backbone", "in_channels", "image_size")
 )
 """Keywords of :func:`~avalanche_sdr.models.build_sdr_model` that
 :meth:`SDRStrategy.from_benchmark` passes on to it."""
+
+_DETECTOR_CLASSES = {"agreement": "SimilarTaskDetector(rule='agreement', ...)",
+                     "calibrated": "SimilarTaskDetector(rule='calibrated', ...)",
+                     "two_sample": "TwoSampleDetector(TwoSampleSettings(...))",
+                     "expert_gate": "ExpertGateDetector(...)"}
 
 
 class _Routed:
@@ -146,16 +124,20 @@ REFUSED_PLUGINS: Dict[type, str] = {
 its error (the table of docs/plugins.rst). Subclasses are refused too."""
 
 
-def check_plugins(plugins: Iterable) -> None:
+def check_plugins(plugins: Iterable, appended: bool = False) -> None:
     """Refuse the plugins :class:`SDRStrategy` cannot honour (:data:`REFUSED_PLUGINS`).
 
-    :param plugins: the ``plugins`` passed to :class:`SDRStrategy`.
+    :param plugins: the ``plugins`` passed to :class:`SDRStrategy`, or its
+        ``strategy.plugins`` at the start of ``train()`` (``appended``: the message says a
+        plugin appended after construction is refused there too).
     :raises ValueError: a plugin that is an instance of a refused type, with the reason.
     """
     for plugin in plugins:
         for kind, reason in REFUSED_PLUGINS.items():
             if isinstance(plugin, kind):
-                raise ValueError(f"SDRStrategy cannot use {type(plugin).__name__}: {reason} (see docs/plugins.rst)")
+                where = " (appended to strategy.plugins after construction; checked again by train())" if appended else ""
+                raise ValueError(f"SDRStrategy cannot use {type(plugin).__name__}{where}: {reason} "
+                                 "(see docs/plugins.rst)")
 
 
 def default_evaluator():
@@ -184,8 +166,8 @@ def default_evaluator():
 
 
 def _with_routed_keywords(init):
-    """``init``'s signature with the keywords it routes by name (settings fields and
-    detector options) listed as keyword-only parameters.
+    """``init``'s signature with the keywords it routes by name (settings fields, and the
+    deprecated keywords it still translates) listed as keyword-only parameters.
 
     Avalanche's templates refuse keywords that no ``__init__`` of the class hierarchy
     names (a guard against misspellings); listing the routed names here keeps that
@@ -196,9 +178,15 @@ def _with_routed_keywords(init):
     params = list(signature.parameters.values())
     keyword = inspect.Parameter.KEYWORD_ONLY
     routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SDRSettings.field_names()]
-    routed += [inspect.Parameter(name, keyword, default=_Routed("make_detector")) for name in DETECTOR_OPTIONS]
+    deprecated = ("decision",) + DETECTOR_OPTIONS + DEPRECATED_ROUTER_SETTINGS
+    routed += [inspect.Parameter(name, keyword, default=_Routed("deprecated")) for name in deprecated]
     init.__signature__ = signature.replace(parameters=params[:-1] + routed + params[-1:])
     return init
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"SDRStrategy({old}=...) is deprecated and will be removed in the next release; write {new}",
+                  DeprecationWarning, stacklevel=4)
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -231,16 +219,19 @@ class SDRStrategy(SupervisedTemplate):
     unique entry of the repository is similar:
 
     - the first ``n_warm_start`` tasks are trained as new without detection;
-    - afterwards the detector scores every entry j with p(P_t = P_j) (VAE ELBO
-      consistency, eq. 5) and S(j, t) (complexity measure, eqs. 7–8) and applies
-      the ``decision`` rule (paper: reuse when argmax p == argmin S);
+    - afterwards the ``detector`` scores every entry and decides (the paper's
+      ``"agreement"`` rule: p(P_t = P_j) from the VAEs, eq. 5, and S(j, t), eqs. 7–8,
+      reuse when argmax p == argmin S);
     - *reuse*: the task is mapped to that entry and only its new head trains
-      (``settings.reuse_epochs`` at ``settings.reuse_lr``);
+      (``settings.reuse_epochs`` at ``settings.reuse_lr``), or with
+      ``reuse="accumulate"`` the entry keeps training;
     - *new*: a new EFT adapter set and head train (``settings.new_task_epochs`` at
-      ``settings.new_task_lr`` with step decay), then a new generator G.
+      ``settings.new_task_lr`` with step decay), then a new generator G when the
+      repository keeps them.
 
-    Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)); with
-    ``eval_router`` it is class-incremental instead (no task labels, see below).
+    Evaluation is task-aware: task t is predicted by f_t(E_{m(t)}(x)); :meth:`predict`
+    predicts without task labels through a task-free router, and with ``eval_router``
+    the evaluation is class-incremental instead (see below).
 
     The decision of every experience is in :attr:`detection_records`
     (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON) and
@@ -248,30 +239,40 @@ class SDRStrategy(SupervisedTemplate):
     :meth:`from_benchmark` builds the repository and the strategy in one call.
 
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
-    :param settings: the training settings, an
-        :class:`~avalanche_sdr.training.SDRSettings` (default: the paper's,
-        :data:`~avalanche_sdr.training.PAPER_SETTINGS`; ``CPU_SETTINGS`` is a short
-        preset for CPU runs).
-    :param decision: decision rule name, one of :data:`DETECTORS` (see
-        :func:`make_detector`): ``"agreement"`` (the paper's rule, default),
-        ``"calibrated"``, ``"two_sample"`` (a level-``alpha`` repeat test on E0
-        features; needs no generators) or ``"expert_gate"`` (a baseline).
-    :param detector: an already built detector (any object with
+    :param method: a method preset, a name of :data:`~avalanche_sdr.training.METHODS`
+        or a :class:`~avalanche_sdr.training.MethodPreset`: ``"paper"`` (default: the
+        agreement rule, head-only reuse, no router) or ``"recommended"`` (the two-sample
+        test with classes matched in any order, ``reuse="accumulate"``, the router
+        ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
+        ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
+        The method's ``reuse`` replaces the reuse of ``settings`` unless ``reuse=`` is given.
+    :param settings: the training budget and reuse, an
+        :class:`~avalanche_sdr.training.SDRSettings` or a budget name of
+        :data:`~avalanche_sdr.training.BUDGETS` (``"paper"``, default; ``"cpu"``, the
+        CPU budget of every results page; ``"cpu_large_task"``).
+    :param detector: how a new task is compared with the repository: a rule name of
+        :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (``"agreement"``, the paper's;
+        ``"calibrated"``; ``"two_sample"``, a level-``alpha`` repeat test on E0 features
+        that needs no generators; ``"expert_gate"``, a baseline), built with its
+        default options, or a detector object with its options (e.g.
+        ``TwoSampleDetector(TwoSampleSettings(match_classes=True))``,
+        ``SimilarTaskDetector(rule="agreement", elbo_samples=8)``): any object with
         ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
-        ``remember(...)``); replaces ``decision`` and the detector options. A detector
-        is assumed to read the generators unless it has ``needs_generators = False``.
+        ``remember(...)``; it is assumed to read the generators unless it has
+        ``needs_generators = False``. Default: the method's.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
         from the identity (off: the paper's method).
-    :param routers: task-free routers to fit after every task (names in
-        :data:`~avalanche_sdr.vocabulary.ROUTERS`: ``"lda_weighted"``, SDR's recommended
-        router, ``"lda"``, the same with equal weights of its two terms, ``"gaussian"``,
-        its first, and ``"expert_gate"``, a baseline), so that ``model.predict(x, router)`` predicts
-        class ids without task labels and
+    :param routers: task-free routers to fit after every task: names of
+        :data:`~avalanche_sdr.routers.ROUTER_TYPES` or router objects with their options
+        (``"lda_weighted"`` / :class:`~avalanche_sdr.routers.LDAWeightedRouter`, SDR's
+        recommended router; ``"lda"``; ``"gaussian"``, SDR's first; ``"expert_gate"``,
+        a baseline), so that :meth:`predict` answers without task labels and
         :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` can score them. Their state
-        counts in the repository's memory. Default ``()``: task-aware only, as the paper.
+        counts in the repository's memory. Default: the method's (``"paper"``: none,
+        task-aware only, as the paper).
     :param eval_router: ``None`` (default): evaluation is task-aware. A name in
         ``routers``: evaluation ignores the experiences' task labels and predicts with
         ``model.predict(x, eval_router)``; ``mb_output`` is then a float [N, K] tensor
@@ -291,22 +292,27 @@ class SDRStrategy(SupervisedTemplate):
     :param kwargs: by name, each of
 
         - a setting of :class:`~avalanche_sdr.training.SDRSettings` (e.g.
-          ``reuse_epochs=10``): replaces that value of ``settings``;
-        - an option of :func:`make_detector` for the rule named by ``decision``
-          (``thresholds``, ``two_sample``, ``match_class_count``, ``prior``,
-          ``elbo_samples``, ``max_detection_samples``);
+          ``reuse_epochs=10``, ``reuse="head"``): replaces that value of ``settings``;
+        - deprecated for one release, with a ``DeprecationWarning`` saying what to
+          write instead: ``decision=`` (write ``detector=``), the flat detector options
+          ``thresholds``, ``two_sample``, ``prior``, ``elbo_samples``,
+          ``max_detection_samples``, ``match_class_count`` (write a detector object),
+          ``router_exemplars`` and ``router_evidence`` (write a router object); one that
+          the chosen rule or routers do not read is refused;
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
           ``plugins``, ``evaluator`` (default: :func:`default_evaluator`, one line per
           task on stderr), ``eval_every``, ``peval_mode``, ...), passed
           through. ``optimizer``, ``criterion`` and ``train_epochs`` are SDR's own
           and refused. Which of Avalanche's plugins work with SDR: docs/plugins.rst;
-          the refused ones are in :data:`REFUSED_PLUGINS`.
-    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself.
-    :raises ValueError: a rule that needs generators on a repository without them;
-        an ``eval_router`` that is not one of ``routers``;
-        a detector option together with ``detector``; a plugin SDR cannot honour
-        (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set ``new_task_lr``,
-        ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
+          the refused ones are in :data:`REFUSED_PLUGINS`, refused here and again by
+          :meth:`train` when appended to ``strategy.plugins`` afterwards.
+    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself;
+        ``decision`` together with ``detector``.
+    :raises ValueError: an unknown method, budget, rule or router; a rule that needs
+        generators on a repository without them; an option the chosen rule or router
+        does not read; an ``eval_router`` that is not one of ``routers``; a plugin SDR
+        cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
+        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
     """
 
     @_with_routed_keywords
@@ -314,20 +320,20 @@ class SDRStrategy(SupervisedTemplate):
         self,
         *,
         model: SDRModel,
-        settings: SDRSettings = PAPER_SETTINGS,
-        decision: str = "agreement",
+        method: Union[str, MethodPreset] = DEFAULT_METHOD,
+        settings: Union[str, SDRSettings] = PAPER_SETTINGS,
         detector=None,
         n_warm_start: int = 3,
         forward_transfer: bool = False,
-        routers: Sequence[str] = (),
+        routers: Optional[Sequence] = None,
         eval_router: Optional[str] = None,
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
         **kwargs,
     ):
         if not isinstance(model, SDRModel):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
-        if not isinstance(settings, SDRSettings):
-            raise TypeError(f"settings must be an SDRSettings (e.g. CPU_SETTINGS), got {type(settings).__name__}")
+        preset = resolve_method(method)
+        settings = resolve_settings(settings)
         own = sorted(set(kwargs) & {"optimizer", "criterion", "train_epochs"})
         if own:
             raise TypeError(f"SDRStrategy sets {own} itself (per experience); remove them")
@@ -336,19 +342,28 @@ class SDRStrategy(SupervisedTemplate):
                 "SDRStrategy has no verbose option: its per-task lines go to the evaluator's loggers "
                 "(silence them with evaluator=EvaluationPlugin(..., loggers=[]))"
             )
-        settings = settings.replace(**{k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()})
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in DETECTOR_OPTIONS}
-        if detector is None:
-            detector = make_detector(decision, **options)
-        elif options:
-            raise ValueError(f"detector options {sorted(options)} have no effect with detector=...; "
-                             "set them when building the detector")
+        defaults = preset.defaults()
+        router_options = dict(settings.router_options)
+        for name in DEPRECATED_ROUTER_SETTINGS:
+            if name in kwargs:
+                option = name[len("router_"):]
+                _deprecated(name, f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)")
+                router_options[option] = kwargs.pop(name)
+        changes = {k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()}
+        changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
+        settings = SDRSettings(**dict(settings.to_dict(), **changes))  # router options moved onto the routers
+        detector = self._build_detector(detector, kwargs, defaults["detector"], preset)
         if getattr(detector, "needs_generators", True) and not model.has_generators:
             raise ValueError(
-                f"decision rule {getattr(detector, 'rule', type(detector).__name__)!r} scores entries with "
-                "their generators, but the model was built with generator=None; build it with "
-                "generator='independent' or use decision='two_sample'"
+                f"decision rule {detector_rule(detector)!r} scores entries with their generators, but the model "
+                "was built with generator=None; build it with generator='independent' or use "
+                "detector='two_sample'"
             )
+        routers = self._build_routers(defaults["routers"] if routers is None else routers, router_options)
+        model.keep_routers(routers)
+        self.method = preset.name
+        """The name of the method preset the strategy was built from (its defaults; the
+        keywords given win): recorded in results and checkpoints beside the expanded values."""
         self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
                              forward_transfer=forward_transfer, routers=routers)
         self.eval_router = check_eval_router(eval_router, self.sdr.routers)
@@ -380,12 +395,68 @@ class SDRStrategy(SupervisedTemplate):
             self.checkpoint = SDRCheckpointPlugin(checkpoint_dir)
             self.plugins.append(self.checkpoint)
 
+    @staticmethod
+    def _build_detector(detector, kwargs: Dict[str, Any], default, preset: MethodPreset):
+        """The detector from ``detector`` (name or object), the deprecated ``decision`` and
+        flat options popped from ``kwargs``, or the method's ``default``."""
+        decision = kwargs.pop("decision", None)
+        if decision is not None:
+            if detector is not None:
+                raise TypeError(f"give the rule once: detector={detector!r} and the deprecated decision={decision!r}")
+            _deprecated("decision", f"detector={decision!r}")
+            detector = decision
+        flat = {k: kwargs.pop(k) for k in list(kwargs) if k in DEPRECATED_DETECTOR_OPTIONS}
+        chosen = default if detector is None else detector
+        rule = chosen if isinstance(chosen, str) else detector_rule(chosen)
+        if not flat:
+            return make_detector(chosen)
+        if not isinstance(chosen, str):
+            source = (f"method={preset.name!r} (its detector is the {rule!r} rule)" if detector is None
+                      else f"detector=<a {type(chosen).__name__} object>")
+            raise ValueError(f"detector options {sorted(flat)} have no effect with {source}; set them when building "
+                             f"the detector, e.g. detector={_DETECTOR_CLASSES.get(rule, type(chosen).__name__)}")
+        if chosen not in DETECTOR_TYPES:
+            raise ValueError(f"unknown detector {chosen!r}; available: {list(DETECTOR_TYPES)} (or a detector object)")
+        unread = sorted(k for k in flat if DEPRECATED_DETECTOR_OPTIONS[k] not in detector_options(chosen)
+                        or (k == "two_sample") != (chosen == "two_sample" and DEPRECATED_DETECTOR_OPTIONS[k] == "settings"))
+        if unread:
+            raise ValueError(f"option(s) {unread} have no effect with the {chosen!r} rule; remove them (the "
+                             f"rule's options live on its detector: detector={_DETECTOR_CLASSES[chosen]})")
+        for name in flat:
+            _deprecated(name, f"detector={_DETECTOR_CLASSES[chosen]} (avalanche_sdr.detection)")
+        return make_detector(chosen, **{DEPRECATED_DETECTOR_OPTIONS[k]: v for k, v in flat.items()})
+
+    @staticmethod
+    def _build_routers(routers, options: Dict[str, Any]) -> tuple:
+        """Router objects from names or objects, with the deprecated router settings
+        (``router_exemplars``, ``router_evidence``) applied to the LDA routers given by name."""
+        if isinstance(routers, str) or not options:
+            return check_routers(routers)
+        routers = tuple(routers)
+        built = []
+        unread = dict(options)
+        for router in routers:
+            if isinstance(router, str) and router in ("lda", "lda_weighted"):
+                reads = {k: v for k, v in options.items() if k == "exemplars" or router == "lda_weighted"}
+                built.append(make_router(router, **reads))
+                for k in reads:
+                    unread.pop(k, None)
+            else:
+                built.append(router)
+        if unread:
+            raise ValueError(f"router_{sorted(unread)[0]} has no effect: no router given by name in routers="
+                             f"{routers!r} reads it (set it on the router object, e.g. LDAWeightedRouter(...))")
+        return check_routers(built)
+
     @classmethod
     def from_benchmark(cls, backbone: torch.nn.Module, benchmark, **kwargs) -> "SDRStrategy":
         """Build the repository around ``backbone`` for ``benchmark``'s images, and the strategy.
 
         The image shape (C, H, W) is read from the first training experience
-        (:func:`benchmark_input_shape`), so nothing the benchmark knows is restated.
+        (:func:`benchmark_input_shape`), so nothing the benchmark knows is restated. The
+        generator follows the detector: without ``generator=``, a detector that reads
+        generators gets a VAE per entry (``"independent"``) and one that reads none
+        (``"two_sample"``, ``"expert_gate"``, ``method="recommended"``) gets none.
 
         :param backbone: E0 (e.g. :func:`~avalanche_sdr.models.small_cnn_backbone`,
             usually pretrained); frozen in place.
@@ -393,16 +464,53 @@ class SDRStrategy(SupervisedTemplate):
             images.
         :param kwargs: by name, keywords of :func:`~avalanche_sdr.models.build_sdr_model`
             (``generator``, ``a``, ``b``, ``latent_dim``, ``vae_width``, ...) and
-            everything :class:`SDRStrategy` takes (``settings``, ``decision``, ...).
+            everything :class:`SDRStrategy` takes (``method``, ``settings``,
+            ``detector``, ``routers``, ...).
         :return: the strategy; its repository is ``strategy.model``.
-        :raises ValueError: the benchmark's images are not square C x H x W tensors.
+        :raises ValueError: the benchmark's images are not square C x H x W tensors; an
+            explicit ``generator`` that the detector does not read (no generator trains
+            that nothing reads: remove ``generator=`` or write ``generator=None``).
         """
         channels, height, width = benchmark_input_shape(benchmark)
         if height != width:
             raise ValueError(f"SDR's generators model square images; the benchmark's are {height}x{width}")
         model_options = {k: kwargs.pop(k) for k in list(kwargs) if k in MODEL_OPTIONS}
+        probe = dict(kwargs)
+        with warnings.catch_warnings():  # the strategy warns once, below
+            warnings.simplefilter("ignore", DeprecationWarning)
+            detector = cls._build_detector(probe.get("detector"), probe, resolve_method(
+                probe.get("method", DEFAULT_METHOD)).defaults()["detector"], resolve_method(
+                probe.get("method", DEFAULT_METHOD)))
+        needs = getattr(detector, "needs_generators", True)
+        if "generator" not in model_options:
+            model_options["generator"] = "independent" if needs else None
+        elif model_options["generator"] is not None and not needs:
+            raise ValueError(
+                f"generator={model_options['generator']!r} trains a generator per entry that the "
+                f"{detector_rule(detector)!r} rule never reads; remove generator= (it follows the detector) or "
+                "write generator=None")
         model = build_sdr_model(backbone, in_channels=channels, image_size=height, **model_options)
         return cls(model=model, **kwargs)
+
+    def train(self, experiences, eval_streams=None, **kwargs):
+        """Avalanche's ``train``, after refusing the plugins SDR cannot honour that were
+        appended to ``strategy.plugins`` after construction (:data:`REFUSED_PLUGINS`)."""
+        check_plugins(self.plugins, appended=True)
+        return super().train(experiences, eval_streams, **kwargs)
+
+    def predict(self, x: torch.Tensor, router=None):
+        """Task-free prediction: ``self.model.predict(x, router)``
+        (:meth:`~avalanche_sdr.models.SDRModel.predict`).
+
+        :param x: [N, C, H, W] float images in [0, 1] (on the model's device).
+        :param router: ``None`` (default): SDR's recommended ``"lda_weighted"``; or a
+            name of, or a router object among, the strategy's ``routers``.
+        :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction` (int64 [N]
+            ``class_ids``, ``tasks``, ``entries``).
+        :raises RuntimeError: the strategy was built without that router (the message
+            says how to build it).
+        """
+        return self.model.predict(x, router)
 
     @property
     def detection_records(self) -> List[DetectionRecord]:
@@ -450,5 +558,5 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS", "SDRStrategy", "benchmark_input_shape",
-           "check_plugins", "default_evaluator", "make_detector"]
+__all__ = ["DEPRECATED_DETECTOR_OPTIONS", "DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS",
+           "SDRStrategy", "benchmark_input_shape", "check_plugins", "default_evaluator", "make_detector"]

@@ -1,56 +1,19 @@
 """Running an SDR strategy over a whole mixed stream and collecting its results.
 
-The results dictionary is the one the examples write with ``--output`` and
-:mod:`avalanche_sdr.plots` reads::
+:func:`run_sdr_stream` trains a strategy experience by experience, evaluates after
+each one the test experiences of its group trained so far (the group curve,
+:func:`evaluate_group`; only those whose state changed, :class:`EvaluationCache`)
+and returns the results dictionary the examples write with ``--output`` and
+:mod:`avalanche_sdr.plots` reads: detection fractions, average accuracy (0-1), memory
+in MB (2**20 bytes), one record per task, the group curve, ``bwt`` and ``forgetting``
+(:func:`transfer_summary`). Why one definition: the examples and the Table 2 harness
+report the same numbers. The dictionary holds no wall-clock values, ground truth is
+read only after training, the group evaluation leaves the global RNGs as it found them
+(:func:`preserved_rng`), and a strategy with ``checkpoint_dir`` resumes with the
+results of an uninterrupted run.
 
-    {"config": {...}, "seed": int,
-     "detection": {"correct", "miss", "incorrect": fractions of scored tasks, "n_scored"},
-     "average_accuracy": mean final test accuracy over all tasks (0-1),
-     "memory_mb": repository size after the last task (MB = 2**20 bytes),
-     "memory_mb_all_new": the same repository had every task been trained as new,
-     "unique_tasks": C,
-     "tasks": [{"task", "group", "split", "decision", "entry", "chosen_task",
-                "outcome", "test_accuracy", "train_accuracy_per_epoch" (training accuracy of
-                each epoch, 0-1), "memory_mb", "detection": {...}}, ...],
-     "group_curve": [{"task", "group", "times_seen", "group_accuracy_after",
-                      "initial_accuracy", "evaluated", "accuracies"}, ...],
-     "bwt": float or null, "forgetting": float or null}
-
-The group curve (:func:`evaluate_group`): after training experience i, of group g,
-the test experiences of group g's tasks trained so far (i included) are evaluated
-with ``strategy.eval``; one entry per experience: ``times_seen`` (how many tasks of
-group g are trained so far), ``group_accuracy_after`` (mean accuracy over those test
-experiences, 0-1), ``initial_accuracy`` (task i's own test accuracy right after
-training it), ``evaluated`` (their stream positions) and ``accuracies`` (each one's
-accuracy). :func:`transfer_summary` computes from it and the final accuracies:
-
-- ``bwt``: backward transfer (Lopez-Paz & Ranzato 2017), the mean over every task but
-  the last of (final accuracy - initial accuracy); positive: earlier tasks got
-  better. It equals Avalanche's ``StreamBWT`` (``bwt_metrics(stream=True)``: same
-  sign; Avalanche's ``StreamForgetting`` is its negative) read after the final
-  evaluation, since the group evaluation sets every task's initial accuracy the way
-  Avalanche does (the experience evaluated is the one just trained);
-- ``forgetting`` (Chaudhry et al. 2018, over the evaluations made here): the mean
-  over every task but the last of (its best accuracy in the group evaluations -
-  its final accuracy); >= 0 up to the final evaluation's own gains.
-
-The group evaluation leaves the global random generators as it found them
-(:func:`preserved_rng`), so the training of the next experiences is the one of a run
-without it.
-
-The dictionary holds no wall-clock values, so identical runs give identical results
-(timings go to the strategy's loggers instead). Ground truth (``group``, ``split``) is read from the experiences in Avalanche's
-logging mode, after training: the strategy never sees it.
-
-With a strategy built with ``checkpoint_dir``, the run resumes from the checkpoint
-there: finished experiences are skipped, their memory figures and group-curve entries
-come from the checkpoint (``progress[i]["group_curve"]``; the last finished
-experience's entry is evaluated again on the restored model, which is the model after
-it), the evaluator's :class:`~avalanche_sdr.evaluation.DetectionMetrics` are
-brought up to date with their records, and the results equal those of an
-uninterrupted run (bit for bit on CPU).
-A stream no longer than the warm start has every task trained as ``warm_start`` and
-nothing scored (``"detection"`` fractions 0.0, ``n_scored`` 0).
+The format, the group curve, ``bwt``, ``forgetting`` and resuming: docs/method.rst,
+section "A stream run's results dictionary, group curve and resume".
 """
 from __future__ import annotations
 
@@ -70,7 +33,7 @@ from avalanche_sdr.evaluation import (
     detection_summary,
     repository_memory_bytes,
 )
-from avalanche_sdr.training.checkpoint import CheckpointMismatchError
+from avalanche_sdr.training.checkpoint import CheckpointMismatchError, strategy_fingerprint
 
 
 def _accuracy_key(experience) -> str:
@@ -141,25 +104,99 @@ def _task_free_paused(strategy) -> Iterator[None]:
             m.enabled = enabled
 
 
-def evaluate_group(strategy, test_stream, groups: Sequence[int], position: int, task: int) -> Dict[str, Any]:
+class EvaluationCache:
+    """The test accuracy of every position of a test stream evaluated so far, kept with a
+    digest of the state it was evaluated in, so that an evaluation re-evaluates only the
+    experiences whose state changed.
+
+    The digest of an experience is E0's (``SDRModel.backbone_state_digest``) and its
+    tasks' (``SDRModel.task_state_digest``: entry, head, permutation, class ids), i.e.
+    everything its task-aware forward reads, hashed from the tensors' bytes (nothing
+    relies on the training code reporting what it changed). :meth:`accuracies` passes
+    through ``strategy.eval`` (one call) only the experiences whose digest differs from
+    the cached one or that have none, and returns the cached accuracy of the others: an
+    experience's accuracy depends on that state and its test data alone (eval mode,
+    unshuffled data). After a head-only repeat only the task just trained is new; after a
+    learning-reuse update every task of the updated entry is evaluated again. With an
+    ``eval_router`` (evaluation without task labels: a routed answer reads every entry
+    and the router) or an untrained task, every experience is evaluated.
+
+    :param strategy: an :class:`~avalanche_sdr.training.SDRStrategy`.
+    :param test_stream: the test experiences; positions index it.
+    :raises TypeError: the strategy's model is not an SDR repository.
+
+    ``evaluated``: the test experiences passed to ``strategy.eval`` so far. The cache
+    is in memory only: a resumed run starts with an empty one.
+    """
+
+    def __init__(self, strategy, test_stream):
+        if not callable(getattr(strategy.model, "task_state_digest", None)):
+            raise TypeError(f"EvaluationCache needs an SDRModel repository (task_state_digest), got "
+                            f"{type(strategy.model).__name__}; evaluate a baseline with final_test_accuracies")
+        self.strategy, self.test_stream = strategy, test_stream
+        self.evaluated = 0
+        self._cached: Dict[int, tuple] = {}  # position -> (digest, accuracy)
+
+    def _digests(self, positions: Sequence[int]) -> Dict[int, Optional[str]]:
+        model = self.strategy.model
+        if getattr(self.strategy, "eval_router", None) is not None:
+            return {j: None for j in positions}
+        backbone = model.backbone_state_digest()
+        digests: Dict[int, Optional[str]] = {}
+        for j in positions:
+            tasks = [int(t) for t in self.test_stream[j].task_labels]
+            trained = all(model.is_trained(t) for t in tasks)
+            digests[j] = "/".join([backbone] + [model.task_state_digest(t) for t in tasks]) if trained else None
+        return digests
+
+    def accuracies(self, positions: Sequence[int]) -> List[float]:
+        """The accuracy (0-1) of the test experience at each of ``positions``, in that
+        order: evaluated now if its state changed since its last evaluation (or it has
+        none), else the accuracy it had then.
+
+        :param positions: indices into the test stream.
+        """
+        positions = [int(j) for j in positions]
+        digests = self._digests(positions)
+        stale = [j for j in positions if digests[j] is None or self._cached.get(j, (None,))[0] != digests[j]]
+        if stale:
+            fresh = final_test_accuracies(self.strategy, [self.test_stream[j] for j in stale])
+            self.evaluated += len(stale)
+            self._cached.update((j, (digests[j], accuracy)) for j, accuracy in zip(stale, fresh))
+        return [self._cached[j][1] for j in positions]
+
+
+def evaluate_group(strategy, test_stream, groups: Sequence[int], position: int, task: int,
+                   cache: Optional[EvaluationCache] = None) -> Dict[str, Any]:
     """The group-curve entry of the experience at ``position`` of the stream, just trained.
 
     Evaluates (``strategy.eval``, one call; :func:`preserved_rng` around it) the test
-    experiences of every position ``j <= position`` with ``groups[j] == groups[position]``.
-    The evaluator's :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, if any, are
+    experiences of every position ``j <= position`` with ``groups[j] == groups[position]``;
+    with a ``cache``, only those whose state changed since their last evaluation
+    (:class:`EvaluationCache`), the others' accuracies come from it (the same values);
+    the evaluator's metrics and loggers then see those experiences only (no evaluation
+    at all when none changed). The evaluator's :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, if any, are
     off during it (``enabled``): they score the final evaluation, not these.
 
     :param test_stream: the test experiences, in the order of the training stream.
     :param groups: the ground-truth group of every position (the runner's, never the
         strategy's).
     :param task: the experience's task label (recorded).
+    :param cache: an :class:`EvaluationCache` of ``test_stream``; ``None``: evaluate
+        every experience (e.g. a baseline's).
     :return: ``{"task", "group", "times_seen", "group_accuracy_after",
         "initial_accuracy", "evaluated", "accuracies"}`` (JSON-safe).
+    :raises ValueError: ``cache`` belongs to another test stream.
     """
+    if cache is not None and cache.test_stream is not test_stream:
+        raise ValueError("the EvaluationCache was built for another test stream; build one per test stream")
     group = int(groups[position])
     evaluated = [j for j in range(position + 1) if int(groups[j]) == group]
     with preserved_rng(), _task_free_paused(strategy):
-        accuracies = final_test_accuracies(strategy, [test_stream[j] for j in evaluated])
+        if cache is None:
+            accuracies = final_test_accuracies(strategy, [test_stream[j] for j in evaluated])
+        else:
+            accuracies = cache.accuracies(evaluated)
     return {
         "task": int(task),
         "group": group,
@@ -226,9 +263,15 @@ def run_sdr_stream(
     seed: Optional[int] = None,
     log: Optional[Callable[[str], None]] = None,
     timings: Optional[Dict[str, float]] = None,
+    full_final_evaluation: bool = True,
 ) -> Dict[str, Any]:
     """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
     then evaluate every task on ``benchmark.test_stream``; return the results dict.
+
+    The group evaluation after each experience re-evaluates only the tasks whose state
+    changed since their last evaluation (:class:`EvaluationCache`; after a head-only
+    repeat, the new task alone) and reuses the others' accuracies: the results are
+    those of evaluating every one of them again.
 
     :param strategy: an :class:`~avalanche_sdr.training.SDRStrategy`.
     :param benchmark: a mixed-similarity benchmark (experiences carry ``group``
@@ -240,16 +283,33 @@ def run_sdr_stream(
         strategy's loggers (``SDR_Decision``); :func:`avalanche_sdr.cli.results_table`
         prints the results as a table.
     :param timings: a dict that receives ``"evaluation_seconds"``, the wall time of this
-        call's group evaluations (:func:`evaluate_group`; not the final evaluation);
-        kept out of the results, which hold no wall-clock values.
+        call's group evaluations (:func:`evaluate_group`; not the final evaluation),
+        ``"evaluated_experiences"``, the test experiences they passed to
+        ``strategy.eval``, and ``"final_evaluated_experiences"``, those the final
+        evaluation passed; kept out of the results, which hold no wall-clock values.
+    :param full_final_evaluation: ``True`` (default): the final evaluation passes every
+        test experience to ``strategy.eval`` in one call, so the evaluator's metrics and
+        loggers see a whole evaluation of the test stream (stream accuracy, Avalanche's
+        ``StreamBWT`` / ``StreamForgetting``,
+        :class:`~avalanche_sdr.evaluation.TaskFreeMetrics` over every experience).
+        ``False``: it passes only the experiences whose state changed since their last
+        group evaluation (none after a head-only run) and takes the others' accuracies
+        from the :class:`EvaluationCache`: the results are the same, but the evaluator's
+        last evaluation then covers only those experiences (its stream metrics and
+        ``TaskFreeMetrics`` are over them), or is the last group evaluation when none
+        changed. For callers that read the results only.
+    :raises TypeError: ``full_final_evaluation`` is not a bool.
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
         checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
+    if not isinstance(full_final_evaluation, bool):
+        raise TypeError(f"full_final_evaluation must be True or False, got {full_final_evaluation!r}")
     train_stream, test_stream = benchmark.train_stream, benchmark.test_stream
     memory_after: List[float] = []
     group_curve: List[Optional[Dict[str, Any]]] = []
     groups: List[int] = []  # ground truth, read after each experience's training
     evaluation_seconds = 0.0
+    cache = EvaluationCache(strategy, test_stream)  # empty after a resume: filled as evaluated
     finished = 0
     checkpoint = getattr(strategy, "checkpoint", None)
     if checkpoint is not None:
@@ -274,7 +334,7 @@ def run_sdr_stream(
             # written; the restored model is the model after it: evaluate it again.
             tick = time.perf_counter()
             group_curve[-1] = evaluate_group(strategy, test_stream, groups, finished - 1,
-                                            checkpoint.progress[-1]["task"])
+                                            checkpoint.progress[-1]["task"], cache=cache)
             evaluation_seconds += time.perf_counter() - tick
             checkpoint.progress[-1]["group_curve"] = group_curve[-1]
             if log is not None:
@@ -284,13 +344,21 @@ def run_sdr_stream(
         memory_after.append(repository_memory_bytes(strategy) / BYTES_PER_MB)
         groups.append(int(experience.group))
         tick = time.perf_counter()
-        group_curve.append(evaluate_group(strategy, test_stream, groups, position, int(experience.task_labels[0])))
+        group_curve.append(evaluate_group(strategy, test_stream, groups, position, int(experience.task_labels[0]),
+                                          cache=cache))
         evaluation_seconds += time.perf_counter() - tick
         if checkpoint is not None:  # saved with the next experience's checkpoint
             checkpoint.progress[position]["group_curve"] = group_curve[-1]
+    group_evaluated = cache.evaluated
+    if full_final_evaluation:
+        accuracies = final_test_accuracies(strategy, test_stream)
+        final_evaluated = len(test_stream)
+    else:
+        accuracies = cache.accuracies(range(len(test_stream)))
+        final_evaluated = cache.evaluated - group_evaluated
     if timings is not None:
-        timings["evaluation_seconds"] = evaluation_seconds
-    accuracies = final_test_accuracies(strategy, test_stream)
+        timings.update(evaluation_seconds=evaluation_seconds, evaluated_experiences=group_evaluated,
+                       final_evaluated_experiences=final_evaluated)
 
     model = strategy.model
     records = strategy.detection_records
@@ -329,6 +397,8 @@ def run_sdr_stream(
     summary = detection_summary(outcomes)
     results = {
         "config": dict(config or {}),
+        "method_preset": getattr(strategy, "method", None),  # the preset's name, beside its expanded values:
+        "strategy_config": strategy_fingerprint(strategy),  # settings, detector, routers (as checkpoints match them)
         "seed": seed,
         "detection": summary,
         "average_accuracy": sum(accuracies) / len(accuracies),
@@ -342,5 +412,5 @@ def run_sdr_stream(
     return results
 
 
-__all__ = ["run_sdr_stream", "final_test_accuracies", "all_new_memory_bytes", "evaluate_group", "preserved_rng",
-           "transfer_summary"]
+__all__ = ["run_sdr_stream", "final_test_accuracies", "all_new_memory_bytes", "evaluate_group", "EvaluationCache",
+           "preserved_rng", "transfer_summary"]

@@ -73,7 +73,7 @@ def test_task_prior_weights_entries_by_their_tasks(repository):
     detector = SimilarTaskDetector(prior="tasks")
     log_prior = detector._log_prior(repository, repository.entries)
     assert torch.allclose(log_prior.exp(), torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64))
-    # Restricted to candidates (match_class_count), the prior renormalises over them.
+    # Restricted to candidates (class_count_filter), the prior renormalises over them.
     log_prior = detector._log_prior(repository, [0, 2])
     assert torch.allclose(log_prior.exp(), torch.tensor([0.5, 0.5], dtype=torch.float64))
 

@@ -271,6 +271,7 @@ def test_global_rng_untouched(repository):
     assert torch.equal(torch.get_rng_state(), state)
 
 
+@pytest.mark.slow
 def test_decisions_are_deterministic():
     records, states = [], []
     for _ in range(2):
@@ -299,9 +300,9 @@ def test_seed_and_task_change_the_ae():
 # ---------------------------------------------------------------------- class counts
 
 
-def test_match_class_count_filters_candidates():
+def test_class_count_filter_filters_candidates():
     model = make_model()
-    detector = ExpertGateDetector(ExpertGateSettings(epochs=30, match_class_count=True))
+    detector = ExpertGateDetector(ExpertGateSettings(epochs=30, class_count_filter=True))
     add_entry(model, detector, 0, "left", seed=1, num_classes=3)
     add_entry(model, detector, 1, "stripes", seed=2, num_classes=2)
     x, y = images("left", seed=10)
@@ -326,7 +327,7 @@ def test_match_class_count_filters_candidates():
     (dict(batch_size=True), "batch_size"),
     (dict(lr=0.0), "lr"),
     (dict(lr=float("inf")), "lr"),
-    (dict(match_class_count=1), "match_class_count"),
+    (dict(class_count_filter=1), "class_count_filter"),
     (dict(seed=-1), "seed"),
     (dict(seed=1.5), "seed"),
 ])
@@ -344,10 +345,10 @@ def test_detector_argument_validation():
 
 def test_defaults_and_config_are_json_safe():
     assert DEFAULT_EXPERT_GATE == ExpertGateSettings(
-        threshold=0.85, hidden=100, epochs=50, lr=1e-3, batch_size=64, match_class_count=False, seed=0)
+        threshold=0.85, hidden=100, epochs=50, lr=1e-3, batch_size=64, class_count_filter=False, seed=0)
     assert ExpertGateSettings(**DEFAULT_EXPERT_GATE.to_dict()) == DEFAULT_EXPERT_GATE
     detector = ExpertGateDetector(batch_size=32)
     assert detector.rule == "expert_gate" and detector.needs_generators is False
     config = json.loads(json.dumps(detector.config()))
     assert config == dict(rule="expert_gate", threshold=0.85, hidden=100, epochs=50, lr=1e-3,
-                          batch_size=64, match_class_count=False, seed=0, feature_batch_size=32)
+                          batch_size=64, class_count_filter=False, seed=0, feature_batch_size=32)

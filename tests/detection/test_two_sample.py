@@ -89,6 +89,7 @@ def _reference_energy(z: np.ndarray, member: np.ndarray) -> float:
 # ============================================================== hotelling_pvalue
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, m", [(5, 100), (1, 100), (10, 10), (6, 13)])
 def test_hotelling_uniform_under_the_null(n, m):
     # (6, 13): n + m - 2 = 17 > d = 16, the smallest full-rank case.
@@ -325,11 +326,11 @@ def test_settings_defaults_and_to_dict():
     assert s == DEFAULT_TWO_SAMPLE and TESTS == ("hotelling", "energy")
     d = s.to_dict()
     assert d == dict(alpha=0.01, min_power=0.9, test="hotelling", dim=16, reference_per_class=100,
-                     max_per_class=500, n_decoys=32, n_permutations=999, match_class_count=True,
+                     max_per_class=500, n_decoys=32, n_permutations=999, class_count_filter=True,
                      feature_space="e0", seed=0, match_classes=False)
     assert json.loads(json.dumps(d)) == d
     assert TwoSampleSettings(**d) == s
-    custom = TwoSampleSettings(alpha=0.05, test="energy", dim=8, seed=3, match_class_count=False)
+    custom = TwoSampleSettings(alpha=0.05, test="energy", dim=8, seed=3, class_count_filter=False)
     assert TwoSampleSettings(**custom.to_dict()) == custom
     d["alpha"] = 0.5  # a copy: the settings do not change
     assert s.alpha == 0.01
@@ -445,7 +446,7 @@ def test_detector_class_count_filter(repo):
 
 def test_detector_without_class_count_filter(repo):
     model, _ = repo
-    det = TwoSampleDetector(TwoSampleSettings(match_class_count=False))
+    det = TwoSampleDetector(TwoSampleSettings(class_count_filter=False))
     x, y = sample(TEMPLATES["C"], 40, seed=10)  # 3 classes vs 2-class entries 0, 1
     r = det.detect(model, 14, x, y, 3)
     assert r.candidate_entries == [0, 1, 2] and r.class_count_filter is False
@@ -607,6 +608,7 @@ def test_entry_with_a_single_image_class_does_not_break_detection():
     assert r.candidate_entries == [0]
 
 
+@pytest.mark.slow
 def test_energy_detector_end_to_end(repo):
     # n_permutations = 999: resolution 0.001 < alpha / c = 0.005.
     model, _ = repo
@@ -623,6 +625,7 @@ def test_energy_detector_end_to_end(repo):
 # ============================================================== false-new rate
 
 
+@pytest.mark.slow
 def test_false_new_rate_on_held_out_halves():
     # A class-structured Gaussian "task" (3 classes, own mean and covariance each);
     # the entry stores one half, the other half is the repeat. The combined p-value
@@ -646,6 +649,7 @@ def test_false_new_rate_on_held_out_halves():
     assert lo <= new <= hi, new
 
 
+@pytest.mark.slow
 def test_detector_false_new_rate_on_held_out_halves():
     # Same property through the detector on real (CNN) features of images: each
     # replication stores one half of a fresh 2-class sample and tests the other half.
@@ -805,6 +809,7 @@ def test_detector_matches_the_classes_of_a_shuffled_repeat(repo, name, entry, pe
     assert all(p < MATCH.alpha for p in off.p_value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, entry", [("A", 0), ("B", 1), ("C", 2)])
 def test_detector_with_matching_keeps_the_identity_of_an_unshuffled_repeat(repo, name, entry):
     model, _ = repo
@@ -826,6 +831,7 @@ def test_detector_with_matching_declares_an_unseen_task_new(repo, classes):
     assert r.p_value and all(p < MATCH.alpha for p in r.p_value) and r.power is None
 
 
+@pytest.mark.slow
 def test_detector_with_matching_in_each_entrys_feature_space():
     # feature_space="entry": references in each entry's own encoder space, decoys only
     # from the candidate's own classes (a 2-class entry's only decoys that differ under
@@ -878,6 +884,7 @@ def _near_copies():
     return model, a
 
 
+@pytest.mark.slow
 def test_matched_decoys_are_tested_over_matchings(monkeypatch):
     """A decoy (a1', a0') of shifted copies is rejected when tested class by class, not
     when its classes may be matched: the power of the matched test is lower, and
@@ -903,6 +910,7 @@ def test_matched_decoys_are_tested_over_matchings(monkeypatch):
         assert matched < unmatched.decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
 
 
+@pytest.mark.slow
 def test_matched_decoys_differ_from_the_entry_under_every_matching(repo, monkeypatch):
     """No decoy is a relabelled copy of the entry: its classes never are the entry's
     classes in some order."""
@@ -933,6 +941,7 @@ def test_matched_decoys_differ_from_the_entry_under_every_matching(repo, monkeyp
         assert any(next(iter(s)) in own for slots in seen for s in slots)  # the entry's classes are drawn too
 
 
+@pytest.mark.slow
 def test_matching_and_the_global_rng(repo):
     model, _ = repo
     x, y = sample(TEMPLATES["C"], 20, seed=44)

@@ -11,6 +11,24 @@ checked against the code that prints them). Any other kind of block (another
 language, or a ``::`` literal block) fails the test rather than going unrun.
 
 docs/method.rst's ``>>>`` session (the EFT parameter counts) is run with doctest.
+
+The quick example's pasted output is compared with a new run by what the numerics keep
+on another CPU: words, decisions, entries, outcomes, counts, epochs and memory exactly;
+``p``, the ELBOs and the accuracies within their printed rounding and two test images;
+``S`` (the NTK complexity measure: an ill-conditioned solve on features that the whole
+training run produced) within a factor of 2. Measured (``python examples/quickstart.py
+--seed 0`` on this project's 2-core AMD EPYC, torch 2.14.1 with MKL 2024.2 and oneDNN
+3.12, numpy's OpenBLAS 0.3.31; kernels read back with ``threadpoolctl`` and
+``torch.backends.cpu.get_cpu_capability()``; MKL, linked into torch, cannot be read
+back), against the one-thread run with the default kernels (OpenBLAS SkylakeX, torch
+AVX512): ``OPENBLAS_CORETYPE=Haswell``, ``Sandybridge`` or ``Prescott`` (read back as
+Katmai), ``MKL_ENABLE_INSTRUCTIONS=SSE4_2`` and ``ATEN_CPU_CAPABILITY=avx2`` printed the
+same lines; two torch threads moved ``S`` by 0.86x to 1.12x and nothing else;
+``ATEN_CPU_CAPABILITY=default``, ``ONEDNN_MAX_CPU_ISA=AVX2`` or ``SSE41``, and all of
+these at once with two threads, kept every decision, entry, outcome and count, and moved
+``S`` by 0.74x to 1.45x, ``p`` by 0.01, the ELBOs by 0.1 nats and one test image of one
+task (2.9 points; 0.3 in the mean). The page's output, made on another CPU, differs from
+this machine's in ``S`` only (up to 5.8 %).
 """
 from __future__ import annotations
 
@@ -179,30 +197,68 @@ def test_shown_quickstart_output_matches_what_the_example_prints():
 
 _TIME = re.compile(r"(\| |wall time +)\d+(\.\d+)?s")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_KINDS = (  # (kind, the line's start, the text right before a number, the text right after it)
+    ("S", None, re.compile(r"S=$"), None),
+    ("p", None, re.compile(r"p=$"), None),
+    ("ELBO", None, re.compile(r"ELBO $"), None),
+    ("mean accuracy", re.compile(r"^accuracy "), None, re.compile(r"^%")),
+    ("test accuracy", re.compile(r"^ *\d+ +\d+ +\d+ "), None, re.compile(r"^%")),
+)
+
+
+def _kind(line: str, match: "re.Match") -> str:
+    """What the number ``match`` of ``line`` is: a complexity score ``S``, a consistency
+    ``p``, a held-out ``ELBO``, a task's ``test accuracy`` (the final table), the ``mean
+    accuracy`` (the summary), or ``exact``: ids, counts, epochs, the Correct share and
+    the memory, which follow from the decisions and the architecture, not from rounding."""
+    before, after = line[: match.start()], line[match.end():]
+    for kind, start, prefix, suffix in _KINDS:
+        if start is not None and not start.search(line):
+            continue
+        if (prefix is not None and prefix.search(before)) or (suffix is not None and suffix.search(after)):
+            return kind
+    return "exact"
 
 
 def _comparable(text: str):
     """``text``'s lines with the wall-clock fields masked, each split into its words
-    (numbers taken out) and its numbers: what two runs of the same command share."""
+    (numbers taken out) and its ``(kind, number)`` pairs: what two runs of the same
+    command share."""
     lines = []
     for line in text.strip().splitlines():
         line = _TIME.sub(lambda m: m.group(1) + "<seconds>", line.rstrip())
-        lines.append((_NUMBER.sub("#", line), [float(n) for n in _NUMBER.findall(line)]))
+        numbers = [(_kind(line, m), float(m.group())) for m in _NUMBER.finditer(line)]
+        lines.append((_NUMBER.sub("#", line), numbers))
     return lines
 
 
-def _close(shown: float, printed: float) -> bool:
-    # Scores, losses and ELBOs are floating-point results: the same on the machine the
-    # page was made on, but another CPU may round differently (see the page's note).
-    return abs(shown - printed) <= max(0.01 * abs(shown), 1e-3)
+S_FACTOR = 2.0
+"""``S`` of another CPU's run may be between the page's / 2 and the page's x 2 (module
+docstring: measured 0.74x to 1.45x)."""
+
+TOLERANCE = {
+    "p": 0.02,  # absolute; printed with 2 decimals, measured 0.01
+    "ELBO": 0.2,  # nats per image, absolute; printed with 1 decimal, measured 0.1
+    "test accuracy": 6.0,  # points: two test images of a 34-37-image task; measured one (2.9)
+    "mean accuracy": 0.6,  # points: the same two images in the mean over 10 tasks; measured 0.3
+    "exact": 0.0,
+}
+"""How far a number of another CPU's run may be from the page's, by kind (absolute)."""
+
+
+def _close(kind: str, shown: float, printed: float) -> bool:
+    if kind == "S":
+        return shown / S_FACTOR <= printed <= shown * S_FACTOR
+    return abs(shown - printed) <= TOLERANCE[kind] + 1e-9
 
 
 @pytest.mark.slow
 def test_shown_quickstart_output_is_what_a_run_prints(tmp_path):
     """The page's quick-example output is a real run's: the command it names, run
-    here with its stdout piped as the page was made, prints the same lines — same
-    words, decisions, entries and outcomes; numbers within 1 % (the seconds, which
-    change from run to run, are not compared). About 20 s on 2 idle cores."""
+    here with its stdout piped as the page was made, prints the same lines: the same
+    words, decisions, entries, outcomes, counts and memory exactly, and the scores and
+    accuracies within :data:`TOLERANCE` (the seconds, which change from run to run, are
+    not compared). About 20 s on 2 idle cores."""
     shown = next(b.code for b in code_blocks(TUTORIAL.read_text(encoding="utf-8"))
                  if b.language in SHOWN and "[SDR] task" in b.code)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -214,8 +270,30 @@ def test_shown_quickstart_output_is_what_a_run_prints(tmp_path):
         "docs/tutorial.rst shows another output than `python examples/quickstart.py --seed 0` prints; "
         "paste the new output into the page\n" + done.stdout)
     for (words, shown_numbers), (_, printed_numbers) in zip(expected, printed):
-        assert all(_close(a, b) for a, b in zip(shown_numbers, printed_numbers)), (
-            f"{words}: shown {shown_numbers}, printed {printed_numbers}")
+        assert [k for k, _ in shown_numbers] == [k for k, _ in printed_numbers], words
+        far = [(kind, a, b) for (kind, a), (_, b) in zip(shown_numbers, printed_numbers) if not _close(kind, a, b)]
+        assert not far, f"{words}: (kind, shown, printed) beyond the tolerance: {far}"
+
+
+def test_tolerances_tell_numbers_apart():
+    """The comparison reads each number's kind from its context, and fails a changed
+    decision, entry or count while it lets a score move within its tolerance."""
+    line = "[SDR] task 3: reuse entry 1 (task 1) [T0:p=0.02,S=250.887 T1:p=0.98,S=1.041] | 0.2s"
+    (_, numbers), = _comparable(line)
+    assert numbers == [("exact", 3), ("exact", 1), ("exact", 1), ("exact", 0), ("p", 0.02), ("S", 250.887),
+                       ("exact", 1), ("p", 0.98), ("S", 1.041)]
+    table = "   6      4      1  new             3            -  correct       97.1%"
+    assert [k for k, _ in _comparable(table)[0][1]] == ["exact"] * 4 + ["test accuracy"]
+    assert _comparable("[SDR] task 6: new entry 3 [T0:p=0.32,S=5942.274] | 1.3s | G_3: 40 epochs, held-out ELBO "
+                       "-49.9 nats")[0][1] == [("exact", 6), ("exact", 3), ("exact", 0), ("p", 0.32), ("S", 5942.274),
+                                               ("exact", 3), ("exact", 40), ("ELBO", -49.9)]
+    summary = ("detection  7 correct, 0 miss, 0 incorrect of 7 scored tasks (Correct 100.0%)\n"
+               "accuracy   99.7% mean final test accuracy over the 10 tasks")
+    assert [[k for k, _ in numbers] for _, numbers in _comparable(summary)] == [["exact"] * 5, ["mean accuracy", "exact"]]
+    assert _close("S", 69.319, 70.62) and _close("S", 2164.518, 3127.95)  # another CPU; another kernel
+    assert not _close("S", 69.319, 69.319 * S_FACTOR * 1.01) and not _close("S", 69.319, 69.319 / S_FACTOR / 1.01)
+    assert not _close("exact", 3, 4) and not _close("exact", 100.0, 85.7)  # an entry; the Correct share
+    assert _close("test accuracy", 100.0, 97.1) and not _close("test accuracy", 100.0, 91.4)  # 1 and 3 images of 35
 
 
 def test_method_page_parameter_counts():

@@ -48,7 +48,7 @@ def _model():
 def _strategy(model=None, metrics=(), loggers=(), **kwargs):
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True, stream=True), *metrics, loggers=list(loggers))
     kwargs.setdefault("routers", ROUTERS)
-    return SDRStrategy(model=_model() if model is None else model, settings=SETTINGS, decision="two_sample",
+    return SDRStrategy(model=_model() if model is None else model, settings=SETTINGS, detector="two_sample",
                        evaluator=evaluator, **kwargs)
 
 
@@ -269,7 +269,7 @@ def test_avalanche_class_incremental_benchmark_is_scored_as_predict_counts():
     correct = total = 0
     for experience in class_incremental.test_stream:
         x, y = _tensors(experience)
-        correct += int((strategy.model.predict(x).class_ids == y).sum())
+        correct += int((strategy.model.predict(x, "gaussian").class_ids == y).sum())
         total += len(y)
     assert abs(metrics[STREAM_ACC] * total - correct) < 1e-6
     # class_incremental_stream of the task-aware benchmark is the same stream.

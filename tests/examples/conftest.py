@@ -166,3 +166,22 @@ def _fake_emnist(per_class_train: int = 60, per_class_test: int = 20, seed: int 
         labels = np.repeat(np.arange(47), n)
         parts.append((rng.integers(0, 256, size=(len(labels), 28, 28)), labels))
     return parts
+
+
+EXAMPLES = ("quickstart", "fashion_mnist", "fashion_mnist_50", "emnist_100", "cifar10_10", "cifar100_40")
+"""Every example script (``examples/<name>.py``), for the :func:`examples` fixture."""
+
+
+@pytest.fixture
+def examples(monkeypatch):
+    """``{name: the script's globals}`` for every example, and ``"_common"``: their helper
+    module, run as modules (not ``__main__``), with the examples' folder first on the
+    import path as ``python examples/<name>.py`` has it."""
+    import runpy
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "examples"))
+    monkeypatch.delitem(sys.modules, "_common", raising=False)
+    loaded = {name: runpy.run_path(str(REPO_ROOT / "examples" / f"{name}.py"), run_name=f"example_{name}")
+              for name in EXAMPLES}
+    loaded["_common"] = sys.modules["_common"]
+    return loaded

@@ -174,6 +174,7 @@ def test_a_checkpoint_dir_of_other_options_is_refused(resumed, commands):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_checkpoint_dir_of_another_command_is_refused(tmp_path, commands):
     (tmp_path / "manifest.json").write_text("{}")  # what examples/quickstart.py leaves, in short
     commands.start("foreign", commands.example("emnist_100") + [

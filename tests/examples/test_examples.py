@@ -36,7 +36,7 @@ def runs(tmp_path_factory, commands):
 def training_runs(tmp_path_factory, commands, write_emnist_root, fake_emnist):
     """The two training runs on fake EMNIST, queued together when the first ``slow``
     test asks (never when those tests are deselected); ``training_runs(name)`` as
-    :func:`runs`, plus ``.output`` and ``.two_sample_output`` (their results JSONs)."""
+    :func:`runs`, plus ``.output`` and ``.recommended_output`` (their results JSONs)."""
     fake = tmp_path_factory.mktemp("fake_emnist")
     # bymerge: per-task sizes scale to the handful of images a class (balanced would
     # demand the paper's 2,400 a class).
@@ -47,16 +47,17 @@ def training_runs(tmp_path_factory, commands, write_emnist_root, fake_emnist):
         "--pretrain-epochs", 1, "--new-task-epochs", 1, "--vae-epochs", 1, "--compare",
         "--output", fake / "results.json",
     ])
-    commands.start("two_sample", example("emnist_100") + [
-        "--data-root", fake, "--split", "bymerge", "--max-tasks", 5, "--preset", "cpu",
-        "--pretrain-epochs", 1, "--new-task-epochs", 1, "--decision", "two_sample", "--no-generators",
-        "--output", fake / "two_sample.json",
+    commands.start("recommended", example("emnist_100") + [
+        "--data-root", fake, "--split", "bymerge", "--max-tasks", 5, "--task-sizes", "capped",
+        "--pretrain-epochs", 1, "--new-task-epochs", 1, "--method", "recommended",
+        "--output", fake / "recommended.json",
     ])
     commands.output = fake / "results.json"
-    commands.two_sample_output = fake / "two_sample.json"
+    commands.recommended_output = fake / "recommended.json"
     return commands
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(MISSING))
 def test_missing_data_exits_1_with_the_loader_message(runs, script):
     code, out, err = runs(script)
@@ -64,6 +65,8 @@ def test_missing_data_exits_1_with_the_loader_message(runs, script):
     assert err.startswith("error: ") and MISSING[script] in err
     assert "Missing files:" in err
     assert "Traceback" not in err
+    if script == "emnist_100":  # the paper's split; offline, the message names bymerge
+        assert "Without internet, use EMNIST bymerge: --split bymerge" in err
 
 
 @pytest.mark.slow
@@ -75,29 +78,38 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(training_runs):
     results = json.loads(Path(training_runs.output).read_text())
     assert len(results["tasks"]) == 4
     assert results["config"]["max_tasks"] == 4
+    assert (results["config"]["method"], results["config"]["decision"]) == ("paper", "agreement")
+    assert results["config"]["strategy"]["reuse"] == "head" and results["config"]["generator"] == "independent"
     assert [t["decision"] for t in results["tasks"][:3]] == ["warm_start"] * 3
     assert set(results["baselines"]) == {"ewc", "replay"}
     for row in [results] + list(results["baselines"].values()):
         assert 0.0 <= row["average_accuracy"] <= 1.0
         assert row["memory_mb"] > 0
-    for label in ("SDR (EFT for E)", "Online EWC", "ER"):
+    for label in ("SDR (agreement, head reuse)", "Online EWC", "ER"):
         assert label in out
     assert "How to read the lines below" in out and "reused task" in out  # legend, final table
+    assert "only a new" in out and "entry updated" not in out  # the paper's head-only reuse
     assert results["config"]["torch_threads"] == 1
     assert "No loggers specified" not in err and "no QP solver" not in err
 
 
 @pytest.mark.slow
-def test_two_sample_rule_without_generators_runs_by_name(training_runs):
-    """An end-to-end training run: 5 tasks of fake EMNIST with the two-sample rule and
-    no generators. Cost: ~40 s (one thread, 2 cores at load 3)."""
-    code, out, err = training_runs("two_sample")
+def test_recommended_method_runs_by_name_on_the_harness_task_sizes(training_runs):
+    """An end-to-end training run: 5 tasks of fake EMNIST, ``--method recommended`` on the
+    harness's capped task sizes. Cost: ~40 s (one thread, 2 cores at load 3)."""
+    code, out, err = training_runs("recommended")
     assert code == 0, err
-    results = json.loads(Path(training_runs.two_sample_output).read_text())
-    assert results["config"]["decision"] == "two_sample"
-    assert results["config"]["generator"] == "none"
+    results = json.loads(Path(training_runs.recommended_output).read_text())
+    config = results["config"]
+    assert (config["method"], config["decision"], config["generator"]) == ("recommended", "two_sample", "none")
+    assert config["strategy"]["reuse"] == "accumulate" and config["strategy"]["detector"]["match_classes"]
+    assert [router["name"] for router in config["strategy"]["routers"]] == ["lda_weighted"]
+    assert config["options"]["task_sizes"] == "capped"
+    assert max(size["train"] for size in config["task_sizes"]) <= 200  # the harness's emnist100 caps
     scored = [t["detection"] for t in results["tasks"][3:]]
-    assert scored and all(d["rule"] == "two_sample" and d["class_count_filter"] for d in scored)
+    assert scored and all(d["rule"] == "two_sample" for d in scored)
+    assert "entry updated" in out and "only a new" not in out  # the legend of the learning reuse
+    assert "SDR (two_sample, accumulate reuse)" in out
 
 
 def test_no_generators_with_a_generator_rule_is_a_usage_error(runs):

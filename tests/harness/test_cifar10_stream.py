@@ -15,6 +15,8 @@ import torch
 from avalanche_sdr.benchmarks import DatasetNotFoundError
 from avalanche_sdr.models.backbones import CifarResNet, ImageBackbone, SmallCNN
 from benchmarks import catalogue, detection_sim, table2
+from benchmarks.harness import engine
+from benchmarks.harness.specs import RunSpec
 from benchmarks.methods import PRESETS, STREAMS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -103,13 +105,13 @@ def test_cifar10_needs_a_data_root_with_the_files(tmp_path, capsys):
 def test_cifar10_backbone_is_the_small_cnn_pretrained_on_the_warm_start_tasks(fake_root, tmp_path, monkeypatch):
     import avalanche_sdr.training as training
 
-    backbone = table2._make_backbone("cifar10")
+    backbone = engine.make_backbone("cifar10")
     assert isinstance(backbone, ImageBackbone) and isinstance(backbone.body, SmallCNN)
     assert not any(isinstance(m, CifarResNet) for m in backbone.modules())
     first = backbone.body.features[0]
     assert isinstance(first, torch.nn.Conv2d) and first.in_channels == 3
     assert tuple(backbone(torch.rand(2, 3, 32, 32)).shape) == (2, 128)
-    assert "warm-start" in table2.backbone_note("cifar10", "cpu")
+    assert "warm-start" in engine.backbone_note("cifar10", "cpu")
 
     # prepare_backbone pretrains that CNN on the stream's 3 warm-start tasks (caps shrunk
     # to what the fake root holds) and saves it; every run loads it frozen.
@@ -123,24 +125,25 @@ def test_cifar10_backbone_is_the_small_cnn_pretrained_on_the_warm_start_tasks(fa
         return real(model, experiences, **kwargs)
 
     monkeypatch.setattr(training, "pretrain_backbone", recording)
-    path = table2.prepare_backbone("cifar10", "smoke", 0, tmp_path / "out", data_root=fake_root)
+    path = engine.prepare_backbone("cifar10", "smoke", 0, tmp_path / "out", data_root=fake_root)
     assert seen["tasks"] == [0, 1, 2]
     assert isinstance(seen["model"].body, SmallCNN) and seen["model"].body.features[0].in_channels == 3
     saved = torch.load(path, weights_only=True)["state_dict"]
     assert not torch.equal(saved["body.features.0.weight"], seen["before"]["body.features.0.weight"])
-    loaded = table2._load_backbone(table2.RunSpec("cifar10", "smoke", "optimal", 0, path))
+    loaded = engine.load_backbone(RunSpec("cifar10", "smoke", "optimal", 0, path))
     assert torch.equal(loaded.body.features[0].weight, saved["body.features.0.weight"])
     assert not any(p.requires_grad for p in loaded.parameters())
 
 
+@pytest.mark.slow
 def test_cifar10_sdr_rows_run_on_the_stream(tmp_path, monkeypatch):
     """``optimal`` (independent ConvVAEs on 3x32x32, latent 32) and ``sdr_two_sample_nogen``
     run end to end in-process on a fake root (smoke preset, tiny caps)."""
     root = write_fake_cifar10(tmp_path / "data", n_train=20, n_test=8)
     monkeypatch.setitem(STREAMS, "cifar10", dataclasses.replace(STREAMS["cifar10"], capped_sizes=(16, 4, 8)))
-    path = table2.prepare_backbone("cifar10", "smoke", 0, tmp_path / "out", data_root=root)
+    path = engine.prepare_backbone("cifar10", "smoke", 0, tmp_path / "out", data_root=root)
     for method in ("optimal", "sdr_two_sample_nogen"):
-        run = table2.execute_run(table2.RunSpec("cifar10", "smoke", method, 0, path, threads=1, data_root=root))
+        run = engine.execute_run(RunSpec("cifar10", "smoke", method, 0, path, threads=1, data_root=root))
         assert run["stream_label"] == "MixedCIFAR10 (10 tasks, JPEG-re-encoded)"
         assert len(run["task_accuracies"]) == 10 and run["memory_mb"] > 0
         assert run["detection"]["n_scored"] == 7

@@ -26,6 +26,7 @@ def digits():
     return MixedDigits(seed=3), backbone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["two_sample", "expert_gate"])
 def test_replay_decides_as_the_strategy_does(digits, rule):
     benchmark, backbone = digits
@@ -46,6 +47,7 @@ def test_replay_decides_as_the_strategy_does(digits, rule):
     assert replay["n_new_group"] + replay["n_repeat"] == n
 
 
+@pytest.mark.slow
 def test_replay_summary_rows(digits):
     benchmark, backbone = digits
     result = detection_sim.simulate(detection_sim.make_rule("two_sample"), backbone, benchmark, 1, 8)

@@ -12,8 +12,12 @@ import torch
 
 from avalanche_sdr import baselines, cli
 from benchmarks import table2
-from benchmarks.methods import (METHODS, PRESETS, STREAMS, SWEEP_EFT, SWEEP_PER_CLASS, Row, equal_memory_rows,
-                                harness_rows, size_equal_memory)
+from benchmarks.harness import engine
+from benchmarks.harness.report import curve_key, pareto_front, row_points, write_plots
+from benchmarks.harness.rows import equal_memory_report, equal_memory_specs
+from benchmarks.harness.specs import run_id
+from benchmarks.methods import METHODS, PRESETS, STREAMS, size_equal_memory
+from benchmarks.variants import SWEEP_EFT, SWEEP_PER_CLASS, Row, equal_memory_rows, harness_rows
 
 
 def _evaluator():
@@ -35,6 +39,7 @@ def _small_backbone():
     return small_cnn_backbone(in_channels=1, widths=(8, 8))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared_head", [False, True], ids=["ours", "paper"])
 def test_sized_er_run_measures_within_5_percent_of_the_target(digits, shared_head):
     from avalanche_sdr.evaluation import repository_memory_bytes
@@ -79,7 +84,7 @@ def test_experience_balanced_occupancy_follows_avalanches_quotas():
 
 def _save_backbone(out, stream="digits", preset="smoke", seed=0):
     """An E0 file where prepare_backbone looks for it (random weights: sizing needs no training)."""
-    backbone = table2._make_backbone(stream)
+    backbone = engine.make_backbone(stream)
     path = out / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
     path.parent.mkdir(parents=True)
     torch.save({"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}, path)
@@ -92,8 +97,8 @@ def test_harness_sizes_er_to_the_reference_runs_memory(tmp_path):
                               "--out", str(tmp_path)])
     # sdr's run: 0.5 MB; optimal's: 1 KB (below ER's model); no run JSON for a third reference.
     for method, mb in (("sdr", 0.5), ("optimal", 1 / 1024)):
-        cli.write_json(tmp_path / "runs" / f"{table2.run_id('digits', 'smoke', method, 0)}.json", {"memory_mb": mb})
-    specs, records = table2.equal_memory_specs(args, tmp_path, threads=1, log=None)
+        cli.write_json(tmp_path / "runs" / f"{run_id('digits', 'smoke', method, 0)}.json", {"memory_mb": mb})
+    specs, records = equal_memory_specs(args, tmp_path, threads=1, log=None)
     assert [s.run_id for s in specs] == ["digits_smoke_replay_mem_sdr_seed0", "digits_smoke_replay_mem_sdr_paper_seed0"]
     assert dict(specs[1].options) == {"shared_head": True, "replay_mem_size": records[1]["mem_size"]}
     by_id = {r["run_id"]: r for r in records}
@@ -103,12 +108,12 @@ def test_harness_sizes_er_to_the_reference_runs_memory(tmp_path):
     assert {by_id[f"digits_smoke_replay_mem_optimal{p}_seed0"]["status"] for p in ("", "_paper")} == {"infeasible"}
     # The report adds the measured memory of the runs that ran.
     cli.write_json(tmp_path / "runs" / f"{specs[0].run_id}.json", {"memory_mb": 0.495})
-    lines = table2.equal_memory_report(records, tmp_path)
+    lines = equal_memory_report(records, tmp_path)
     assert "mem_size" in lines and "infeasible" in lines
     saved = {r["run_id"]: r for r in json.loads((tmp_path / "equal_memory.json").read_text())}
     assert saved[specs[0].run_id]["deviation"] == pytest.approx(-0.01)
     args.equal_memory = ["sdr", "new_head"]
-    _, records = table2.equal_memory_specs(args, tmp_path, threads=1, log=None)
+    _, records = equal_memory_specs(args, tmp_path, threads=1, log=None)
     assert records[-1]["status"] == "no_reference"
 
 
@@ -129,7 +134,7 @@ def test_protocol_and_sweep_rows_have_distinct_run_ids():
         {"", "paper"} | {f"pc{k}" for k in SWEEP_PER_CLASS} | {f"pc{k}_paper" for k in SWEEP_PER_CLASS})
     assert {v for m, v in variants if m == "sdr"} == {""} | {f"a{a}b{b}" for a, b in SWEEP_EFT}
     assert variants[("sdr", "a4b8")] == {"a": 4, "b": 8}
-    ids = [table2.run_id("digits", "smoke", r.method, 0, r.variant) for r in rows]
+    ids = [run_id("digits", "smoke", r.method, 0, r.variant) for r in rows]
     assert len(ids) == len(set(ids)) and "digits_smoke_ewc_paper_seed0" in ids
     # Without --protocol / --sweep: the methods as before.
     assert harness_rows(["ewc", "sdr"]) == [Row("ewc"), Row("sdr")]
@@ -154,7 +159,7 @@ def test_paper_protocol_builds_ewc_and_er_on_one_shared_head(digits):
 
 def _run(method, variant, acc, mem, options=None, seed=0):
     label = METHODS[method].label + (f" [{variant}]" if variant else "")
-    return {"run_id": table2.run_id("digits", "smoke", method, seed, variant), "method": method,
+    return {"run_id": run_id("digits", "smoke", method, seed, variant), "method": method,
             "variant": variant, "options": options or {}, "label": label, "stream": "digits",
             "stream_label": "MixedDigits", "preset": "smoke", "seed": seed, "average_accuracy": acc,
             "memory_mb": mem, "wall_seconds": 1.0, "detection": None, "task_accuracies": [acc]}
@@ -175,23 +180,23 @@ def _hand_made_runs():
 
 
 def test_pareto_front_keeps_the_undominated_rows():
-    front = table2.pareto_front(_hand_made_runs())
+    front = pareto_front(_hand_made_runs())
     assert [(p["method"], p["variant"]) for p in front] == [
         ("finetune", ""), ("replay", "pc2"), ("sdr", "a4b8"), ("sdr", ""), ]
     assert front[-1]["accuracy"] == pytest.approx(85.0) and front[-1]["seeds"] == [0, 1]
     # Equal points do not dominate each other; a tuning run (split valid) is not a point.
     tie = [_run("ewc", "", 0.5, 1.0), _run("finetune", "", 0.5, 1.0),
            dict(_run("replay", "", 0.99, 0.1), split="valid")]
-    assert {p["method"] for p in table2.pareto_front(tie)} == {"ewc", "finetune"}
+    assert {p["method"] for p in pareto_front(tie)} == {"ewc", "finetune"}
 
 
 def test_curves_group_a_methods_memory_knob_variants(tmp_path):
     runs = _hand_made_runs()
     curves = {}
-    for p in table2.row_points(runs):
+    for p in row_points(runs):
         curves.setdefault(p["curve"], []).append(p["variant"])
-    assert curves[table2.curve_key("replay", {})] == ["", "pc2", "pc50"]
-    assert curves[table2.curve_key("replay", {"shared_head": True})] == ["paper"]
-    assert curves[table2.curve_key("sdr", {"a": 8})] == ["", "a4b8"]
-    written = table2.write_plots(runs, tmp_path, log=None)
+    assert curves[curve_key("replay", {})] == ["", "pc2", "pc50"]
+    assert curves[curve_key("replay", {"shared_head": True})] == ["paper"]
+    assert curves[curve_key("sdr", {"a": 8})] == ["", "a4b8"]
+    written = write_plots(runs, tmp_path, log=None)
     assert written == [tmp_path / "plots" / "accuracy_memory.png"] and written[0].stat().st_size > 0

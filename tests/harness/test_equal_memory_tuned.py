@@ -2,7 +2,7 @@
 ``mem_REF_tuned``) and of variant references (``--equal-memory METHOD:VARIANT``) in
 ``benchmarks/table2.py`` and ``benchmarks/tuning.py``.
 
-Fast: no training. Runs are faked (``table2._local_results`` replaced by an in-process
+Fast: no training. Runs are faked (``executors.local_results`` replaced by an in-process
 fake that records what it is asked to run); the sizing is the real one, on the digits
 stream with an untrained E0 saved where the harness looks for it.
 """
@@ -13,6 +13,9 @@ import torch
 
 from avalanche_sdr import cli
 from benchmarks import table2, tuning
+from benchmarks.harness import engine, executors
+from benchmarks.harness.rows import equal_memory_ids, equal_memory_specs, equal_memory_targets
+from benchmarks.harness.specs import backbone_file, run_id, split_reference, tuned_equal_memory_variant
 from benchmarks.methods import METHODS
 
 GRIDS = {"replay": {"lr": (1e-3, 1e-2), "epochs": (3,)}}
@@ -24,8 +27,8 @@ REF_MB = {"sdr_two_sample_nogen": 0.6, "sdr_two_sample_nogen_accumulate": 0.45}
 
 
 def _save_backbone(out, seed=0):
-    backbone = table2._make_backbone("digits")
-    path = table2.backbone_file("digits", "smoke", seed, out)
+    backbone = engine.make_backbone("digits")
+    path = backbone_file("digits", "smoke", seed, out)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}, path)
 
@@ -57,7 +60,7 @@ def harness(monkeypatch, tmp_path):
             ran.append(spec)
             yield spec, _fake_result(spec)
 
-    monkeypatch.setattr(table2, "_local_results", local_results)
+    monkeypatch.setattr(executors, "local_results", local_results)
     for seed in (0, 1):
         _save_backbone(tmp_path, seed)
 
@@ -150,7 +153,7 @@ def _args(tmp_path, *argv):
 
 
 def _write_reference(out, method, variant="", mb=0.5):
-    cli.write_json(out / "runs" / f"{table2.run_id('digits', 'smoke', method, 0, variant)}.json", {"memory_mb": mb})
+    cli.write_json(out / "runs" / f"{run_id('digits', 'smoke', method, 0, variant)}.json", {"memory_mb": mb})
 
 
 def test_planned_rows_with_and_without_tuned_replay(tmp_path):
@@ -158,33 +161,33 @@ def test_planned_rows_with_and_without_tuned_replay(tmp_path):
     _write_reference(tmp_path, "sdr")
     args = _args(tmp_path, "--methods", "sdr", "replay", "ewc", "--protocol", "ours", "paper", "--equal-memory", "sdr")
     entry = {"options": dict(TUNED), "label": "ER", "missing": []}
-    specs, records = table2.equal_memory_specs(args, tmp_path, threads=1, log=None, tuned={"replay": entry})
+    specs, records = equal_memory_specs(args, tmp_path, threads=1, log=None, tuned={"replay": entry})
     assert [s.run_id for s in specs] == ["digits_smoke_replay_mem_sdr_seed0",
                                          "digits_smoke_replay_mem_sdr_paper_seed0",
                                          "digits_smoke_replay_mem_sdr_tuned_seed0"]
     ours, paper, tuned = (dict(s.options) for s in specs)
     assert tuned == dict(TUNED, replay_mem_size=ours["replay_mem_size"])  # the ours network: the same size
     assert paper["replay_mem_size"] != ours["replay_mem_size"]  # (a network option would change it)
-    assert table2.equal_memory_ids(args, 0, {"replay": entry}) == [s.run_id for s in specs]
+    assert equal_memory_ids(args, 0, {"replay": entry}) == [s.run_id for s in specs]
     assert [r["run_id"] for r in records] == [s.run_id for s in specs]
     # Absent without --tune, and when ER was not tuned (another method was, or ER kept its values).
     for chosen in (None, {}, {"ewc": {"options": {"ewc_lambda": 10.0}, "missing": []}}):
-        specs, _ = table2.equal_memory_specs(args, tmp_path, threads=1, log=None, tuned=chosen)
+        specs, _ = equal_memory_specs(args, tmp_path, threads=1, log=None, tuned=chosen)
         assert [s.variant for s in specs] == ["mem_sdr", "mem_sdr_paper"]
-        assert table2.equal_memory_ids(args, 0, chosen) == [s.run_id for s in specs]
+        assert equal_memory_ids(args, 0, chosen) == [s.run_id for s in specs]
 
 
 def test_a_task_free_reference_gets_no_tuned_row(tmp_path):
-    assert table2.tuned_equal_memory_variant("sdr_task_free") is None
-    assert table2.tuned_equal_memory_variant("sdr:a4b8") == "mem_sdr_a4b8_tuned"
-    rows = table2.equal_memory_targets("sdr_task_free", ["ours"], {"replay": {"options": TUNED}})
+    assert tuned_equal_memory_variant("sdr_task_free") is None
+    assert tuned_equal_memory_variant("sdr:a4b8") == "mem_sdr_a4b8_tuned"
+    rows = equal_memory_targets("sdr_task_free", ["ours"], {"replay": {"options": TUNED}})
     assert [(r.method, r.variant) for r in rows] == [("ci_replay", "mem_sdr_task_free")]
 
 
 def test_report_only_without_backbones_records_no_backbone(tmp_path):
     _write_reference(tmp_path, "sdr")
     args = _args(tmp_path, "--methods", "sdr", "replay", "--equal-memory", "sdr", "--report-only")
-    specs, records = table2.equal_memory_specs(args, tmp_path, threads=1, log=None, pretrain=False)
+    specs, records = equal_memory_specs(args, tmp_path, threads=1, log=None, pretrain=False)
     assert specs == [] and [r["status"] for r in records] == ["no_backbone"]
     assert not (tmp_path / "backbones").exists()  # nothing pretrained
 
@@ -194,10 +197,10 @@ def test_variant_references_parse_and_name_their_rows(tmp_path, capsys):
             "paper", "--equal-memory", "sdr_two_sample_nogen:accumulate", "sdr_two_sample_nogen"]
     args = _args(tmp_path, *argv)
     assert args.equal_memory == ["sdr_two_sample_nogen:accumulate", "sdr_two_sample_nogen"]
-    assert table2.split_reference(args.equal_memory[0]) == ("sdr_two_sample_nogen", "accumulate")
-    assert [r.variant for r in table2.equal_memory_targets(args.equal_memory[0], args.protocol)] == [
+    assert split_reference(args.equal_memory[0]) == ("sdr_two_sample_nogen", "accumulate")
+    assert [r.variant for r in equal_memory_targets(args.equal_memory[0], args.protocol)] == [
         "mem_sdr_two_sample_nogen_accumulate", "mem_sdr_two_sample_nogen_accumulate_paper"]
-    assert table2.equal_memory_ids(args, 0)[:2] == [
+    assert equal_memory_ids(args, 0)[:2] == [
         "digits_smoke_replay_mem_sdr_two_sample_nogen_accumulate_seed0",
         "digits_smoke_replay_mem_sdr_two_sample_nogen_accumulate_paper_seed0"]
     for bad, message in (

@@ -10,14 +10,18 @@ import json
 import pytest
 
 from benchmarks import table2
-from benchmarks.methods import METHODS, Row, harness_rows, reuse_rows
+from benchmarks.harness import engine
+from benchmarks.harness.report import curve_key, curve_label, format_table, table_rows, write_plots
+from benchmarks.harness.specs import RunSpec, run_id
+from benchmarks.methods import METHODS
+from benchmarks.variants import Row, harness_rows, harness_variant_rows, reuse_rows
 
 ACC = (("reuse", "accumulate"),)
 
 
 def _run(method, variant="", options=None, seed=0, acc=0.8, mem=1.0, bwt=None, curve=None):
     return {
-        "run_id": table2.run_id("digits", "smoke", method, seed, variant), "method": method, "variant": variant,
+        "run_id": run_id("digits", "smoke", method, seed, variant), "method": method, "variant": variant,
         "options": dict(options or {}), "label": METHODS[method].label + (f" [{variant}]" if variant else ""),
         "stream": "digits", "stream_label": "MixedDigits (10 tasks)", "preset": "smoke", "seed": seed,
         "split": "test", "average_accuracy": acc, "memory_mb": mem, "wall_seconds": 1.0, "detection": None,
@@ -45,7 +49,7 @@ def test_reuse_option_parses_and_names_the_run_ids(tmp_path):
     args = table2.parse_args(["--methods", "optimal", "replay", "--reuse", "head", "accumulate", "--out",
                               str(tmp_path)])
     assert args.reuse == ["head", "accumulate"]
-    ids = [table2.run_id(args.stream, args.preset, r.method, 0, r.variant) for r in table2.harness_variant_rows(args)]
+    ids = [run_id(args.stream, args.preset, r.method, 0, r.variant) for r in harness_variant_rows(args)]
     assert ids == ["digits_smoke_optimal_seed0", "digits_smoke_optimal_accumulate_seed0", "digits_smoke_replay_seed0"]
     assert table2.parse_args(["--out", str(tmp_path)]).reuse == ["head"]
     with pytest.raises(SystemExit) as exit_info:
@@ -82,18 +86,18 @@ def test_table_order_labels_and_bwt_column():
         _run("sdr", "a4b8", {"a": 4, "b": 8}, mem=0.4, bwt=0.0),
         _run("sdr", mem=3.0, bwt=0.0),
     ]
-    order = [(rs[0]["method"], rs[0]["variant"]) for rs in table2.table_rows(runs)]
+    order = [(rs[0]["method"], rs[0]["variant"]) for rs in table_rows(runs)]
     # ER before SDR (paper order); SDR's head rows, then its accumulate rows, each own row first.
     assert order == [("replay", ""), ("sdr", ""), ("sdr", "a4b8"), ("sdr", "accumulate"), ("sdr", "a4b8_accumulate")]
-    lines = table2.format_table(runs).splitlines()
+    lines = format_table(runs).splitlines()
     assert lines[5].startswith("| SDR (EFT for E) [accumulate] | 80.00 ± 0.00 | +1.23 ± 0.00 | 2.00 ± 0.00 |")
     assert lines[2].startswith("| ER | 80.00 ± 0.00 | -10.00 ± 0.00 |")
     # Curves of the accuracy-memory figure: accumulate rows are a curve of their own.
-    assert table2.curve_key("sdr", {"a": 4, "b": 8, "reuse": "accumulate"}) == table2.curve_key("sdr", dict(ACC))
-    assert table2.curve_key("sdr", dict(ACC)) != table2.curve_key("sdr", {})
-    assert table2._curve_label("sdr", {"reuse": "accumulate"}) == "SDR (EFT for E) [accumulate]"
-    assert table2._curve_label("replay", {"shared_head": True}) == "ER [paper]"
-    assert table2._curve_label("sdr", {}) == "SDR (EFT for E)"
+    assert curve_key("sdr", {"a": 4, "b": 8, "reuse": "accumulate"}) == curve_key("sdr", dict(ACC))
+    assert curve_key("sdr", dict(ACC)) != curve_key("sdr", {})
+    assert curve_label("sdr", {"reuse": "accumulate"}) == "SDR (EFT for E) [accumulate]"
+    assert curve_label("replay", {"shared_head": True}) == "ER [paper]"
+    assert curve_label("sdr", {}) == "SDR (EFT for E)"
 
 
 def _curve(groups, accuracies):
@@ -132,14 +136,15 @@ def test_group_curve_lines_and_figure(tmp_path):
     assert len(ax.get_lines()) == 2 and "group 0" in ax.get_xlabel()
     assert list(ax.get_lines()[1].get_ydata()) == pytest.approx([60.0, 90.0, 100.0])
     # The harness writes it beside the accuracy-memory figure.
-    written = table2.write_plots(runs, tmp_path, log=None)
+    written = write_plots(runs, tmp_path, log=None)
     assert tmp_path / "plots" / "group_curve.png" in written
     assert (tmp_path / "plots" / "group_curve.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_run_records_bwt_equal_to_avalanches_and_its_curve(tmp_path):
-    path = table2.prepare_backbone("digits", "smoke", 0, tmp_path)
-    run = table2.execute_run(table2.RunSpec("digits", "smoke", "finetune", 0, path))
+    path = engine.prepare_backbone("digits", "smoke", 0, tmp_path)
+    run = engine.execute_run(RunSpec("digits", "smoke", "finetune", 0, path))
     # Finetune (one shared head) forgets: negative backward transfer, the same as Avalanche's.
     assert run["bwt"] < 0 and run["forgetting"] > 0
     assert run["bwt"] == pytest.approx(run["avalanche_bwt"], abs=1e-9)

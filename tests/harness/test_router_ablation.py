@@ -13,6 +13,7 @@ def digits_run(tmp_path_factory):
     return out, report
 
 
+@pytest.mark.slow
 def test_the_table_lists_every_variant_for_the_validation_split(digits_run):
     out, report = digits_run
     assert out.read_text() == report
@@ -26,6 +27,7 @@ def test_the_table_lists_every_variant_for_the_validation_split(digits_run):
     assert "lda_weighted chose weight" in report and "lda_weighted's evidence capped" in report
 
 
+@pytest.mark.slow
 def test_the_shipped_router_is_the_last_refit(digits_run, tmp_path):
     """The "lda, 20 per class" column is model.predict(x, "lda") on the validation split."""
     import torch

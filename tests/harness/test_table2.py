@@ -11,12 +11,15 @@ import pytest
 
 from avalanche_sdr import baselines, cli
 from benchmarks import table2
+from benchmarks.harness import executors
+from benchmarks.harness.report import CSV_FIELDS, format_table, write_outputs
+from benchmarks.harness.specs import RunSpec, pending_runs, run_id
 from benchmarks.methods import METHODS, OracleDetector, oracle_choice
 
 
 def _run(method, seed, acc, mem, wall, detection=None):
     return {
-        "run_id": table2.run_id("digits", "smoke", method, seed),
+        "run_id": run_id("digits", "smoke", method, seed),
         "method": method, "label": METHODS[method].label, "stream": "digits",
         "preset": "smoke", "seed": seed, "average_accuracy": acc, "memory_mb": mem,
         "wall_seconds": wall, "detection": detection, "task_accuracies": [acc],
@@ -34,7 +37,7 @@ def test_format_table_mean_std_order_and_detection_columns():
         _run("sdr", 0, 0.80, 1.0, 10.0, _det(1.0, 0.0, 0.0)),
     ]
     runs[0]["bwt"], runs[2]["bwt"] = 0.01, -0.02
-    lines = table2.format_table(runs).strip().splitlines()
+    lines = format_table(runs).strip().splitlines()
     assert lines[0].startswith("| Method | Acc (%) | BWT (pts) | Mem (MB) | Correct (%) | Miss (%) | Incorrect (%) "
                                "| Wall (s)")
     # Paper order: Finetune before SDR, whatever the order of the runs.
@@ -48,10 +51,10 @@ def test_format_table_mean_std_order_and_detection_columns():
 
 def test_write_outputs_writes_markdown_csv_and_json(tmp_path):
     runs = [_run("sdr", 0, 0.8, 1.0, 10.0, _det(1.0, 0.0, 0.0)), _run("ewc", 0, 0.7, 2.0, 5.0)]
-    table = table2.write_outputs(runs, tmp_path, header="# T\n\n")
+    table = write_outputs(runs, tmp_path, header="# T\n\n")
     assert (tmp_path / "table2.md").read_text() == "# T\n\n" + table
     csv_lines = (tmp_path / "runs.csv").read_text().splitlines()
-    assert csv_lines[0].split(",") == table2.CSV_FIELDS and len(csv_lines) == 3
+    assert csv_lines[0].split(",") == CSV_FIELDS and len(csv_lines) == 3
     assert json.loads((tmp_path / "runs.json").read_text()) == runs
 
 
@@ -66,12 +69,12 @@ def test_results_json_is_written_atomically_in_json_dump_format(tmp_path):
 
 
 def test_finished_runs_are_skipped(tmp_path):
-    specs = [table2.RunSpec("digits", "smoke", m, 0, "") for m in ("sdr", "ewc")]
+    specs = [RunSpec("digits", "smoke", m, 0, "") for m in ("sdr", "ewc")]
     done = _run("sdr", 0, 0.8, 1.0, 10.0, _det(1.0, 0.0, 0.0))
     cli.write_json(tmp_path / "runs" / f"{specs[0].run_id}.json", done)
-    assert table2.pending_runs(specs, tmp_path / "runs") == [specs[1]]
+    assert pending_runs(specs, tmp_path / "runs") == [specs[1]]
     # With everything finished no worker starts and the stored runs come back.
-    runs = table2.run_all(specs[:1], tmp_path, jobs=1, log=None)
+    runs = executors.run_all(specs[:1], tmp_path, jobs=1, log=None)
     assert runs == [done]
 
 
@@ -178,6 +181,7 @@ def test_baseline_rows_build_avalanche_strategies_on_copies_of_e0():
     assert all(torch.equal(v, backbone.state_dict()[k]) for k, v in before.items())  # E0 untouched
 
 
+@pytest.mark.slow
 def test_sdr_eft_g_builds_eft_generators_on_a_pretrained_base_vae():
     import dataclasses
 

@@ -11,7 +11,11 @@ import pytest
 
 from avalanche_sdr import cli
 from benchmarks import table2, task_free
-from benchmarks.methods import METHODS, PRESETS, STREAMS, Row, equal_memory_rows
+from benchmarks.harness import engine
+from benchmarks.harness.rows import equal_memory_specs
+from benchmarks.harness.specs import run_id
+from benchmarks.methods import METHODS, PRESETS, STREAMS
+from benchmarks.variants import Row, equal_memory_rows
 
 TASK_FREE = ["sdr_task_free", "ci_replay", "ci_ewc", "joint"]
 RUN_KEYS = {"run_id", "method", "variant", "options", "label", "stream", "stream_label", "preset", "seed", "split",
@@ -30,6 +34,7 @@ def harness(tmp_path_factory):
     return out, {r["method"] + (f"_{r['variant']}" if r["variant"] else ""): r for r in runs}
 
 
+@pytest.mark.slow
 def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
     _, runs = harness
     assert set(runs) == set(TASK_FREE) | {"finetune", "ci_replay_mem_sdr_task_free"}
@@ -49,6 +54,7 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
         assert runs[name]["bwt"] == pytest.approx(runs[name]["avalanche_bwt"], abs=1e-9), name
 
 
+@pytest.mark.slow
 def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     _, runs = harness
     sdr = runs["sdr_task_free"]
@@ -69,6 +75,7 @@ def test_sdr_task_free_reports_every_router_and_its_memory(harness):
     assert sdr["detection"]["unique_tasks"] > 0  # an SDR row as usual
 
 
+@pytest.mark.slow
 def test_class_incremental_rows_score_original_class_ids(harness):
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
@@ -79,7 +86,7 @@ def test_class_incremental_rows_score_original_class_ids(harness):
     assert runs["joint"]["average_accuracy"] > 0.5  # 10 classes: chance 0.1
     # The builders accept only original class ids: the runs above had them.
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
-    backbone = table2._make_backbone("digits")
+    backbone = engine.make_backbone("digits")
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
     original = stream.build(0, preset.capped, original_class_ids=True)
     strategy = METHODS["ci_replay"].build(backbone, original, stream, preset, evaluator=evaluator, device="cpu")
@@ -89,6 +96,7 @@ def test_class_incremental_rows_score_original_class_ids(harness):
                                 device="cpu")
 
 
+@pytest.mark.slow
 def test_equal_memory_er_is_sized_to_sdr_with_its_lda_router(harness):
     out, runs = harness
     assert equal_memory_rows("sdr_task_free", ["ours", "paper"]) == [Row("ci_replay", "mem_sdr_task_free")]
@@ -104,6 +112,7 @@ def test_equal_memory_er_is_sized_to_sdr_with_its_lda_router(harness):
         assert abs(record["deviation"]) <= 0.05
 
 
+@pytest.mark.slow
 def test_equal_memory_er_meets_a_feasible_target_within_5_percent(harness, tmp_path):
     """A reference within the digits stream's reach: 0.9 MB, of which the Gaussian router's
     0.3 MB and Expert Gate's 0.1 MB are left out; the sized ci_replay run, executed,
@@ -111,16 +120,17 @@ def test_equal_memory_er_meets_a_feasible_target_within_5_percent(harness, tmp_p
     out, _ = harness
     shutil.copytree(out / "backbones", tmp_path / "backbones")
     reference = {"memory_mb": 0.9, "router_memory_mb": {"gaussian": 0.3, "expert_gate": 0.1, "lda": 0.2}}
-    cli.write_json(tmp_path / "runs" / f"{table2.run_id('digits', 'smoke', 'sdr_task_free', 0)}.json", reference)
+    cli.write_json(tmp_path / "runs" / f"{run_id('digits', 'smoke', 'sdr_task_free', 0)}.json", reference)
     args = table2.parse_args(["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--methods", "sdr_task_free",
                               "--equal-memory", "sdr_task_free", "--out", str(tmp_path)])
-    (spec,), (record,) = table2.equal_memory_specs(args, tmp_path, threads=1, log=None)
+    (spec,), (record,) = equal_memory_specs(args, tmp_path, threads=1, log=None)
     assert record["status"] == "sized" and record["target_mb"] == pytest.approx(0.5)
     assert spec.method == "ci_replay" and dict(spec.options)["replay_mem_size"] == record["mem_size"]
-    run = table2.execute_run(spec)
+    run = engine.execute_run(spec)
     assert abs(run["memory_mb"] / 0.5 - 1) <= 0.05 and run["memory_mb"] <= 0.5
 
 
+@pytest.mark.slow
 def test_report_writes_a_table_with_every_row(harness, tmp_path):
     out, runs = harness
     path = tmp_path / "task_free.md"
@@ -150,7 +160,7 @@ def test_report_writes_a_table_with_every_row(harness, tmp_path):
 
 
 def _fake_run(method, variant, task_free_acc, memory_mb, seed=0):
-    run = {"run_id": table2.run_id("digits", "smoke", method, seed, variant), "method": method, "variant": variant,
+    run = {"run_id": run_id("digits", "smoke", method, seed, variant), "method": method, "variant": variant,
            "stream": "digits", "stream_label": "MixedDigits", "preset": "smoke", "seed": seed, "split": "test",
            "average_accuracy": task_free_acc, "memory_mb": memory_mb}
     if METHODS[method].is_sdr:
@@ -200,6 +210,7 @@ def test_sentence_compares_sdr_with_baselines_of_at_least_its_memory():
     assert "no class-incremental baseline" in task_free.summary_sentence(task_free.task_free_rows(runs[:2]))
 
 
+@pytest.mark.slow
 def test_report_refuses_folders_without_usable_task_free_runs(harness, tmp_path, capsys):
     out, runs = harness
     empty = tmp_path / "other"

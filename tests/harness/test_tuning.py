@@ -18,6 +18,8 @@ import pytest
 
 from avalanche_sdr import baselines, cli
 from benchmarks import table2, tuning
+from benchmarks.harness import engine, tuning_runs
+from benchmarks.harness.specs import RunSpec, run_id
 from benchmarks.methods import METHODS, PRESETS, STREAMS
 
 
@@ -80,7 +82,7 @@ def tiny(monkeypatch, tmp_path):
     monkeypatch.setitem(PRESETS, "tiny", preset)
     torch.manual_seed(0)
     path = tmp_path / "e0.pt"
-    torch.save({"state_dict": table2._make_backbone("digits").state_dict(),
+    torch.save({"state_dict": engine.make_backbone("digits").state_dict(),
                 "torch_rng_state": torch.get_rng_state()}, path)
     return str(path)
 
@@ -91,7 +93,7 @@ def test_tuning_never_reads_the_test_stream(monkeypatch, tmp_path, tiny):
     grids = {"ewc": {"ewc_lambda": (1.0, 10000.0)}}
     out = tmp_path / "out"
     lines = []
-    chosen = tuning.tune("digits", "tiny", ["ewc", "finetune"], 0, out, tiny, executor="inline",
+    chosen = tuning_runs.tune("digits", "tiny", ["ewc", "finetune"], 0, out, tiny, executor="inline",
                          grids=grids, log=lines.append)
     assert touched == []  # nothing, not even an attribute lookup, reached the test stream
     assert list(chosen) == ["ewc"]  # finetune has no grid
@@ -115,9 +117,9 @@ def test_tuning_never_reads_the_test_stream(monkeypatch, tmp_path, tiny):
     def no_run(spec):
         raise AssertionError(f"{spec.run_id} ran again")
 
-    monkeypatch.setattr(table2, "execute_run", no_run)
+    monkeypatch.setattr(engine, "execute_run", no_run)
     lines.clear()
-    again = tuning.tune("digits", "tiny", ["ewc"], 0, out, tiny, executor="inline", grids=grids,
+    again = tuning_runs.tune("digits", "tiny", ["ewc"], 0, out, tiny, executor="inline", grids=grids,
                         log=lines.append)
     assert again == chosen and "tuning: skipping 2 finished tuning run(s)" in lines[1]
 
@@ -126,17 +128,17 @@ def test_the_guard_stops_a_run_that_reads_the_test_stream(monkeypatch, tiny):
     """The control: the guard of the test above does catch a test-stream evaluation."""
     touched = []
     _guarded_digits(monkeypatch, touched)
-    spec = table2.RunSpec("digits", "tiny", "ewc", 0, tiny)  # split="test": a table row
+    spec = RunSpec("digits", "tiny", "ewc", 0, tiny)  # split="test": a table row
     with pytest.raises(ReadTestStreamError):
-        table2.execute_run(spec)
+        engine.execute_run(spec)
     assert touched == ["benchmark.test_stream"]
 
 
 def test_validation_runs_are_for_baselines_only(tiny):
     with pytest.raises(ValueError, match="baselines only"):
-        table2.execute_run(table2.RunSpec("digits", "tiny", "sdr", 0, tiny, split="valid"))
+        engine.execute_run(RunSpec("digits", "tiny", "sdr", 0, tiny, split="valid"))
     with pytest.raises(ValueError, match="split='valid'"):
-        tuning.run_tuning([table2.RunSpec("digits", "tiny", "ewc", 0, tiny)], "unused", log=None)
+        tuning_runs.run_tuning([RunSpec("digits", "tiny", "ewc", 0, tiny)], "unused", log=None)
 
 
 def test_select_takes_the_highest_score_and_the_first_on_ties():
@@ -268,13 +270,13 @@ def test_cli_checks_tune_arguments(capsys):
 def _write_tuning_files(out, scores, tasks=None):
     for lam, acc in scores.items():
         options = {"ewc_lambda": lam, "ewc_decay": 0.9}
-        rid = table2.run_id("digits", "smoke", "ewc", 0, tuning.grid_variant(options, tasks))
+        rid = run_id("digits", "smoke", "ewc", 0, tuning.grid_variant(options, tasks))
         cli.write_json(out / "tuning" / f"{rid}.json", {"split": "valid", "average_accuracy": acc,
                                                        "options": options, "tasks": tasks})
 
 
 def _row(method, variant="", options=None, acc=0.5):
-    return {"run_id": table2.run_id("digits", "smoke", method, 0, variant), "method": method, "variant": variant,
+    return {"run_id": run_id("digits", "smoke", method, 0, variant), "method": method, "variant": variant,
             "options": options or {}, "label": METHODS[method].label + (f" [{variant}]" if variant else ""),
             "stream": "digits", "stream_label": "MixedDigits (10 tasks)", "preset": "smoke", "seed": 0,
             "split": "test", "average_accuracy": acc, "memory_mb": 1.0, "wall_seconds": 1.0,
@@ -295,7 +297,7 @@ def test_report_only_rewrites_the_notes_from_the_tuning_files(tmp_path, monkeypa
     table = table2.main(table2.parse_args(argv))
     assert "| Online EWC [tuned] | 70.00 ± 0.00 |" in table
     md = (tmp_path / "table2.md").read_text()
-    assert md.endswith(tuning.format_notes(tuning.choose("digits", "smoke", ["ewc"], 0, tmp_path, tasks=tasks)))
+    assert md.endswith(tuning.format_notes(tuning_runs.choose("digits", "smoke", ["ewc"], 0, tmp_path, tasks=tasks)))
     assert "Chosen: `ewc_lambda` = 1000, `ewc_decay` = 0.9 (validation accuracy 80.00%)." in md
     assert "- round 1: added 100000: best 1000 was `ewc_lambda`'s largest" in md
     assert "| 100000 | 0.9 | 70.00 | extension 1 |  |" in md
@@ -319,7 +321,7 @@ def test_a_choice_equal_to_the_preset_gets_no_tuned_row(tmp_path, monkeypatch):
     argv = ["--methods", "ewc", "--seeds", "0", "--tune", "--report-only", "--no-plots", "--out", str(tmp_path)]
     table = table2.main(table2.parse_args(argv))
     assert "| Online EWC | 50.00 ± 0.00 |" in table and "[tuned]" not in table.split("## Tuning")[0]
-    entry = tuning.choose("digits", "smoke", ["ewc"], 0, tmp_path)["ewc"]
+    entry = tuning_runs.choose("digits", "smoke", ["ewc"], 0, tmp_path)["ewc"]
     assert entry["options"] == {"ewc_lambda": 100.0, "ewc_decay": 0.9} and tuning.same_as_preset(entry)
     assert not tuning.same_as_preset(dict(entry, options={"ewc_lambda": 100.0, "ewc_decay": 1.0}))
     assert not tuning.same_as_preset(dict(entry, options=None))
@@ -424,8 +426,8 @@ def test_tune_runs_round_after_round_through_the_executor_and_resumes(monkeypatc
         made.append(1)
         return "e0.pt"
 
-    monkeypatch.setattr(table2, "execute_run", execute)
-    chosen = tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, backbone, executor="inline", log=None)
+    monkeypatch.setattr(engine, "execute_run", execute)
+    chosen = tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, backbone, executor="inline", log=None)
     assert [dict(s.options)["dgr_latent_dim"] for s in ran] == [2, 16, 64, 256, 1024]
     assert made == [1] and {s.backbone_path for s in ran} == {"e0.pt"} and {s.split for s in ran} == {"valid"}
     entry = chosen["dgr"]
@@ -433,11 +435,11 @@ def test_tune_runs_round_after_round_through_the_executor_and_resumes(monkeypatc
     assert entry["grid"] == {"dgr_latent_dim": [2, 16, 64]}
     assert entry["searched"] == {"dgr_latent_dim": [2, 16, 64, 256, 1024]}
     assert [o["dgr_latent_dim"] for o, _ in entry["scores"]] == [2, 16, 64, 256, 1024]
-    assert json.loads(tuning.chosen_path(tmp_path, "digits", "smoke").read_text()) == chosen
+    assert json.loads(tuning_runs.chosen_path(tmp_path, "digits", "smoke").read_text()) == chosen
     # tuning another method later keeps this choice in the file
-    monkeypatch.setattr(table2, "execute_run", lambda spec: _fake_run(spec, lambda o: o["ewc_lambda"] / 1e5))
-    other = tuning.tune("digits", "smoke", ["ewc"], 0, tmp_path, backbone, executor="inline", extend=0, log=None)
-    on_disk = json.loads(tuning.chosen_path(tmp_path, "digits", "smoke").read_text())
+    monkeypatch.setattr(engine, "execute_run", lambda spec: _fake_run(spec, lambda o: o["ewc_lambda"] / 1e5))
+    other = tuning_runs.tune("digits", "smoke", ["ewc"], 0, tmp_path, backbone, executor="inline", extend=0, log=None)
+    on_disk = json.loads(tuning_runs.chosen_path(tmp_path, "digits", "smoke").read_text())
     assert set(other) == {"ewc"} and on_disk == {**chosen, **other}
     notes = tuning.format_notes(chosen)
     assert "Extended to `dgr_latent_dim` ∈ {2, 16, 64, 256, 1024}:" in notes
@@ -447,11 +449,11 @@ def test_tune_runs_round_after_round_through_the_executor_and_resumes(monkeypatc
     assert "not extended: the limit of 2 value(s) added per axis is reached" in notes
     # A rerun runs nothing (not even E0) and chooses the same; so does --report-only's choose.
     ran.clear(), made.clear()
-    assert tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, backbone, executor="inline", log=None) == chosen
+    assert tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, backbone, executor="inline", log=None) == chosen
     assert ran == [] and made == []
-    assert tuning.choose("digits", "smoke", ["dgr"], 0, tmp_path) == chosen
+    assert tuning_runs.choose("digits", "smoke", ["dgr"], 0, tmp_path) == chosen
     # Without extension the same files give the grid's choice.
-    assert tuning.choose("digits", "smoke", ["dgr"], 0, tmp_path, extend=0)["dgr"]["options"] == {"dgr_latent_dim": 64}
+    assert tuning_runs.choose("digits", "smoke", ["dgr"], 0, tmp_path, extend=0)["dgr"]["options"] == {"dgr_latent_dim": 64}
 
 
 def test_a_failed_round_stops_the_search_without_retrying(monkeypatch, tmp_path):
@@ -463,8 +465,8 @@ def test_a_failed_round_stops_the_search_without_retrying(monkeypatch, tmp_path)
             raise RuntimeError("out of memory")
         return _fake_run(spec, lambda o: o["dgr_latent_dim"] / 2000)
 
-    monkeypatch.setattr(table2, "execute_run", execute)
-    chosen = tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None)
+    monkeypatch.setattr(engine, "execute_run", execute)
+    chosen = tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None)
     assert ran == [2, 16, 64, 256]
     assert chosen["dgr"]["options"] is None
     assert chosen["dgr"]["missing"] == ["digits_smoke_dgr_grid_dgr_latent_dim-256_seed0"]
@@ -477,11 +479,11 @@ def test_a_failed_round_stops_the_search_without_retrying(monkeypatch, tmp_path)
 def test_prefix_runs_have_their_own_ids_and_never_mix_with_whole_stream_runs(monkeypatch, tmp_path):
     assert tuning.grid_variant({"lr": 1e-3}, 5) == "grid_lr-0.001_first5"
     assert tuning.grid_variant({"lr": 1e-3}) == "grid_lr-0.001"
-    monkeypatch.setattr(table2, "execute_run", lambda spec: _fake_run(spec, lambda o: -o["dgr_latent_dim"]))
-    whole = tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None)
-    assert tuning.choose("digits", "smoke", ["dgr"], 0, tmp_path, tasks=3)["dgr"]["missing"] == [
+    monkeypatch.setattr(engine, "execute_run", lambda spec: _fake_run(spec, lambda o: -o["dgr_latent_dim"]))
+    whole = tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None)
+    assert tuning_runs.choose("digits", "smoke", ["dgr"], 0, tmp_path, tasks=3)["dgr"]["missing"] == [
         f"digits_smoke_dgr_grid_dgr_latent_dim-{v}_first3_seed0" for v in (2, 16, 64)]
-    prefix = tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None, tasks=3)
+    prefix = tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", log=None, tasks=3)
     assert whole["dgr"]["tune_tasks"] is None and prefix["dgr"]["tune_tasks"] == 3
     assert prefix["dgr"]["validation_images"] == 30 and whole["dgr"]["validation_images"] == 100
     assert "trained on the first 3 experience(s) of `train_stream`, scored on the first 3 of `valid_stream`" in (
@@ -490,7 +492,7 @@ def test_prefix_runs_have_their_own_ids_and_never_mix_with_whole_stream_runs(mon
     path = tmp_path / "tuning" / "digits_smoke_dgr_grid_dgr_latent_dim-2_first3_seed0.json"
     path.write_text(json.dumps(dict(json.loads(path.read_text()), tasks=None)))
     with pytest.raises(ValueError, match="trained on all task"):
-        tuning.choose("digits", "smoke", ["dgr"], 0, tmp_path, tasks=3)
+        tuning_runs.choose("digits", "smoke", ["dgr"], 0, tmp_path, tasks=3)
 
 
 def test_prefix_tuning_trains_k_tasks_and_never_reads_the_test_stream(monkeypatch, tmp_path, tiny):
@@ -507,7 +509,7 @@ def test_prefix_tuning_trains_k_tasks_and_never_reads_the_test_stream(monkeypatc
     monkeypatch.setattr(EWC, "train", spy)
     grids = {"ewc": {"ewc_lambda": tuning.Axis((1.0, 10.0), "log")}}
     out = tmp_path / "out"
-    chosen = tuning.tune("digits", "tiny", ["ewc"], 0, out, tiny, executor="inline", grids=grids, extend=1,
+    chosen = tuning_runs.tune("digits", "tiny", ["ewc"], 0, out, tiny, executor="inline", grids=grids, extend=1,
                          tasks=3, log=None)
     assert touched == []
     entry = chosen["ewc"]
@@ -525,18 +527,18 @@ def test_prefix_tuning_trains_k_tasks_and_never_reads_the_test_stream(monkeypatc
 
 def test_prefix_runs_are_tuning_runs_only(tiny):
     with pytest.raises(ValueError, match="must be a tuning run"):
-        table2.execute_run(table2.RunSpec("digits", "tiny", "ewc", 0, tiny, tasks=3))
+        engine.execute_run(RunSpec("digits", "tiny", "ewc", 0, tiny, tasks=3))
     with pytest.raises(ValueError, match=r"tasks 11 not in 1\.\.10"):
-        table2.execute_run(table2.RunSpec("digits", "tiny", "ewc", 0, tiny, split="valid", tasks=11))
+        engine.execute_run(RunSpec("digits", "tiny", "ewc", 0, tiny, split="valid", tasks=11))
 
 
 @pytest.mark.parametrize("text", ["[1, 2]", "{not json"])
 def test_tune_refuses_a_chosen_file_it_cannot_keep(monkeypatch, tmp_path, text):
-    path = tuning.chosen_path(tmp_path, "digits", "smoke")
+    path = tuning_runs.chosen_path(tmp_path, "digits", "smoke")
     path.parent.mkdir(parents=True)
     path.write_text(text)
     ran = []
-    monkeypatch.setattr(table2, "execute_run", ran.append)
+    monkeypatch.setattr(engine, "execute_run", ran.append)
     with pytest.raises(SystemExit, match="move it away to start afresh"):
-        tuning.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", extend=0, log=None)
+        tuning_runs.tune("digits", "smoke", ["dgr"], 0, tmp_path, "e0.pt", executor="inline", extend=0, log=None)
     assert ran == [] and path.read_text() == text  # refused before any run

@@ -62,7 +62,7 @@ def _evaluator():
 
 
 def _strategy(model, **kwargs):
-    return SDRStrategy(model=model, settings=SETTINGS, decision="two_sample", n_warm_start=1,
+    return SDRStrategy(model=model, settings=SETTINGS, detector="two_sample", n_warm_start=1,
                        evaluator=_evaluator(), **kwargs)
 
 

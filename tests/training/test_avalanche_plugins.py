@@ -16,6 +16,7 @@ from avalanche.core import BasePlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training import plugins as P
 from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.models import small_cnn_backbone
@@ -44,7 +45,7 @@ def _model():
 
 def _strategy(model, plugins=(), **kwargs):
     kwargs.setdefault("evaluator", EvaluationPlugin(loggers=[]))
-    return SDRStrategy(model=model, settings=SETTINGS, decision="two_sample", n_warm_start=N_TRAINED,
+    return SDRStrategy(model=model, settings=SETTINGS, detector="two_sample", n_warm_start=N_TRAINED,
                        plugins=list(plugins), **kwargs)
 
 
@@ -293,8 +294,37 @@ def test_the_lr_scheduler_error_names_sdr_settings():
         assert field in str(error.value)
 
 
+def test_an_lr_scheduler_bound_to_the_strategys_optimizer_and_appended_is_refused_at_train(stream):
+    """The realistic path: the scheduler can only be bound to ``strategy.optimizer``, which
+    exists after construction, so it is appended afterwards; ``train()`` refuses it before
+    any work."""
+    model = _model()
+    strategy = _strategy(model)
+    strategy.plugins.append(P.LRSchedulerPlugin(torch.optim.lr_scheduler.StepLR(strategy.optimizer, 1, 0.1)))
+    with pytest.raises(ValueError, match=r"cannot use LRSchedulerPlugin \(appended to strategy.plugins after "
+                                         r"construction.*new_task_lr"):
+        strategy.train(stream.train_stream[0])
+    assert model.num_entries == 0 and not strategy.detection_records
+
+
+@pytest.mark.parametrize("kind", [P.FromScratchTrainingPlugin, P.GDumbPlugin], ids=lambda kind: kind.__name__)
+def test_every_refused_plugin_appended_after_construction_is_refused_at_train(stream, kind):
+    strategy = _strategy(_model())
+    strategy.plugins.insert(1, kind() if kind is P.FromScratchTrainingPlugin else kind(mem_size=10))
+    with pytest.raises(ValueError, match=f"cannot use {kind.__name__} \\(appended"):
+        strategy.train(stream.train_stream[0])
+
+
+def _train_unchecked(strategy, experience):
+    """Avalanche's own ``train``, past SDRStrategy's check of the plugins: what a refused
+    plugin would do if it were let through."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedTaskWarning)
+        SupervisedTemplate.train(strategy, experience)
+
+
 def test_an_lr_scheduler_would_be_silently_ignored(stream):
-    """Why it is refused: slipped in after construction, it never touches SDR's learning rate."""
+    """Why it is refused: let through, it never touches SDR's learning rate."""
     model = _model()
     strategy = _strategy(model)
     scheduler = torch.optim.lr_scheduler.StepLR(torch.optim.SGD(model.parameters(), lr=0.5), 1, 0.1)
@@ -302,22 +332,21 @@ def test_an_lr_scheduler_would_be_silently_ignored(stream):
     rates = []
     strategy.sdr.before_training_epoch = (lambda original: lambda s, **kw: (
         original(s, **kw), rates.append(s.optimizer.param_groups[0]["lr"])))(strategy.sdr.before_training_epoch)
-    _train(strategy, stream)
+    for experience in stream.train_stream[:N_TRAINED]:
+        _train_unchecked(strategy, experience)
     assert rates == [SETTINGS.new_task_lr, SETTINGS.new_task_lr * SETTINGS.lr_decay] * N_TRAINED
     # Meanwhile the scheduler stepped its own optimizer every epoch.
     assert scheduler.optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 0.1 ** (2 * N_TRAINED))
 
 
 def test_from_scratch_training_would_erase_trained_entries(stream, probe):
-    """Why it is refused: slipped in after construction, it resets task 0's head and entry."""
+    """Why it is refused: let through, it resets task 0's head and entry."""
     model = _model()
     strategy = _strategy(model)
     strategy.plugins.insert(1, P.FromScratchTrainingPlugin())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UntrainedTaskWarning)
-        strategy.train(stream.train_stream[0])
-        trained = _outputs(model, probe)[0][0]
-        strategy.train(stream.train_stream[1])
+    _train_unchecked(strategy, stream.train_stream[0])
+    trained = _outputs(model, probe)[0][0]
+    _train_unchecked(strategy, stream.train_stream[1])
     assert not torch.equal(_outputs(model, probe)[0][0], trained)
 
 

@@ -219,7 +219,7 @@ def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototy
 def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototype_stream):
     """After an update the entry's features moved: the router's whitening and the class
     means of every task of the entry are fitted again in the new feature space."""
-    from avalanche_sdr.models.routing import _task_key
+    from avalanche_sdr.routers.base import task_key as _task_key
 
     strategy = _strategy(prototype_stream, routers=("gaussian",))
     model = strategy.model
@@ -235,5 +235,5 @@ def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototyp
     assert not torch.equal(means_before, means_after)
     assert torch.allclose(means_after, model.routing_state(_task_key("gaussian", repeat))["means"])
     x = torch.stack([experiences[repeat].dataset[i][0] for i in range(8)])
-    prediction = model.predict(x)
+    prediction = model.predict(x, "gaussian")
     assert prediction.class_ids.shape == (8,)

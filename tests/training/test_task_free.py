@@ -1,8 +1,11 @@
-"""Task-free prediction: the routers of avalanche_sdr.models.routing and TaskFreeMetrics.
+"""Task-free prediction: the routers of avalanche_sdr.routers and TaskFreeMetrics.
 
 One SDR run over MixedDigits with original class ids (two-sample rule, no generators,
 1 epoch per task) fitted with both routers serves most tests.
 """
+import json
+import shutil
+
 import pytest
 import torch
 from avalanche.evaluation.metrics import accuracy_metrics
@@ -12,10 +15,10 @@ from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.evaluation import TaskFreeMetrics, repository_memory_bytes
 from avalanche_sdr.models import ROUTERS, small_cnn_backbone
-from avalanche_sdr.models import lda_router
-from avalanche_sdr.models.covariance import ledoit_wolf_from_moments
-from avalanche_sdr.models.routing import ledoit_wolf_covariance, router_states
-from avalanche_sdr.training import SDRSettings, load_repository
+from avalanche_sdr.routers import LDARouter, LDAWeightedRouter, lda_router
+from avalanche_sdr.routers.covariance import ledoit_wolf_from_moments
+from avalanche_sdr.routers.routing import ledoit_wolf_covariance, router_states
+from avalanche_sdr.training import CheckpointMismatchError, SDRSettings, load_repository
 
 SETTINGS = SDRSettings(new_task_epochs=2, reuse_epochs=1, train_mb_size=32, eval_mb_size=256)
 
@@ -28,7 +31,7 @@ def _model():
 
 def _strategy(routers, metric=None, checkpoint_dir=None):
     metrics = [accuracy_metrics(experience=True, stream=True)] + ([metric] if metric is not None else [])
-    return SDRStrategy(model=_model(), settings=SETTINGS, decision="two_sample", routers=routers,
+    return SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=routers,
                        evaluator=EvaluationPlugin(*metrics, loggers=[]), checkpoint_dir=checkpoint_dir)
 
 
@@ -113,7 +116,7 @@ def test_lda_router_stores_at_most_router_exemplars_uint8_images_per_unit(run):
         state = model.routing_state(lda_router.entry_key(entry))
         assert state["images"].dtype == torch.uint8
         for c in state["class_ids"].tolist():
-            assert 1 <= int((state["labels"] == c).sum()) <= SETTINGS.router_exemplars
+            assert 1 <= int((state["labels"] == c).sum()) <= LDARouter().exemplars
     stored = sum(t.numel() * t.element_size() for s in router_states(model, "lda") for t in s.buffers())
     images = sum(model.routing_state(lda_router.entry_key(e))["images"].numel() for e in lda_router.lda_entries(model))
     assert stored > images  # the images and the E0 statistics are counted
@@ -170,16 +173,16 @@ def test_record_repeat_stops_at_its_limit(run):
 
 def test_router_evidence_stops_the_strategys_evidence_after_the_first_repeat(one_thread):
     benchmark = MixedDigits(seed=0, original_class_ids=True)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(router_evidence=1), decision="two_sample",
-                           routers=("lda_weighted",), evaluator=EvaluationPlugin(loggers=[]))
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample",
+                           routers=(LDAWeightedRouter(evidence=1),), evaluator=EvaluationPlugin(loggers=[]))
     for experience in benchmark.train_stream:
         strategy.train(experience, eval_streams=[])
     repeats = [r for r in strategy.sdr.records if r.decision == "reuse"]
     assert len(repeats) >= 2  # evidence would have grown after the first
     first = len(benchmark.train_stream[repeats[0].task].dataset)
     assert lda_router.evidence_images(strategy.model) == min(first, lda_router.REPEAT_IMAGES)
-    with pytest.raises(ValueError, match="router_evidence must be a positive int or None"):
-        SDRSettings(router_evidence=0)
+    with pytest.raises(ValueError, match="evidence must be a positive int or None"):
+        LDAWeightedRouter(evidence=0)
 
 
 def test_lda_weighted_scores_with_the_chosen_weight(run, monkeypatch):
@@ -227,9 +230,34 @@ def test_ledoit_wolf_from_moments_equals_the_estimate_from_residuals():
 
 
 def test_lda_router_without_stored_images_is_refused_before_training():
-    with pytest.raises(ValueError, match="router_exemplars"):
-        SDRStrategy(model=_model(), settings=SETTINGS.replace(router_exemplars=0), decision="two_sample",
-                    routers=("lda",))
+    with pytest.raises(ValueError, match="exemplars must be a positive int"):
+        LDARouter(exemplars=0)
+    with pytest.raises(ValueError, match="exemplars must be a positive int"), pytest.deprecated_call():
+        SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",), router_exemplars=0)
+
+
+def test_the_deprecated_router_settings_reach_the_routers_given_by_name_and_are_refused_where_none_reads_them():
+    with pytest.deprecated_call(match=r"routers=\(LDAWeightedRouter\(exemplars=...\),\)"):
+        strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(router_exemplars=5, router_evidence=3),
+                               detector="two_sample", routers=("lda_weighted",), evaluator=EvaluationPlugin(loggers=[]))
+    assert strategy.sdr.routers == (LDAWeightedRouter(exemplars=5, evidence=3),)
+    assert "router_exemplars" not in strategy.sdr.settings.to_dict()
+    with pytest.deprecated_call():
+        strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",),
+                               router_exemplars=7, evaluator=EvaluationPlugin(loggers=[]))
+    assert strategy.sdr.routers == (LDARouter(exemplars=7),)
+    for routers, option in [(("gaussian",), "router_exemplars"), (("lda",), "router_evidence"), ((), "router_evidence")]:
+        with pytest.raises(ValueError, match=f"{option} has no effect"), pytest.deprecated_call():
+            SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=routers, **{option: 4})
+
+
+def test_routers_sharing_a_state_must_store_the_same_images():
+    with pytest.raises(ValueError, match="share one state"):
+        _strategy((LDARouter(exemplars=5), LDAWeightedRouter(exemplars=20)))
+
+
+def test_router_objects_and_names_build_the_same_router():
+    assert _strategy(("lda_weighted", "gaussian")).sdr.routers == _strategy((LDAWeightedRouter(), "gaussian")).sdr.routers
 
 
 def test_oracle_equals_avalanches_task_aware_accuracy(run):
@@ -296,8 +324,10 @@ def test_a_repository_without_routers_says_how_to_fit_them():
     strategy = _strategy(())
     _train_two(benchmark, strategy)
     x, _ = _test_batch(benchmark, 0)
+    with pytest.raises(RuntimeError, match=r"routers=\('lda_weighted',\)"):
+        strategy.model.predict(x)  # the default router: SDR's recommended one
     with pytest.raises(RuntimeError, match=r"routers=\('gaussian',\)"):
-        strategy.model.predict(x)
+        strategy.predict(x, "gaussian")
 
 
 def test_a_repository_fitted_with_lda_alone_refuses_the_weighted_router():
@@ -400,3 +430,39 @@ def test_group_evaluations_do_not_route_and_keep_the_last_scored_result(run, mon
     metric.enabled = True
     strategy.eval(benchmark.test_stream)
     assert calls and metric.result() == before  # scored again, the same evaluation
+
+
+def _previous_layout(manifest):
+    """The manifest as avalanche-sdr wrote it before routers became objects (commit e6e57b7,
+    checked against a checkpoint that commit wrote): the LDA routers' options among the
+    strategy's settings (``router_exemplars``, ``router_evidence``), routers as names, the
+    detector's ``match_class_count``, no ``method``."""
+    old = json.loads(json.dumps(manifest))
+    old.pop("method")
+    strategy = old["fingerprint"]["strategy"]
+    strategy["routers"] = [router["name"] for router in strategy["routers"]]
+    strategy.update(router_exemplars=20, router_evidence=None)
+    strategy["detector"]["match_class_count"] = strategy["detector"].pop("class_count_filter")
+    return old
+
+
+def test_a_checkpoint_of_the_previous_layout_loads_and_records_the_method(run, tmp_path):
+    manifest = json.loads((run["directory"] / "manifest.json").read_text())
+    assert manifest["method"] == "paper"
+    assert manifest["fingerprint"]["strategy"]["routers"][-1] == {"name": "lda_weighted", "exemplars": 20,
+                                                                  "evidence": None}
+    old = tmp_path / "old"
+    shutil.copytree(run["directory"], old)
+    (old / "manifest.json").write_text(json.dumps(_previous_layout(manifest)))
+    restored = load_repository(old, _model())
+    assert restored.router_names == list(ROUTERS)
+    x, _ = _test_batch(run["benchmark"], 3)
+    for router in ROUTERS:
+        assert torch.equal(restored.predict(x, router).class_ids, run["strategy"].model.predict(x, router).class_ids)
+    strategy = _strategy(ROUTERS, checkpoint_dir=old)
+    assert strategy.restore_checkpoint() == len(run["benchmark"].train_stream)
+    other = _previous_layout(manifest)
+    other["fingerprint"]["strategy"]["router_exemplars"] = 5
+    (old / "manifest.json").write_text(json.dumps(other))
+    with pytest.raises(CheckpointMismatchError, match=r"strategy.routers: checkpoint .*'exemplars': 5"):
+        _strategy(ROUTERS, checkpoint_dir=old).restore_checkpoint()

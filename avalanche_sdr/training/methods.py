@@ -1,0 +1,88 @@
+"""Method presets by name: what SDR decides and keeps, as defaults for the strategy's keywords.
+
+A method preset (:class:`MethodPreset`) is the configuration of a method, layered over a
+budget (:data:`~avalanche_sdr.training.presets.BUDGETS`, how long it trains):
+
+- ``"paper"`` (the default): the paper's SDR, the agreement rule on a VAE per entry,
+  head-only reuse, task-aware prediction only;
+- ``"recommended"``: the configuration the results pages measured best
+  (docs/results/learning_reuse.md, docs/results/task_free.md): the two-sample repeat test
+  with the classes matched in any order, no generators (the test reads none), the
+  learning reuse (``reuse="accumulate"``) and the task-free router ``"lda_weighted"``.
+
+A preset only supplies defaults: ``SDRStrategy(..., method="recommended", reuse="head")``
+keeps the head-only reuse. Nothing here is a second definition of a setting: the preset
+names the detector, reuse mode and routers of the strategy's own keywords.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Tuple, Union
+
+from avalanche_sdr.detection.two_sample import TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_HEAD, ROUTER_LDA_WEIGHTED
+
+
+@dataclass(frozen=True)
+class MethodPreset:
+    """A method: defaults for ``SDRStrategy``'s ``detector``, ``reuse`` and ``routers``.
+
+    :param name: the preset's name (recorded in results and checkpoints).
+    :param detector: builds the detector, a fresh one per strategy (detectors keep
+        per-run caches): returns a rule name of
+        :data:`~avalanche_sdr.detection.DETECTOR_TYPES` or a detector object.
+    :param reuse: what a repeat trains (``SDRSettings.reuse``).
+    :param routers: task-free routers fitted after every task (names or router objects).
+    :param summary: one line for ``--help`` texts and the docs.
+    """
+
+    name: str
+    detector: Callable[[], Any]
+    reuse: str
+    routers: Tuple[Any, ...]
+    summary: str
+
+    def defaults(self) -> Dict[str, Any]:
+        """The keyword defaults the preset supplies (a fresh detector each call)."""
+        return {"detector": self.detector(), "reuse": self.reuse, "routers": tuple(self.routers)}
+
+
+def _paper_detector() -> str:
+    return "agreement"
+
+
+def _recommended_detector() -> TwoSampleDetector:
+    return TwoSampleDetector(TwoSampleSettings(match_classes=True))
+
+
+METHODS: Dict[str, MethodPreset] = {
+    "paper": MethodPreset(
+        name="paper", detector=_paper_detector, reuse=REUSE_HEAD, routers=(),
+        summary="the paper's SDR: agreement rule, a VAE per entry, head-only reuse, task-aware prediction"),
+    "recommended": MethodPreset(
+        name="recommended", detector=_recommended_detector, reuse=REUSE_ACCUMULATE, routers=(ROUTER_LDA_WEIGHTED,),
+        summary="two-sample test with classes matched in any order, no generators, the learning reuse, "
+                "task-free router 'lda_weighted'"),
+}
+"""Method presets by name (``SDRStrategy(method=...)``, the examples' and harness's ``--method``)."""
+
+DEFAULT_METHOD = "paper"
+"""The method of a strategy built without ``method=``: the paper's, so the paper reproduces out of the box."""
+
+
+def resolve_method(method: Union[str, MethodPreset]) -> MethodPreset:
+    """``method`` as a :class:`MethodPreset`: a name of :data:`METHODS`, or the preset itself.
+
+    :raises ValueError: an unknown name (the message lists them).
+    :raises TypeError: neither a name nor a ``MethodPreset``.
+    """
+    if isinstance(method, MethodPreset):
+        return method
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a name {list(METHODS)} or a MethodPreset, got {type(method).__name__}")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; the methods are {list(METHODS)}")
+    return METHODS[method]
+
+
+__all__ = ["DEFAULT_METHOD", "METHODS", "MethodPreset", "resolve_method"]
