@@ -83,6 +83,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("shuffled_labels", "benchmarks.shuffled_labels", ("--seeds", "-1")),
     EntryPoint("router_ablation", "benchmarks.router_ablation",
                ("--stream", "digits", "--per-class", "5", "--out", "x.md")),
+    EntryPoint("gpu_check", "benchmarks.gpu_check", ("--tasks", "0")),
     EntryPoint("plots", "avalanche_sdr.plots", (_MISSING + ".json", "--out", "figures")),
 )
 """Every command line of the repository with a parser. ``benchmarks.methods``,

@@ -123,7 +123,7 @@ def _cifar10(seed: int, sizes, data_root: str, **options):
 
     # The paper's CIFAR-10 stream (5 groups of 2 classes, paper Table 4, x 2 splits) from
     # data_root/cifar-10-batches-py, read by avalanche_sdr.benchmarks.sources (no MD5
-    # check: the JPEG-re-encoded copy of README: Data is read as the official archive).
+    # check: the JPEG-re-encoded copy of docs/data.rst is read as the official archive).
     return MixedCIFAR10(data_root, seed=seed, **options, **_size_overrides(sizes))
 
 
@@ -141,7 +141,7 @@ STREAMS: Dict[str, StreamSpec] = {
     "fashion10": _stream("fashion10", _fashion(2), 1, 28, 16, 32, capped_sizes=(600, 60, 300)),
     # CPU caps: 300 / 30 / 200 (defaults 1080 / 120 / 200).
     "fashion50": _stream("fashion50", _fashion(10), 1, 28, 16, 32, capped_sizes=(300, 30, 200)),
-    # Real EMNIST (a bymerge root in the torchvision layout, README: Data), E0 = CIFAR-10
+    # Real EMNIST (a bymerge root in the torchvision layout, docs/data.rst), E0 = CIFAR-10
     # ResNet-20. CPU caps: 200 / 20 / 100 (defaults 2400 / 400 per class scaled to bymerge).
     "emnist100": _stream("emnist100", _emnist_bymerge, 1, 28, 16, 32, capped_sizes=(200, 20, 100)),
     # 100 tasks (5 groups x 20 splits), 300 / 30 / 100 images per task in every preset

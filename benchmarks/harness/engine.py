@@ -139,11 +139,13 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
                             **dict(spec.options))
     detection = None
-    curve, evaluation_seconds = None, 0.0
+    curve, evaluation_seconds, evaluated_experiences = None, 0.0, None
     if method.is_sdr:
         timings: Dict[str, float] = {}
         sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed, timings=timings)
         curve, evaluation_seconds = sdr["group_curve"], timings["evaluation_seconds"]
+        evaluated_experiences = {"group": int(timings["evaluated_experiences"]),
+                                 "final": int(timings["final_evaluated_experiences"])}
         accuracies = [t["test_accuracy"] for t in sdr["tasks"]]
         memory_mb = sdr["memory_mb"]
         detection = dict(sdr["detection"], unique_tasks=sdr["unique_tasks"],
@@ -198,6 +200,9 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         "detection": detection,
         "wall_seconds": wall,
         "evaluation_seconds": evaluation_seconds,
+        # Test experiences passed to strategy.eval by the group curve and the final evaluation
+        # (SDR rows evaluate only tasks whose state changed; None for the baselines).
+        "evaluated_experiences": evaluated_experiences,
         **transfer,
         "torch_threads": torch.get_num_threads(),
         "backbone": backbone_note(spec.stream, spec.preset),

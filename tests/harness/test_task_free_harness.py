@@ -20,7 +20,8 @@ from benchmarks.variants import Row, equal_memory_rows
 TASK_FREE = ["sdr_task_free", "ci_replay", "ci_ewc", "joint"]
 RUN_KEYS = {"run_id", "method", "variant", "options", "label", "stream", "stream_label", "preset", "seed", "split",
             "average_accuracy", "task_accuracies", "memory_mb", "detection", "wall_seconds", "torch_threads",
-            "backbone", "task_sizes", "evaluation_seconds", "bwt", "forgetting", "avalanche_bwt", "group_curve"}
+            "backbone", "task_sizes", "evaluation_seconds", "evaluated_experiences", "bwt", "forgetting",
+            "avalanche_bwt", "group_curve"}
 """The keys of every run JSON (an SDR row adds ``sdr_results``)."""
 
 
@@ -43,6 +44,11 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
                                                      "router_fit_seconds", "lda_weight", "lda_evidence_images"}
     assert runs["sdr_task_free"]["lda_weight"] in (0.0, 0.25, 0.5, 0.75, 1.0)
     assert isinstance(runs["sdr_task_free"]["lda_evidence_images"], int)
+    # SDR rows count the test experiences their evaluations passed to strategy.eval; the final
+    # evaluation passes every one, the group curve at least the task just trained.
+    counts, n_tasks = runs["sdr_task_free"]["evaluated_experiences"], len(runs["sdr_task_free"]["task_accuracies"])
+    assert counts["final"] == n_tasks and n_tasks <= counts["group"]
+    assert runs["finetune"]["evaluated_experiences"] is None
     for name in ("ci_replay", "ci_ewc", "joint", "ci_replay_mem_sdr_task_free"):
         assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
     for run in runs.values():
