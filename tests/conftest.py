@@ -10,7 +10,14 @@ import os
 import struct
 from pathlib import Path
 
-import numpy as np
+# One thread for each math library of the test process (set before numpy and torch load them;
+# a value the caller exported wins). A second OpenMP/OpenBLAS thread spin-waits at every
+# barrier: on a loaded 2-core machine that spinning competes with the other processes, and the
+# fast suite took 745 s at load 5 against 135 s idle (docs/install.rst, "Running the tests").
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import numpy as np  # noqa: E402  (after the thread variables above, which it reads on import)
 import pytest
 import torch
 
