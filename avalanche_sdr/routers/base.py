@@ -8,6 +8,7 @@ by name: :mod:`avalanche_sdr.routers.routing`.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
@@ -51,7 +52,7 @@ def required_state(model, key: str, router: str) -> Dict[str, Tensor]:
     return state
 
 
-class Router:
+class Router(abc.ABC):
     """A task-free router: fitted after every task, then routes images without task labels.
 
     Subclasses set ``name`` (their registry name) and ``state_name`` (the prefix of
@@ -84,6 +85,7 @@ class Router:
         return f"{type(self).__name__}({options})"
 
     # ------------------------------------------------------------------ fitting
+    @abc.abstractmethod
     def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
             entry_updated: bool = False) -> None:
         """Fit the router's state for a just-trained ``task`` (its entry: ``model.entry_of(task)``).
@@ -95,7 +97,6 @@ class Router:
         :param entry_updated: the task trained a reused entry's adapters (the learning
             reuse): features read through the entry moved.
         """
-        raise NotImplementedError
 
     def before_repeat(self, model, task: int, entry: int, x: Tensor, class_ids: Tensor) -> int:
         """Called with a detected repeat's training data before it trains (held-out
@@ -110,16 +111,16 @@ class Router:
         return [state for key, state in model.routing_states.items() if key.startswith(prefix)]
 
     # ------------------------------------------------------------------ routing
+    @abc.abstractmethod
     def routable(self, model) -> Tuple[List[int], List[int]]:
         """The trained tasks the router can send samples to, and their entries (empty
         lists when none is fitted yet, e.g. a task still in training)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def predict_routed(self, model, x: Tensor, e0: Tensor, features: Dict[int, Tensor], tasks: List[int],
                        entries: List[int]) -> TaskFreePrediction:
         """The answer for ``x`` [N, C, H, W] from its E0 features ``e0`` [N, D0] and
         ``features`` (entry -> [N, D]) of the routable ``entries``."""
-        raise NotImplementedError
 
     def not_fitted(self, model) -> None:
         """Raise the error of a repository without this router's state."""

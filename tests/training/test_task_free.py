@@ -466,3 +466,15 @@ def test_a_checkpoint_of_the_previous_layout_loads_and_records_the_method(run, t
     (old / "manifest.json").write_text(json.dumps(other))
     with pytest.raises(CheckpointMismatchError, match=r"strategy.routers: checkpoint .*'exemplars': 5"):
         _strategy(ROUTERS, checkpoint_dir=old).restore_checkpoint()
+
+
+def test_a_router_without_the_protocols_methods_is_refused_when_built():
+    """``Router`` is abstract: a subclass missing ``fit``, ``routable`` or ``predict_routed``
+    fails at construction, naming them, not in the middle of a stream."""
+    from avalanche_sdr.routers.base import Router
+
+    class Incomplete(Router):
+        name = state_name = "incomplete"
+
+    with pytest.raises(TypeError, match="fit, predict_routed, routable"):
+        Incomplete()
