@@ -4,6 +4,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
+from avalanche_sdr.detection.decision import DetectionRecord
 
 GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7]]
 
@@ -50,3 +51,30 @@ def digits_split():
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
     train, test = order[:1200], order[1200:]
     return _tensor_dataset(x[train], y[train]), _tensor_dataset(x[test], y[test])
+
+
+class GroundTruthDetector:
+    """A detector that knows the stream's groups: reuses the entry of the first earlier
+    task of the same group; ``wrong`` maps a task to the entry it reuses instead (a wrong
+    reuse on purpose); ``permutation`` a task to the class permutation it reports."""
+
+    rule = "ground_truth"
+    needs_generators = False
+
+    def __init__(self, groups, wrong=None, permutation=None):
+        self.groups, self.wrong, self.permutation = list(groups), dict(wrong or {}), dict(permutation or {})
+
+    def detect(self, model, task, x, y, num_classes):
+        reused = self.wrong.get(task)
+        if reused is None:
+            creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}
+            reused = creators.get(self.groups[task])
+        fields = {"class_permutation": self.permutation[task]} if task in self.permutation else {}
+        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule,
+                                       **fields)
+
+
+@pytest.fixture(scope="session")
+def ground_truth():
+    """:class:`GroundTruthDetector`, the class (build it with the stream's groups)."""
+    return GroundTruthDetector

@@ -16,7 +16,6 @@ from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics, forgetti
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
-from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.checkpoint import read_manifest
 from avalanche_sdr.training.stream_runner import final_test_accuracies, run_sdr_stream, transfer_summary
@@ -27,37 +26,22 @@ SHORT = dict(CPU_SETTINGS, new_task_epochs=1, new_task_lr=1e-3, lr_milestones=()
              update_lr=0.01)
 
 
-class GroundTruth:
-    """Reuses the entry of the first earlier task of the same group."""
-
-    rule = "ground_truth"
-    needs_generators = False
-
-    def __init__(self, groups):
-        self.groups = list(groups)
-
-    def detect(self, model, task, x, y, num_classes):
-        creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=creators.get(self.groups[task]),
-                                       rule=self.rule)
-
-
-def _strategy(stream, reuse, **kwargs):
+def _strategy(stream, reuse, ground_truth, **kwargs):
     torch.manual_seed(0)
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
                             generator=None)
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True), *bwt_metrics(experience=False, stream=True),
                                  *forgetting_metrics(experience=False, stream=True), loggers=[])
-    return SDRStrategy(model=model, **{**SHORT, "reuse": reuse}, detector=GroundTruth(stream.stream_groups),
+    return SDRStrategy(model=model, **{**SHORT, "reuse": reuse}, detector=ground_truth(stream.stream_groups),
                        evaluator=evaluator, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def runs(prototype_stream):
+def runs(prototype_stream, ground_truth):
     """``{reuse: (strategy, results, timings)}`` of an uninterrupted run per reuse mode."""
     out = {}
     for reuse in ("head", "accumulate"):
-        strategy, timings = _strategy(prototype_stream, reuse), {}
+        strategy, timings = _strategy(prototype_stream, reuse, ground_truth), {}
         out[reuse] = strategy, run_sdr_stream(strategy, prototype_stream, seed=0, timings=timings), timings
     return out
 
@@ -103,9 +87,9 @@ def test_frozen_reuse_has_no_backward_transfer_and_learning_reuse_has(runs):
     assert sum(t["test_accuracy"] for t in accumulate["tasks"]) > sum(t["test_accuracy"] for t in head["tasks"])
 
 
-def test_group_evaluation_leaves_training_unchanged(runs, prototype_stream):
+def test_group_evaluation_leaves_training_unchanged(runs, prototype_stream, ground_truth):
     """The same strategy trained without the group evaluations ends with the same model."""
-    strategy = _strategy(prototype_stream, "accumulate")
+    strategy = _strategy(prototype_stream, "accumulate", ground_truth)
     for experience in prototype_stream.train_stream:
         strategy.train(experience, eval_streams=[])
     accuracies = final_test_accuracies(strategy, prototype_stream.test_stream)
@@ -115,15 +99,15 @@ def test_group_evaluation_leaves_training_unchanged(runs, prototype_stream):
         assert torch.equal(value, reference[name]), name
 
 
-def test_resumed_run_reports_the_uninterrupted_curve(runs, prototype_stream, tmp_path):
-    first = _strategy(prototype_stream, "accumulate", checkpoint_dir=tmp_path)
+def test_resumed_run_reports_the_uninterrupted_curve(runs, prototype_stream, tmp_path, ground_truth):
+    first = _strategy(prototype_stream, "accumulate", ground_truth, checkpoint_dir=tmp_path)
     part = types.SimpleNamespace(train_stream=prototype_stream.train_stream[:5],
                                  test_stream=prototype_stream.test_stream[:5])
     run_sdr_stream(first, part, seed=0)
     progress = read_manifest(tmp_path)["progress"]
     # Saved with the next experience's checkpoint: the last finished one's is evaluated again.
     assert [("group_curve" in p) for p in progress] == [True] * 4 + [False]
-    resumed = _strategy(prototype_stream, "accumulate", checkpoint_dir=tmp_path)
+    resumed = _strategy(prototype_stream, "accumulate", ground_truth, checkpoint_dir=tmp_path)
     logged = []
     results = run_sdr_stream(resumed, prototype_stream, seed=0, log=logged.append)
     assert logged and "5 of 8 experiences done" in logged[0]

@@ -13,7 +13,6 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
-from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.stream_runner import (EvaluationCache, evaluate_group, final_test_accuracies,
@@ -23,21 +22,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 SETTINGS = SDRSettings(new_task_epochs=1, new_task_lr=1e-3, lr_milestones=(), reuse_epochs=2, reuse_lr=0.01,
                        update_lr=0.01, train_mb_size=32, eval_mb_size=256)
-
-
-class GroundTruth:
-    """Reuses the entry created by the first earlier task of the same group."""
-
-    rule = "ground_truth"
-    needs_generators = False
-
-    def __init__(self, groups):
-        self.groups = list(groups)
-
-    def detect(self, model, task, x, y, num_classes):
-        creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=creators.get(self.groups[task]),
-                                       rule=self.rule)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +34,7 @@ def _test_batch(experience):
     return torch.stack([dataset[k][0] for k in range(len(dataset))]), int(experience.task_labels[0])
 
 
-def _strategy(stream, reuse):
+def _strategy(stream, reuse, ground_truth):
     """The strategy, with ``strategy.eval`` recording the test-stream positions of each
     call (``evaluated_positions``) and ``strategy.train`` recording, after each
     experience, every trained task's test logits (``logits_after``: the oracle of what
@@ -58,7 +42,7 @@ def _strategy(stream, reuse):
     torch.manual_seed(0)
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(8, 16)), in_channels=1, image_size=8,
                             generator=None)
-    strategy = SDRStrategy(model=model, settings=SETTINGS, reuse=reuse, detector=GroundTruth(stream.stream_groups),
+    strategy = SDRStrategy(model=model, settings=SETTINGS, reuse=reuse, detector=ground_truth(stream.stream_groups),
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     strategy.evaluated_positions, strategy.logits_after = [], []
     evaluate, train = strategy.eval, strategy.train
@@ -94,10 +78,10 @@ def _changed(strategy, groups):
     return out
 
 
-def _reference(stream, reuse):
+def _reference(stream, reuse, ground_truth):
     """Every group task evaluated again after every experience (the runner without a
     cache), then every test experience: (strategy, group curve, final accuracies)."""
-    strategy = _strategy(stream, reuse)
+    strategy = _strategy(stream, reuse, ground_truth)
     groups, curve = [], []
     for position, experience in enumerate(stream.train_stream):
         strategy.train(experience, eval_streams=[])
@@ -107,14 +91,14 @@ def _reference(stream, reuse):
 
 
 @pytest.fixture(scope="module")
-def runs(stream):
+def runs(stream, ground_truth):
     """``{reuse: (strategy, results, timings, reference)}``; the learning reuse's run
     with ``full_final_evaluation=False``."""
     out = {}
     for reuse, full_final in (("head", True), ("accumulate", False)):
-        strategy, timings = _strategy(stream, reuse), {}
+        strategy, timings = _strategy(stream, reuse, ground_truth), {}
         results = run_sdr_stream(strategy, stream, seed=0, timings=timings, full_final_evaluation=full_final)
-        out[reuse] = strategy, results, timings, _reference(stream, reuse)
+        out[reuse] = strategy, results, timings, _reference(stream, reuse, ground_truth)
     return out
 
 
