@@ -24,6 +24,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.baseline_arguments import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
 
 # --------------------------------------------------------------------- settings
@@ -36,7 +37,8 @@ class BaselineSettings:
     :param epochs: epochs per experience.
     :param lr: Adam learning rate.
     :param train_mb_size: training mini-batch size (images).
-    :param eval_mb_size: evaluation mini-batch size (images).
+    :param eval_mb_size: evaluation mini-batch size (images); ``None``: chosen for the device
+        (:func:`~avalanche_sdr._batching.eval_batch_size`).
     :param ewc_lambda: online-EWC penalty weight (dimensionless).
     :param ewc_decay: online-EWC decay factor of older importances, in [0, 1].
     :param replay_per_class: ER exemplars per (task, class) pair of the whole stream
@@ -56,7 +58,7 @@ class BaselineSettings:
     epochs: int
     lr: float = 1e-3
     train_mb_size: int = 32
-    eval_mb_size: int = 256
+    eval_mb_size: Optional[int] = None
     ewc_lambda: float = 100.0
     ewc_decay: float = 0.9
     replay_per_class: int = 10
@@ -71,6 +73,12 @@ class BaselineSettings:
         ``train_mb_size``, ``eval_mb_size``."""
         return dict(epochs=self.epochs, lr=self.lr, train_mb_size=self.train_mb_size,
                     eval_mb_size=self.eval_mb_size)
+
+    def eval_batch_size(self, device: Any = None) -> int:
+        """``eval_mb_size``, or for ``None`` the batch size chosen for ``device``
+        (:func:`~avalanche_sdr._batching.eval_batch_size`), for an Avalanche strategy built
+        directly (``eval_mb_size=settings.eval_batch_size(device)``)."""
+        return eval_batch_size(device, self.eval_mb_size, "eval_mb_size")
 
     def ewc(self) -> Dict[str, Any]:
         """The EWC keyword arguments of :func:`ewc_strategy`: ``ewc_lambda`` and
@@ -284,7 +292,7 @@ def baseline_net(backbone: nn.Module, shared_head: bool = False, num_classes: Op
 
 
 def ewc_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
-                 eval_mb_size: int = 256, ewc_lambda: float = 100.0, decay_factor: float = 0.9,
+                 eval_mb_size: Optional[int] = None, ewc_lambda: float = 100.0, decay_factor: float = 0.9,
                  evaluator=None, device: Any = "cpu", shared_head: bool = False,
                  num_classes: Optional[int] = None):
     """[Online EWC] Avalanche ``EWC(mode="online")`` on :func:`make_multi_head_net`, or,
@@ -306,7 +314,7 @@ def ewc_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
 
 
 def replay_strategy(backbone: nn.Module, *, mem_size: int, epochs: int, lr: float = 1e-3,
-                    train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None, device: Any = "cpu",
+                    train_mb_size: int = 32, eval_mb_size: Optional[int] = None, evaluator=None, device: Any = "cpu",
                     shared_head: bool = False, num_classes: Optional[int] = None):
     """[ER] Avalanche ``Replay`` (experience-balanced buffer) on :func:`make_multi_head_net`,
     or, with ``shared_head``, on :class:`SingleHeadNet` of ``num_classes`` (:func:`baseline_net`).
@@ -420,7 +428,7 @@ def size_replay_buffer(backbone: nn.Module, train_stream: Sequence, target_bytes
 
 
 def new_head_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
-                      eval_mb_size: int = 256, evaluator=None, device: Any = "cpu"):
+                      eval_mb_size: Optional[int] = None, evaluator=None, device: Any = "cpu"):
     """[New-Head] Avalanche ``Naive`` on :func:`make_multi_head_net`: one shared backbone
     trained on every task, one head per task. Parameters: see :func:`training_arguments`."""
     from avalanche.training import Naive
@@ -431,7 +439,7 @@ def new_head_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, tra
 
 
 def finetune_strategy(backbone: nn.Module, *, num_classes: int, epochs: int, lr: float = 1e-3,
-                      train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None, device: Any = "cpu"):
+                      train_mb_size: int = 32, eval_mb_size: Optional[int] = None, evaluator=None, device: Any = "cpu"):
     """[Finetune] Avalanche ``Naive`` on :class:`SingleHeadNet`: one shared backbone and
     ONE shared head fine-tuned on every task in turn (no task-specific parameter).
 
@@ -447,7 +455,7 @@ def finetune_strategy(backbone: nn.Module, *, num_classes: int, epochs: int, lr:
 
 
 def single_model_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
-                          eval_mb_size: int = 256, evaluator=None, device: Any = "cpu"):
+                          eval_mb_size: Optional[int] = None, evaluator=None, device: Any = "cpu"):
     """[Single Model per task] Avalanche ``Naive`` on :func:`make_model_per_task`.
     Parameters: see :func:`training_arguments`."""
     from avalanche.training import Naive
@@ -458,7 +466,7 @@ def single_model_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3,
 
 
 def pnn_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
-                 eval_mb_size: int = 256, evaluator=None, device: Any = "cpu"):
+                 eval_mb_size: Optional[int] = None, evaluator=None, device: Any = "cpu"):
     """[PNN] Avalanche ``PNNStrategy`` on :func:`make_feature_pnn` (frozen E0 + MLP
     columns, default sizes). Parameters: see :func:`training_arguments`."""
     from avalanche.training import PNNStrategy
@@ -469,7 +477,7 @@ def pnn_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
 
 
 def generative_replay_strategy(backbone: nn.Module, *, num_classes: int, image_shape: Tuple[int, int, int],
-                               epochs: int, lr: float = 1e-3, train_mb_size: int = 32, eval_mb_size: int = 256,
+                               epochs: int, lr: float = 1e-3, train_mb_size: int = 32, eval_mb_size: Optional[int] = None,
                                latent_dim: int = 2, evaluator=None, device: Any = "cpu"):
     """[DGR] Avalanche ``GenerativeReplay`` on :class:`SingleHeadNet`.
 
@@ -614,7 +622,7 @@ def class_incremental_replay_strategy(backbone: nn.Module, train_stream: Sequenc
 
 
 def joint_training_strategy(backbone: nn.Module, train_stream: Sequence, *, epochs: int, lr: float = 1e-3,
-                            train_mb_size: int = 32, eval_mb_size: int = 256, evaluator=None,
+                            train_mb_size: int = 32, eval_mb_size: Optional[int] = None, evaluator=None,
                             device: Any = "cpu"):
     """[Joint] Avalanche ``JointTraining`` on :class:`SingleHeadNet` with one head over the
     original class ids of ``train_stream`` (:func:`class_incremental_classes` units): the

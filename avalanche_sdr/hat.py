@@ -26,6 +26,7 @@ from avalanche.training.plugins import SupervisedPlugin
 from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
+from avalanche_sdr._batching import check_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.baseline_arguments import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
 
@@ -377,7 +378,7 @@ def _check_embedding_lr(embedding_lr: Optional[float]) -> None:
 
 
 def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb_size: int = 32,
-                 eval_mb_size: int = 256, s_max: float = HAT_S_MAX, c: float = HAT_C,
+                 eval_mb_size: Optional[int] = None, s_max: float = HAT_S_MAX, c: float = HAT_C,
                  embedding_lr: Optional[float] = HAT_EMBEDDING_LR, evaluator=None,
                  device: Any = "cpu") -> SupervisedTemplate:
     """[HAT] Avalanche ``SupervisedTemplate`` on a :class:`HATNet` with a :class:`HATPlugin`:
@@ -391,13 +392,13 @@ def hat_strategy(backbone: nn.Module, *, epochs: int, lr: float = 1e-3, train_mb
     :param c: the attention regulariser's weight (>= 0; the paper's 0.75).
     :param embedding_lr: SGD learning rate of the task embeddings (> 0; the paper's 0.05);
         ``None``: the embeddings are trained by the Adam of the weights.
-    :raises ValueError: ``epochs``, ``train_mb_size`` or ``eval_mb_size`` not a positive
-        int, ``lr <= 0``, ``s_max <= 1``, ``c < 0``, ``embedding_lr <= 0``, or a backbone
+    :raises ValueError: ``epochs`` or ``train_mb_size`` not a positive int, ``eval_mb_size``
+        neither ``None`` nor one, ``lr <= 0``, ``s_max <= 1``, ``c < 0``, ``embedding_lr <= 0``, or a backbone
         HAT cannot gate.
     """
     check_int(epochs, "epochs")
     check_int(train_mb_size, "train_mb_size")
-    check_int(eval_mb_size, "eval_mb_size")
+    check_batch_size(eval_mb_size, "eval_mb_size")
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
         raise ValueError(f"lr must be a number > 0 (Adam's learning rate, e.g. 1e-3), got {lr!r}")
     _check_s_max(s_max)

@@ -25,7 +25,7 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 """Every outcome of a scored task (``"outcome"`` in results files; ``null`` for
 warm-start tasks)."""
 
-DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate")
+DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate", "small_task")
 """Detector (decision rule) names ``SDRStrategy(detector=...)`` and the examples'
 ``--decision`` accept (:data:`avalanche_sdr.detection.DETECTOR_TYPES` builds each). The
 rule is the detector; ``DetectionRecord.decision`` is its outcome (:data:`DECISIONS`)."""

@@ -161,7 +161,7 @@ def main(args) -> dict:
                 net = make_multi_head_net(backbone)  # a trainable copy of E0 + Avalanche's MultiHeadClassifier
                 training = dict(model=net, optimizer=torch.optim.Adam(net.parameters(), lr=budget.lr),
                                 criterion=torch.nn.CrossEntropyLoss(), train_mb_size=budget.train_mb_size,
-                                train_epochs=budget.epochs, eval_mb_size=budget.eval_mb_size, device=args.device,
+                                train_epochs=budget.epochs, eval_mb_size=budget.eval_batch_size(args.device), device=args.device,
                                 evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
                 if name == "ewc":
                     baseline = EWC(**training, ewc_lambda=budget.ewc_lambda, mode="online",

@@ -32,8 +32,10 @@ from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_deci
 from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
 from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
 from .registry import DETECTOR_TYPES, make_detector
+from .small_task import DEFAULT_SMALL_TASK, SmallTaskDetector, SmallTaskSettings
 from .two_sample import (
     DEFAULT_TWO_SAMPLE,
+    ReferenceHoldout,
     TwoSampleDetector,
     TwoSampleSettings,
     bonferroni,
@@ -68,7 +70,11 @@ __all__ = [
     "DEFAULT_EXPERT_GATE",
     "ExpertGateDetector",
     "ExpertGateSettings",
+    "DEFAULT_SMALL_TASK",
+    "SmallTaskDetector",
+    "SmallTaskSettings",
     "DEFAULT_TWO_SAMPLE",
+    "ReferenceHoldout",
     "TwoSampleDetector",
     "TwoSampleSettings",
     "bonferroni",

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
+from avalanche_sdr._batching import check_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.vocabulary import DECISIONS  # allowed values of DetectionRecord.decision
 
@@ -80,22 +81,23 @@ class FeatureRuleDetector:
     and their ``detect`` stores ``(task, features, ...)`` in ``self._last``.
 
     :param settings: an instance of ``settings_type``.
-    :param batch_size: batch size of the feature pass (images).
+    :param batch_size: batch size of the feature pass (images); ``None``: chosen for the
+        model's device (:func:`~avalanche_sdr._batching.eval_batch_size`).
     :raises TypeError: if ``settings`` is not one.
-    :raises ValueError: if ``batch_size`` is not a positive int.
+    :raises ValueError: if ``batch_size`` is not ``None`` or a positive int.
     """
 
     rule: str
     settings_type: type
     needs_generators = False
 
-    def __init__(self, settings, batch_size: int = 256) -> None:
+    def __init__(self, settings, batch_size: Optional[int] = None) -> None:
         if not isinstance(settings, self.settings_type):
             name = self.settings_type.__name__
             article = "an" if name[0] in "AEIOU" else "a"
             raise TypeError(f"settings must be {article} {name}, got {type(settings).__name__}")
         self.settings = settings
-        self.batch_size = check_int(batch_size, "batch_size")
+        self.batch_size = check_batch_size(batch_size)
         self._last: Optional[tuple] = None  # (task, features, ...) of the last detect
 
     def candidates(self, model, num_classes: int) -> list[int]:
@@ -166,6 +168,19 @@ class DetectionRecord:
     :param gate_threshold: the accuracy ``gate_accuracy`` had to reach for the update
         to go ahead (midway between chance, 1/c, and the entry's accuracy on its stored
         images); ``None`` when not measured.
+    :param update_epochs: an update (``entry_updated``) with ``update_early_stop``: the
+        epochs whose state it kept (the best on the repeat's held-out share);
+        ``None`` when not measured.
+    :param heldout_accuracy: an update with ``update_rollback``: the entry's head's
+        accuracy on the entry's held-out images (its creating task's, never trained on
+        since) before and after the update, ``[before, after]`` (fractions in [0, 1]);
+        empty when not measured.
+    :param update_rolled_back: the update lowered ``heldout_accuracy`` and was undone:
+        the entry, its BatchNorm copies and head are as before this task, which still
+        answers through the entry's head (``entry_updated`` stays ``True``).
+    :param decoy_rank_pvalue: ``"small_task"`` fallback: Monte-Carlo p-value of "this
+        task differs from the best candidate as the decoys do" (a reuse needs it at most
+        the rule's ``beta``); ``None`` when the fallback did not decide.
     """
 
     task: int
@@ -191,6 +206,10 @@ class DetectionRecord:
     entry_updated: bool = False
     gate_accuracy: float | None = None
     gate_threshold: float | None = None
+    update_epochs: int | None = None
+    heldout_accuracy: list[float] = field(default_factory=list)
+    update_rolled_back: bool = False
+    decoy_rank_pvalue: float | None = None
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -244,9 +263,17 @@ class DetectionRecord:
             raise ValueError(f"entry_updated must be a bool, got {self.entry_updated!r}")
         if self.entry_updated and self.decision != "reuse":
             raise ValueError(f"entry_updated is only set for a 'reuse', not {self.decision!r}")
-        for name in ("gate_accuracy", "gate_threshold"):
+        for name in ("gate_accuracy", "gate_threshold", "decoy_rank_pvalue"):
             value = getattr(self, name)
             setattr(self, name, None if value is None else float(value))
+        self.update_epochs = _as_optional_int(self.update_epochs, "update_epochs")
+        self.heldout_accuracy = _as_float_list(self.heldout_accuracy, "heldout_accuracy", allow_nan=False)
+        if self.heldout_accuracy and len(self.heldout_accuracy) != 2:
+            raise ValueError(f"heldout_accuracy is [before, after], got {self.heldout_accuracy}")
+        if not isinstance(self.update_rolled_back, bool):
+            raise ValueError(f"update_rolled_back must be a bool, got {self.update_rolled_back!r}")
+        if self.update_rolled_back and not self.entry_updated:
+            raise ValueError("update_rolled_back is only set for an update (entry_updated=True)")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
@@ -275,6 +302,10 @@ class DetectionRecord:
             "entry_updated": self.entry_updated,
             "gate_accuracy": None if self.gate_accuracy is None else _json_float(self.gate_accuracy),
             "gate_threshold": None if self.gate_threshold is None else _json_float(self.gate_threshold),
+            "update_epochs": self.update_epochs,
+            "heldout_accuracy": list(self.heldout_accuracy),
+            "update_rolled_back": self.update_rolled_back,
+            "decoy_rank_pvalue": None if self.decoy_rank_pvalue is None else _json_float(self.decoy_rank_pvalue),
         }
 
     @classmethod

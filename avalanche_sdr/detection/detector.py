@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import Tensor
 
+from avalanche_sdr._batching import check_batch_size, eval_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.detection.calibrated import (
     DEFAULT_THRESHOLDS,
@@ -61,7 +62,8 @@ class SimilarTaskDetector:
     :param elbo_samples: Monte-Carlo samples per ELBO evaluation.
     :param max_samples: use at most this many training samples of the new task
         (the first ones of the experience; ``None``: all, as in the paper).
-    :param batch_size: batch size for feature and ELBO evaluation.
+    :param batch_size: batch size for feature and ELBO evaluation; ``None``: chosen for the
+        model's device (:func:`~avalanche_sdr._batching.eval_batch_size`).
     :param jitter: initial relative diagonal jitter of the Cholesky solve in S.
     :param thresholds: thresholds of the ``"calibrated"`` rule (``None``:
         :data:`~avalanche_sdr.detection.calibrated.DEFAULT_THRESHOLDS`); refused with
@@ -83,7 +85,7 @@ class SimilarTaskDetector:
         prior: str = "uniform",
         elbo_samples: int = 1,
         max_samples: Optional[int] = None,
-        batch_size: int = 256,
+        batch_size: Optional[int] = None,
         jitter: float = 1e-6,
         thresholds: Optional[CalibrationThresholds] = None,
         n_permutations: int = 8,
@@ -98,7 +100,7 @@ class SimilarTaskDetector:
         self.prior = prior
         self.elbo_samples = int(elbo_samples)
         self.max_samples = max_samples
-        self.batch_size = int(batch_size)
+        self.batch_size = check_batch_size(batch_size)
         self.jitter = float(jitter)
         if thresholds is not None and rule != "calibrated":
             raise ValueError(f"thresholds have no effect with the {rule!r} rule (only 'calibrated' reads them); "
@@ -170,8 +172,9 @@ class SimilarTaskDetector:
         try:
             for j, entry in enumerate(entries):
                 feats, ll = [], []
-                for i in range(0, x.shape[0], self.batch_size):
-                    xb = x[i : i + self.batch_size].to(device)
+                step = eval_batch_size(device, self.batch_size)
+                for i in range(0, x.shape[0], step):
+                    xb = x[i : i + step].to(device)
                     feats.append(model.features(xb, entry).double().cpu())
                     elbos = model.generators.elbo(xb, entry, n_samples=self.elbo_samples)
                     ll.append(elbos.double().cpu())

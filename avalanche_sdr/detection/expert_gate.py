@@ -219,7 +219,7 @@ class ExpertGateDetector(FeatureRuleDetector):
     rule = "expert_gate"
     settings_type = ExpertGateSettings
 
-    def __init__(self, settings: ExpertGateSettings = DEFAULT_EXPERT_GATE, batch_size: int = 256):
+    def __init__(self, settings: ExpertGateSettings = DEFAULT_EXPERT_GATE, batch_size: Optional[int] = None):
         super().__init__(settings, batch_size)
         # (task, E0 features [n, D] float32 CPU, own AE) of the last detect
         self._last: Optional[Tuple[int, Tensor, Dict[str, Tensor]]] = None

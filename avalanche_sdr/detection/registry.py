@@ -13,11 +13,12 @@ from typing import Any, Callable, Dict, Optional
 from avalanche_sdr.detection.calibrated import DEFAULT_THRESHOLDS, CalibrationThresholds
 from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
+from avalanche_sdr.detection.small_task import DEFAULT_SMALL_TASK, SmallTaskDetector, SmallTaskSettings
 from avalanche_sdr.detection.two_sample import DEFAULT_TWO_SAMPLE, TwoSampleDetector, TwoSampleSettings
 
 
 def agreement_detector(*, prior: str = "uniform", elbo_samples: int = 1, max_samples: Optional[int] = None,
-                       batch_size: int = 256, jitter: float = 1e-6, n_permutations: int = 8,
+                       batch_size: Optional[int] = None, jitter: float = 1e-6, n_permutations: int = 8,
                        class_count_filter: bool = False) -> SimilarTaskDetector:
     """The paper's rule, ``"agreement"``: a :class:`SimilarTaskDetector` reusing an entry
     when argmax p == argmin S (options: those of :class:`SimilarTaskDetector`)."""
@@ -27,7 +28,7 @@ def agreement_detector(*, prior: str = "uniform", elbo_samples: int = 1, max_sam
 
 
 def calibrated_detector(*, thresholds: CalibrationThresholds = DEFAULT_THRESHOLDS, prior: str = "uniform",
-                        elbo_samples: int = 1, max_samples: Optional[int] = None, batch_size: int = 256,
+                        elbo_samples: int = 1, max_samples: Optional[int] = None, batch_size: Optional[int] = None,
                         jitter: float = 1e-6, n_permutations: int = 8,
                         class_count_filter: bool = False) -> SimilarTaskDetector:
     """The ``"calibrated"`` rule: a :class:`SimilarTaskDetector` with ``thresholds``
@@ -37,13 +38,20 @@ def calibrated_detector(*, thresholds: CalibrationThresholds = DEFAULT_THRESHOLD
                                n_permutations=n_permutations, class_count_filter=class_count_filter)
 
 
-def two_sample_detector(*, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: int = 256) -> TwoSampleDetector:
+def two_sample_detector(*, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: Optional[int] = None) -> TwoSampleDetector:
     """The ``"two_sample"`` rule: a :class:`TwoSampleDetector` (needs no generators)."""
     return TwoSampleDetector(settings, batch_size)
 
 
+def small_task_detector(*, settings: SmallTaskSettings = DEFAULT_SMALL_TASK,
+                        batch_size: Optional[int] = None) -> SmallTaskDetector:
+    """The ``"small_task"`` rule: a :class:`~avalanche_sdr.detection.small_task.SmallTaskDetector`
+    (the two-sample rule, with a pooled-covariance fallback where it lacks power; no generators)."""
+    return SmallTaskDetector(settings, batch_size)
+
+
 def expert_gate_detector(*, settings: ExpertGateSettings = DEFAULT_EXPERT_GATE,
-                         batch_size: int = 256) -> ExpertGateDetector:
+                         batch_size: Optional[int] = None) -> ExpertGateDetector:
     """The ``"expert_gate"`` baseline: an :class:`ExpertGateDetector` (needs no generators)."""
     return ExpertGateDetector(settings, batch_size)
 
@@ -53,6 +61,7 @@ DETECTOR_TYPES: Dict[str, Callable[..., Any]] = {
     "calibrated": calibrated_detector,
     "two_sample": two_sample_detector,
     "expert_gate": expert_gate_detector,
+    "small_task": small_task_detector,
 }
 """Detector builders by rule name (the names of :data:`~avalanche_sdr.vocabulary.DETECTORS`);
 each takes the options its rule reads, by keyword."""
@@ -90,4 +99,5 @@ def make_detector(detector, **options):
 
 
 __all__ = ["DETECTOR_TYPES", "agreement_detector", "calibrated_detector", "detector_options", "detector_rule",
-           "expert_gate_detector", "make_detector", "two_sample_detector"]
+           "expert_gate_detector", "make_detector", "small_task_detector",
+           "two_sample_detector"]

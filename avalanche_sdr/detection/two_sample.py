@@ -9,8 +9,12 @@ classes by Bonferroni, keeps the best candidate when its p-value reaches a level
 ``alpha`` chosen before any run, and declares the task new when a power check on
 decoy tasks shows the test could not have told the entry apart from different data.
 With ``match_classes=True`` a repeat whose classes come in another order is matched
-too (:func:`bottleneck_matching`), at the same level. Why: the paper's relative votes
-always find a nearest entry; this rule's false-new rate is ``alpha`` by construction.
+too (:func:`bottleneck_matching`), at the same level, and the power check tests the
+chosen pairing as the unmatched rule tests the identity. An entry of a warm-start task
+on whose images E0 was pretrained takes its reference from images left out of that
+pretraining (:class:`ReferenceHoldout`): features of E0's own training images are not
+distributed like fresh ones. Why: the paper's relative votes always find a nearest
+entry; this rule's false-new rate is ``alpha`` by construction.
 
 The steps, the validity argument for class matching and the costs: docs/method.rst,
 section "The two-sample repeat test, step by step"; evidence: docs/results/detection.md.
@@ -22,7 +26,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -77,9 +81,9 @@ class TwoSampleSettings:
         of a new task may repeat the entry's in another order; each candidate's
         combined p-value is maximised over the class matchings
         (:func:`bottleneck_matching`, module doc step 7: still a level-``alpha`` test),
-        the decoys of the power check are tested the same way, and a reuse records
-        the matching as ``class_permutation``. Costs c^2 per-class tests per candidate
-        and per decoy instead of c.
+        the power check tests the chosen matching as a fixed pairing (the power the
+        unmatched test has on the same task, step 7), and a reuse records the matching
+        as ``class_permutation``. Costs c^2 per-class tests per candidate instead of c.
     """
 
     alpha: float = 0.01
@@ -295,12 +299,99 @@ def bottleneck_matching(pvalues) -> Tuple[List[int], float]:
 # ---------------------------------------------------------------------- detector
 
 
-_SUBSAMPLE, _REFERENCE, _DECOY, _PERMUTE = range(4)
+_SUBSAMPLE, _REFERENCE, _DECOY, _PERMUTE, _HOLDOUT = range(5)
 
-_MAX_DECOY_DRAWS = 200
-"""Draws of a decoy's classes (``match_classes``) before the fallback decoy (every
-class the same known-distinct one): a draw is kept when it differs from the entry
-under every class matching, which most draws do."""
+MIN_HELD_OUT_PER_CLASS = 2
+"""Least held-out images per class of a :class:`ReferenceHoldout` (a reference of one
+image has no covariance)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceHoldout:
+    """Training images of the warm-start tasks left out of E0's pretraining, to be their
+    entries' test references.
+
+    E0 pretrained on a warm-start task's training images maps them differently from
+    fresh images of the same classes, so they are no valid reference for a two-sample
+    test (docs/results/detection.md, "Warm-start references"). Build one with
+    :meth:`draw` (or :func:`avalanche_sdr.training.hold_out_references` from the
+    experiences), pass it to :func:`~avalanche_sdr.training.pretrain_backbone`
+    (``holdout=``), which trains on the other rows only, and to
+    :class:`TwoSampleDetector` (``reference_holdout=``), which stores the entry of each
+    of these tasks from its held-out rows only.
+
+    :param share: fraction of each class's images held out, in (0, 1).
+    :param seed: seed of the draw (with the task label: :func:`~avalanche_sdr._draws.task_generator`).
+    :param rows: task label -> sorted int64 [k] row indices held out, into the task's
+        training data in the order :func:`~avalanche_sdr.training.read_task_data` reads it.
+    :param sizes: task label -> number of training images of the task (checked on use).
+    """
+
+    share: float
+    seed: int
+    rows: Mapping[int, Tensor]
+    sizes: Mapping[int, int]
+
+    @classmethod
+    def draw(cls, labels: Mapping[int, Tensor], share: float, seed: int = 0) -> "ReferenceHoldout":
+        """Hold out ``round(share * n_j)`` of the ``n_j`` images of every class j of every task.
+
+        :param labels: task label -> int64 [n] class labels of its training images (any
+            class ids), in reading order.
+        :param share: fraction held out, in (0, 1).
+        :param seed: non-negative int.
+        :raises ValueError: a share outside (0, 1), no task, or a class that would keep
+            fewer than :data:`MIN_HELD_OUT_PER_CLASS` held-out images or no training image.
+        """
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < float(share) < 1.0:
+            raise ValueError(f"the held-out share must lie in (0, 1), got {share!r} (e.g. 0.25)")
+        check_int(seed, "seed", minimum=0)
+        if not labels:
+            raise ValueError("a reference holdout needs at least one warm-start task")
+        rows, sizes = {}, {}
+        for task, y in labels.items():
+            y = torch.as_tensor(y)
+            if y.dim() != 1 or y.numel() == 0:
+                raise ValueError(f"task {task}: labels must be a non-empty 1-D tensor, got shape {tuple(y.shape)}")
+            g = task_generator(seed, int(task), _HOLDOUT)
+            held = []
+            for cls_id in torch.unique(y).tolist():
+                idx = torch.nonzero(y == cls_id).flatten()
+                k = int(round(float(share) * len(idx)))
+                if k < MIN_HELD_OUT_PER_CLASS or len(idx) - k < 1:
+                    raise ValueError(
+                        f"task {task}, class {cls_id}: {len(idx)} images cannot give {MIN_HELD_OUT_PER_CLASS} or more "
+                        f"held-out references and keep one for pretraining at share {share} (held out: {k}); "
+                        "raise the share, or give the task more images")
+                held.append(idx[subsample(len(idx), k, g)])
+            rows[int(task)] = torch.sort(torch.cat(held)).values
+            sizes[int(task)] = int(y.numel())
+        return cls(float(share), int(seed), rows, sizes)
+
+    def _check(self, task: int, n: int) -> None:
+        if task not in self.rows:
+            raise KeyError(f"task {task} has no held-out rows; held-out tasks: {sorted(self.rows)}")
+        if int(n) != self.sizes[task]:
+            raise ValueError(f"task {task} has {n} training images, but its holdout was drawn for "
+                             f"{self.sizes[task]}: draw the holdout from the same experiences")
+
+    def held_out(self, task: int, n: int) -> Tensor:
+        """Sorted int64 row indices of task ``task``'s held-out images (its ``n`` training
+        images must be those the holdout was drawn for)."""
+        self._check(task, n)
+        return self.rows[task]
+
+    def kept(self, task: int, n: int) -> Tensor:
+        """Sorted int64 row indices of the images of task ``task`` that pretraining may use."""
+        self._check(task, n)
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[self.rows[task]] = False
+        return torch.nonzero(keep).flatten()
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON-safe summary: share, seed, tasks and their held-out counts."""
+        return {"share": self.share, "seed": self.seed,
+                "held_out": {str(t): int(len(r)) for t, r in sorted(self.rows.items())}}
 
 
 
@@ -314,13 +405,25 @@ class TwoSampleDetector(FeatureRuleDetector):
 
     :param settings: :class:`TwoSampleSettings` (default :data:`DEFAULT_TWO_SAMPLE`).
     :param batch_size: batch size of the E0 feature pass.
+    :param reference_holdout: the :class:`ReferenceHoldout` E0 was pretrained with
+        (``None``: E0 saw none of the stream, e.g. ImageNet or CIFAR-10 weights); the
+        entry of each of its tasks stores its reference from the held-out rows only.
+        E0's feature space only (``feature_space="e0"``).
     """
 
     rule = "two_sample"
     settings_type = TwoSampleSettings
 
-    def __init__(self, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: int = 256):
+    def __init__(self, settings: TwoSampleSettings = DEFAULT_TWO_SAMPLE, batch_size: Optional[int] = None,
+                 reference_holdout: Optional[ReferenceHoldout] = None):
         super().__init__(settings, batch_size)
+        if reference_holdout is not None:
+            if not isinstance(reference_holdout, ReferenceHoldout):
+                raise TypeError(f"reference_holdout must be a ReferenceHoldout, got {type(reference_holdout).__name__}")
+            if settings.feature_space != "e0":
+                raise ValueError("reference_holdout protects E0's features; with feature_space='entry' every "
+                                 "reference is taken in the entry's own encoder, trained on all its images")
+        self.reference_holdout = reference_holdout
         self._projection: Optional[Tensor] = None
         self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
         self._cache_owner = None  # the model the _distinct cache refers to
@@ -381,8 +484,18 @@ class TwoSampleDetector(FeatureRuleDetector):
     def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
                  features: Optional[Tensor] = None) -> None:
         """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
-        features per class of its creating task's training data (seeded subsample)."""
+        features per class of its creating task's training data (seeded subsample);
+        for a task of :attr:`reference_holdout`, of its held-out images only.
+
+        :param x: [n, C, H, W] the task's training images; :param y: int64 [n] local labels.
+        :param features: [n, dim] their projected features when already computed.
+        """
         space = entry if self.settings.feature_space == "entry" else None
+        holdout = self.reference_holdout
+        if holdout is not None and int(task) in holdout.rows:
+            rows = holdout.held_out(int(task), len(y))
+            x, y = x[rows], y[rows]
+            features = None if features is None else features[rows]
         feats = self.project(model, x, space) if features is None else features
         self._forget(model, entry)
         g = task_generator(self.settings.seed, task, _REFERENCE)
@@ -437,35 +550,35 @@ class TwoSampleDetector(FeatureRuleDetector):
                 self._distinct[cache_key] = self._pvalue(selection, refs[key[0]][key[1]], g) < level
         return self._distinct[cache_key]
 
-    def decoy_power(self, model, entry: int, sizes: Sequence[int], task: int, refs=None) -> float:
+    def decoy_power(self, model, entry: int, sizes: Sequence[int], task: int, refs=None,
+                    pairing: Optional[Sequence[int]] = None) -> float:
         """Share of decoy tasks, with the new task's per-class ``sizes``, that the
-        combined test rejects against ``entry`` (0.0 when no known-distinct decoy exists).
+        combined test of a fixed class pairing rejects against ``entry`` (0.0 when no
+        known-distinct decoy exists).
 
         Every stored class reference is split once, at random, into two halves. A
         decoy class for class j of ``entry`` is any stored class (of any entry) whose
         first half the per-class test distinguishes from entry's class-j reference
         (level alpha / c); decoy samples are drawn from its second half, at most the
-        new task's class size (fewer when that half is smaller: the power is then
-        underestimated, which errs towards "new").
+        size of the new class paired with j (fewer when that half is smaller: the power
+        is then underestimated, which errs towards "new").
 
-        With ``match_classes`` (module doc, step 7): decoy class k, with the new task's
-        class-k size, is any stored class (the entry's own included) with a non-empty
-        second half; a draw of the c classes is kept when it differs from ``entry``
-        under every class matching (no perfect matching pairs each decoy class with an
-        entry class it is not told apart from), and each decoy's combined p-value is
-        maximised over the matchings, as the new task's. After
-        ``_MAX_DECOY_DRAWS`` rejected draws, the decoy has one known-distinct class in
-        every slot (a draw that always differs). 0.0 when no stored class is told apart
-        from any of the entry's classes.
+        :param sizes: c ints, the new task's class-k sizes.
+        :param pairing: c ints, ``pairing[k]`` the entry class new class k is tested
+            against (the matching a ``match_classes`` decision chose); ``None``: the
+            identity. The power is that of the unmatched test of this pairing (module
+            doc, step 7 of docs/method.rst), so the identity gives the unmatched rule's.
         """
         s = self.settings
         refs = refs if refs is not None else {e: self._references(model, e) for e in model.entries}
         c = len(sizes)
+        pairing = list(range(c)) if pairing is None else [int(j) for j in pairing]
+        if sorted(pairing) != list(range(c)):
+            raise ValueError(f"pairing must be a permutation of 0..{c - 1}, got {pairing}")
+        sizes = [sizes[pairing.index(j)] for j in range(c)]  # entry class j <- its paired new class's size
         level = s.alpha / c
         same_space = [entry] if s.feature_space == "entry" else list(refs)
         halves = {(e, j): self._halves(refs, (e, j)) for e in same_space for j in range(len(refs[e]))}
-        if s.match_classes:
-            return self._matched_decoy_power(entry, sizes, task, refs, halves, level)
         decoys = []
         for j in range(c):
             options = [o for o, (selection, sampling) in halves.items() if o != (entry, j) and len(sampling) >= 1
@@ -482,34 +595,6 @@ class TwoSampleDetector(FeatureRuleDetector):
                 sample = pool_j[subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
             rejected += bonferroni(pvalues) < s.alpha
-        return rejected / s.n_decoys
-
-    def _matched_decoy_power(self, entry: int, sizes: Sequence[int], task: int, refs,
-                             halves: Dict[Tuple[int, int], Tuple[Tensor, Tensor]], level: float) -> float:
-        """:meth:`decoy_power` with ``match_classes`` (see there)."""
-        s = self.settings
-        c = len(sizes)
-        classes = [o for o, (_, sampling) in halves.items() if len(sampling) >= 1]
-        # distinct[o][j]: class o's first half is told apart from the entry's class j.
-        distinct = {o: np.array([o != (entry, j) and self._known_distinct((entry, j), o, refs, halves[o][0], level)
-                                 for j in range(c)]) for o in classes}
-        usable = [o for o in classes if distinct[o].any()]
-        if not usable:
-            return 0.0
-        g = task_generator(s.seed, task, _DECOY)
-        rejected = 0
-        for _ in range(s.n_decoys):
-            for _ in range(_MAX_DECOY_DRAWS):
-                draw = [classes[int(torch.randint(len(classes), (1,), generator=g))] for _ in range(c)]
-                if not _has_perfect_matching(~np.stack([distinct[o] for o in draw])):
-                    break  # differs from the entry under every matching
-            else:
-                draw = [usable[int(torch.randint(len(usable), (1,), generator=g))]] * c
-            samples = []
-            for k, o in enumerate(draw):
-                pool = halves[o][1]
-                samples.append(pool[subsample(len(pool), max(1, min(sizes[k], len(pool))), g)])
-            rejected += self._combined(samples, refs[entry], g)[0] < s.alpha
         return rejected / s.n_decoys
 
     # -------------------------------------------------------------- decision
@@ -547,7 +632,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         power = None
         reused = None
         if best is not None and combined[best] >= s.alpha:
-            power = self.decoy_power(model, entries[best], sizes, task, refs)
+            power = self.decoy_power(model, entries[best], sizes, task, refs, pairing=matchings[best])
             if power >= s.min_power:
                 reused = entries[best]
         permutation = matchings[best] if reused is not None and matchings[best] != identity else []
@@ -559,10 +644,14 @@ class TwoSampleDetector(FeatureRuleDetector):
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
-        return dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        config = dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        if self.reference_holdout is not None:
+            config["reference_holdout"] = self.reference_holdout.to_dict()
+        return config
 
 
 __all__ = [
-    "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "PROJECTION_SEED", "TESTS", "TwoSampleDetector", "TwoSampleSettings",
+    "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "MIN_HELD_OUT_PER_CLASS", "PROJECTION_SEED", "ReferenceHoldout", "TESTS",
+    "TwoSampleDetector", "TwoSampleSettings",
     "bonferroni", "bottleneck_matching", "energy_pvalue", "hotelling_pvalue", "random_projection",
 ]

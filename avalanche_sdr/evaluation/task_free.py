@@ -26,7 +26,8 @@ from avalanche.evaluation.metric_results import MetricValue
 
 from avalanche_sdr.evaluation.detection_metrics import experience_ground_truth
 from avalanche_sdr.evaluation.naming import logging_metric_name
-from avalanche_sdr.routers.routing import check_routers, routable, route
+from avalanche_sdr.routers.base import route_together
+from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ORACLE
 
 
@@ -92,7 +93,8 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
 
     def __init__(self, routers: Sequence = (DEFAULT_ROUTER,)):
         super().__init__()
-        self.routers = tuple(router.name for router in check_routers(routers))
+        self._router_objects = {router.name: router for router in check_routers(routers)}
+        self.routers = tuple(self._router_objects)
         self.enabled = True
         self._scoring = False
         self._task_groups: Dict[int, Any] = {}
@@ -145,7 +147,8 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         # The oracle reads the strategy's task-aware output, which an evaluation without
         # task labels (SDRStrategy(eval_router=...)) replaces by a router's.
         oracle = () if getattr(strategy, "eval_router", None) is not None else (ORACLE,)
-        self._answering = tuple(name for name in self.routers if routable(strategy.model, name)[0]) + oracle
+        self._answering = tuple(name for name in self.routers
+                                if self._router_objects[name].routable(strategy.model)[0]) + oracle
 
     def after_eval_iteration(self, strategy: Any) -> None:
         if not self._scoring:
@@ -153,12 +156,15 @@ class TaskFreeMetrics(PluginMetric[Dict[str, Dict[str, float]]]):
         model = strategy.model
         x, y = strategy.mb_x, strategy.mb_y
         with torch.no_grad():
+            # E0's and every entry's features of the mini-batch are computed once for all routers
+            routed = route_together(model, x, [self._router_objects[name] for name in self._answering
+                                               if name != ORACLE])[0]
             for name in self._answering:
                 if name == ORACLE:
                     predicted = strategy.mb_output.argmax(dim=1)
                     routed_ok = len(y)
                 else:
-                    prediction = route(model, x, name)
+                    prediction = routed[name]
                     predicted = prediction.class_ids
                     routed_ok = sum(int(self._task_groups.get(model.entry_creator[int(e)]) == self._group)
                                     for e in prediction.entries.tolist())

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from avalanche.models import MultiTaskModule
 
+from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
 from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
@@ -355,8 +356,7 @@ class SDRModel(MultiTaskModule):
         for task, owner, permutation in layout.get("head_links", []):
             self.link_head(int(task), int(owner), permutation)
         for entry, shapes in layout.get("exemplars", []):
-            tensors = TensorSet.zeros(shapes)
-            self.set_exemplars(int(entry), tensors["images"], tensors["labels"], quantize=False)
+            self.entry_exemplars[str(int(entry))] = TensorSet(TensorSet.zeros(shapes))  # images, labels, held-out
         # Avalanche's MultiTaskModule bookkeeping, as adaptation() left it.
         self.known_train_tasks_labels = set(self.task_to_entry)
         self.max_class_label = int(layout["max_class_label"])
@@ -650,16 +650,18 @@ class SDRModel(MultiTaskModule):
         return self.encoder(x)
 
     @torch.no_grad()
-    def batched_features(self, x: Tensor, entry: Optional[int], batch_size: int = 256) -> Tensor:
+    def batched_features(self, x: Tensor, entry: Optional[int], batch_size: Optional[int] = None) -> Tensor:
         """E_entry(x) of many images, in eval mode and mini-batches, on the CPU.
 
         :param x: [n, C, H, W] images in [0, 1] (any device).
         :param entry: an entry, or ``None`` for E0.
-        :param batch_size: images per forward pass.
+        :param batch_size: images per forward pass; ``None``: chosen for the model's device
+            (:func:`~avalanche_sdr._batching.eval_batch_size`).
         :return: [n, feature_dim] float32 on the CPU. The training mode and the active
             entry are restored afterwards.
         """
         device = next(self.parameters()).device
+        batch_size = eval_batch_size(device, batch_size)
         was_training = self.training
         self.eval()
         try:

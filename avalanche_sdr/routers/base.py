@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -126,30 +126,12 @@ class Router(abc.ABC):
         """Raise the error of a repository without this router's state."""
         required_state(model, entry_key(self.name, model.entries[0]), self.name)
 
-    @torch.no_grad()
     def route_with_features(self, model, x: Tensor) -> Tuple[TaskFreePrediction, Dict[int, Tensor]]:
         """:meth:`route`, and the features it computed: entry -> [N, D] ``E_entry(x)`` for
         every entry the router reads, so that a caller needing the routed heads' logits
         does not compute them again. Same arguments and errors as :meth:`route`."""
-        if not isinstance(x, Tensor) or x.dim() != 4:
-            raise ValueError(f"x must be a [N, C, H, W] batch of images, got shape {tuple(getattr(x, 'shape', ()))}")
-        if not bool(torch.isfinite(x).all()):
-            raise ValueError("x contains NaN or Inf values; a router cannot score them")
-        tasks, entries = self.routable(model)
-        if not tasks:
-            if not any(model.is_trained(t) for t in model.task_to_entry):
-                raise RuntimeError("the repository holds no trained task to route to")
-            self.not_fitted(model)
-        was_training = model.training
-        model.eval()
-        try:
-            features = {e: model.features(x, e) for e in entries}
-            e0 = model.features(x, None)
-            prediction = self.predict_routed(model, x, e0, features, tasks, entries)
-        finally:
-            model.encoder.set_active(None)
-            model.train(was_training)
-        return prediction, features
+        predictions, features = route_together(model, x, [self])
+        return predictions[self.name], features
 
     def route(self, model, x: Tensor) -> TaskFreePrediction:
         """Predict without task labels: route each sample, then apply the routed task's head.
@@ -161,6 +143,48 @@ class Router(abc.ABC):
         :raises ValueError: ``x`` is not [N, C, H, W] or contains NaN or Inf.
         """
         return self.route_with_features(model, x)[0]
+
+
+@torch.no_grad()
+def route_together(model, x: Tensor, routers: Sequence[Router]) -> Tuple[Dict[str, TaskFreePrediction], Dict[int, Tensor]]:
+    """Every router's answer for ``x`` (:meth:`Router.route`), with E0's and each entry's
+    features of ``x`` computed once for all of them.
+
+    :param routers: router objects with distinct names.
+    :return: ``{router name: TaskFreePrediction}`` and the features computed (entry ->
+        [N, D] ``E_entry(x)``, every entry some router reads).
+    :raises: the errors of :meth:`Router.route`, for the first router that raises one.
+    """
+    if not isinstance(x, Tensor) or x.dim() != 4:
+        raise ValueError(f"x must be a [N, C, H, W] batch of images, got shape {tuple(getattr(x, 'shape', ()))}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x contains NaN or Inf values; a router cannot score them")
+    answerable = []
+    for router in routers:
+        tasks, entries = router.routable(model)
+        if not tasks:
+            if not any(model.is_trained(t) for t in model.task_to_entry):
+                raise RuntimeError("the repository holds no trained task to route to")
+            router.not_fitted(model)
+        answerable.append((router, tasks, entries))
+    was_training = model.training
+    model.eval()
+    features: Dict[int, Tensor] = {}
+    predictions: Dict[str, TaskFreePrediction] = {}
+    try:
+        e0 = None
+        for router, tasks, entries in answerable:
+            for e in entries:
+                if e not in features:
+                    features[e] = model.features(x, e)
+            if e0 is None:
+                e0 = model.features(x, None)
+            predictions[router.name] = router.predict_routed(model, x, e0, {e: features[e] for e in entries},
+                                                             tasks, entries)
+    finally:
+        model.encoder.set_active(None)
+        model.train(was_training)
+    return predictions, features
 
 
 def heads_prediction(model, x: Tensor, tasks: List[int], choice: Tensor, features: Dict[int, Tensor]) -> TaskFreePrediction:
@@ -177,4 +201,4 @@ def heads_prediction(model, x: Tensor, tasks: List[int], choice: Tensor, feature
     return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries)
 
 
-__all__ = ["Router", "TaskFreePrediction", "entry_key", "heads_prediction", "required_state", "task_key"]
+__all__ = ["Router", "TaskFreePrediction", "entry_key", "heads_prediction", "required_state", "route_together", "task_key"]

@@ -17,25 +17,29 @@ features and in the features of all entries at once.
   routed the most images of the stream's detected repeats right (:func:`record_repeat`:
   routed before each repeat trains; ``a = 0.5`` until one comes). Ties: the first unit.
 
-What is derived from the stored images (means, whitening) is recomputed after every fit
-and cached on the model, never stored. How the router and its options were chosen, on
-validation splits only, with the measurements: docs/method.rst, "How the task-free
-routers were chosen". Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and
+What is derived from the stored images is kept on the model (never stored) and updated
+only where a fit changed it; the tied covariance goes through the stored images' Gram
+matrix, never a [W, W] one (:func:`_sample_space`, :func:`_discriminants`). How the
+router and its options were chosen, on validation splits only: docs/method.rst, "How the
+task-free routers were chosen". Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and
 ``FeCAMClassifier`` fit one feature space with one head; here the spaces are E0 and a
 changing set of entries.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+import contextlib
+import hashlib
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
 from avalanche_sdr.models.repository import float_images, stored_images
 from avalanche_sdr.routers.base import Router, TaskFreePrediction
-from avalanche_sdr.routers.covariance import ledoit_wolf_covariance, ledoit_wolf_from_moments, whitening
+from avalanche_sdr.routers.covariance import ledoit_wolf_from_gram, ledoit_wolf_from_moments, whitening
 from avalanche_sdr.vocabulary import ROUTER_LDA, ROUTER_LDA_WEIGHTED
 
 E0_KEY = f"{ROUTER_LDA}_base"
@@ -133,8 +137,11 @@ def units(model) -> List[Tuple[int, int]]:
     return [(e, int(c)) for e in lda_entries(model) for c in model.routing_state(entry_key(e))["class_ids"].tolist()]
 
 
-def _fitted(model) -> Dict[str, Tensor]:
-    """The derived LDA state (module doc), recomputed when the router was fitted again."""
+def _fitted(model) -> Dict[str, Any]:
+    """The derived LDA state (module doc), recomputed when the router was fitted again: E0's
+    whitening and whitened means, and the concatenated term's discriminants
+    (:func:`_discriminants`, themselves recomputed only when a stored image or an entry's
+    features changed)."""
     state = model.routing_state(E0_KEY)
     # the number of fits, and a checksum that changes with a state loaded from elsewhere
     version = (int(state["fits"].item()), float(state["scatter"].sum()), float(state["moments"][1]))
@@ -148,65 +155,213 @@ def _fitted(model) -> Dict[str, Tensor]:
     n, norm4 = state["moments"].cpu().tolist()
     white0 = whitening(ledoit_wolf_from_moments(state["scatter"].cpu(), int(n), norm4))
     means0 = (sums / counts[:, None]) @ white0.T
-    unit_of = []
-    for i, s in enumerate(states):
-        offset = sum(len(t["class_ids"]) for t in states[:i])
-        index = {int(c): offset + k for k, c in enumerate(s["class_ids"].tolist())}
-        unit_of += [index[int(c)] for c in s["labels"].tolist()]
-    unit_of = torch.tensor(unit_of, dtype=torch.long)
-    z = _concatenated(model, entries, states)
-    n_units = len(counts)
-    if not bool(torch.isin(torch.arange(n_units), unit_of).all()):
-        raise RuntimeError("an (entry, class) unit of the lda router has no stored image; "
-                           "build the router with a positive exemplars (LDARouter(exemplars=20))")
-    means = torch.stack([z[unit_of == u].mean(0) for u in range(n_units)])
-    white = whitening(ledoit_wolf_covariance(z - means[unit_of]))
+    discriminants, offsets = _discriminants(model, entries, states)
     cache = {"version": version, "entries": entries, "white0": white0.float(), "means0": means0.float(),
-             "white": white.float(), "means": (means @ white.T).float()}
+             "discriminants": discriminants, "offsets": offsets}
     model._lda_cache = cache
     return cache
 
 
-def _concatenated(model, entries: List[int], states: List[Dict[str, Tensor]]) -> Tensor:
-    """``sqrt(max(0, [E0(x), E_e1(x), ...]))`` of every stored image, the entries' images in
-    entry order: [n, (1 + E) D] float64 on the CPU.
+# ---------------------------------------------------------------------- the concatenated term
 
-    The features of each entry's images through each space are kept on the model
-    (``_lda_features``, not stored) and computed only for images stored since, or for a
-    space whose entry was updated since (:func:`forget_space`): stored images are only
-    ever appended, and an entry's features change only when it trains.
+def _discriminants(model, entries: List[int], states: List[Dict[str, Tensor]]) -> Tuple[Tensor, Tensor]:
+    """The concatenated term's linear discriminants: ``A`` [W, U] float64 with column u
+    ``Sigma^{-1} m_u``, and ``c`` [U] float64, ``m_u^T Sigma^{-1} m_u`` (W = (1 + E) D; m_u:
+    unit u's mean of the square-rooted concatenated features of its stored images; Sigma:
+    their tied Ledoit-Wolf covariance), so that ``log p_all(u | x) = log_softmax_u(z^T A -
+    c / 2)``: the Mahalanobis distances of the module doc less ``z^T Sigma^{-1} z``, the
+    same for every unit.
+
+    Computed in the space of the n stored images (Woodbury: ``Sigma = a I + b R^T R``, R the
+    [n, W] residuals), from their Gram matrix ``Z Z^T`` kept by :func:`_sample_space`:
+    a [W, W] matrix is never formed or factorised. Kept on the model until a stored image,
+    a unit or an entry's features change.
     """
-    cache = model.__dict__.setdefault("_lda_features", {})
-    rows = []
-    spaces = [None] + entries
-    # checksums: a state or entry loaded from elsewhere into the same model is not read as kept
-    weights = {space: 0.0 if space is None else float(sum(p.detach().double().sum()
-                                                         for p in model.encoder.entry_parameters(space)))
-               for space in spaces}
-    for owner, state in zip(entries, states):
-        images = float_images(state["images"]).cpu()
-        columns = []
-        for space in spaces:
-            known, mark = cache.get((owner, space), (None, None))
-            if known is not None and (known.shape[0] > images.shape[0]
-                                      or mark != (weights[space], float(images[:known.shape[0]].sum()))):
-                known = None
-            if known is None:
-                known = model.batched_features(images, space)
-            elif known.shape[0] < images.shape[0]:
-                known = torch.cat([known, model.batched_features(images[known.shape[0]:], space)])
-            cache[(owner, space)] = (known, (weights[space], float(images.sum())))
-            columns.append(known)
-        rows.append(torch.cat(columns, dim=1))
-    return _power(torch.cat(rows).double())
+    with _evaluating(model):
+        space = _sample_space(model, entries, states)
+    index = {}
+    for e, s in zip(entries, states):
+        for c in s["class_ids"].tolist():
+            index[(e, int(c))] = len(index)
+    n_units = len(index)
+    labels = {e: s["labels"].cpu().tolist() for e, s in zip(entries, states)}
+    unit_of = torch.tensor([index[(int(o), int(labels[int(o)][int(i)]))] for o, i in space["rows"].tolist()],
+                           dtype=torch.long)
+    key = (space["version"], tuple(index), tuple(unit_of.tolist()))
+    kept = model.__dict__.get("_lda_discriminants")
+    if kept is not None and kept[0] == key:
+        return kept[1], kept[2]
+    z, gram = space["z"], space["gram"]
+    counts = torch.bincount(unit_of, minlength=n_units).double()
+    if not bool((counts > 0).all()):
+        raise RuntimeError("an (entry, class) unit of the lda router has no stored image; "
+                           "build the router with a positive exemplars (LDARouter(exemplars=20))")
+    # P[i, u] = z_i . m_u, Q[u, v] = m_u . m_v, residual Gram G[i, j] = (z_i - m_u(i)) . (z_j - m_u(j))
+    p = torch.zeros(gram.shape[0], n_units, dtype=torch.float64).index_add_(1, unit_of, gram) / counts
+    q = torch.zeros(n_units, n_units, dtype=torch.float64).index_add_(0, unit_of, p) / counts[:, None]
+    pu = p[:, unit_of]
+    g = gram - pu - pu.T + q[unit_of][:, unit_of]
+    alpha, beta = ledoit_wolf_from_gram(g, z.shape[1])
+    means = torch.zeros(n_units, z.shape[1], dtype=torch.float64).index_add_(0, unit_of, z) / counts[:, None]
+    if beta > 0:
+        # Sigma^{-1} = (I - R^T (a/b I + G)^{-1} R) / a; R M^T [n, U] = P - Q[u(i)]
+        chol = torch.linalg.cholesky(g + (alpha / beta) * torch.eye(g.shape[0], dtype=torch.float64))
+        x = torch.cholesky_solve(p - q[unit_of], chol)
+        rx = z.T @ x - means.T @ torch.zeros(n_units, n_units, dtype=torch.float64).index_add_(0, unit_of, x)
+        discriminants = (means.T - rx) / alpha
+    else:  # full shrinkage: Sigma = a I
+        discriminants = means.T / alpha
+    offsets = (means * discriminants.T).sum(1)
+    model.__dict__["_lda_discriminants"] = (key, discriminants, offsets)
+    return discriminants, offsets
+
+
+def _sample_space(model, entries: List[int], states: List[Dict[str, Tensor]]) -> Dict[str, Any]:
+    """The square-rooted concatenated features of every stored image and their Gram matrix,
+    kept on the model (``_lda_space``, not stored) and updated with what changed since:
+
+    - ``z`` [n, W] float64: ``sqrt(max(0, [E0(x), E_e1(x), ...]))``, column blocks in
+      entry order (``spaces``: ``None`` for E0, then the entries);
+    - ``gram`` [n, n] float64: ``z z^T``;
+    - ``rows`` [n, 2] int64: each row's owner entry and index among its stored images
+      (rows in the order the images were stored);
+    - ``version``: an int, changed by every update.
+
+    Stored images are only ever appended, and an entry's features change only when it
+    trains: a new image adds a row (its features through every space), a new entry a
+    column block, an entry whose features moved has its block replaced (``gram`` updated
+    by the block's outer products). What has changed is read from content digests: each
+    entry's (:meth:`~avalanche_sdr.models.SDRModel.task_state_digest` of its creating
+    task, with E0's :meth:`~avalanche_sdr.models.SDRModel.backbone_state_digest`) and each
+    owner's stored images, so that a state or an entry loaded from elsewhere is not read
+    as kept. Cost per update: the new features, and O(n^2) per changed column or row
+    block; nothing of size W x W.
+    """
+    backbone = model.backbone_state_digest()
+    marks = {None: backbone}
+    for e in entries:
+        marks[e] = backbone + model.task_state_digest(model.entry_creator[e])
+    images = {e: float_images(s["images"]).cpu() for e, s in zip(entries, states)}
+    digests = {e: _image_digest(s["images"]) for e, s in zip(entries, states)}
+    space = model.__dict__.get("_lda_space")
+    spaces = [None] + list(entries)
+    if space is None or space["spaces"] != spaces[:len(space["spaces"])]:
+        space = {"spaces": [], "marks": {}, "owners": {}, "rows": torch.zeros(0, 2, dtype=torch.long),
+                 "z": torch.zeros(0, 0, dtype=torch.float64), "gram": torch.zeros(0, 0, dtype=torch.float64),
+                 "widths": [], "version": 0}
+    changed = False
+    # owners whose stored images are gone or differ from what was read: their rows go
+    drop = [o for o, (count, digest) in space["owners"].items()
+            if o not in images or images[o].shape[0] < count or _image_digest(states[entries.index(o)]["images"][:count]) != digest]
+    if drop:
+        keep = ~torch.isin(space["rows"][:, 0], torch.tensor(drop, dtype=torch.long))
+        space["rows"], space["z"] = space["rows"][keep], space["z"][keep]
+        space["gram"] = space["gram"][keep][:, keep]
+        for o in drop:
+            del space["owners"][o]
+        changed = True
+    # column blocks of spaces whose features moved
+    offsets = [0]
+    for width in space["widths"]:
+        offsets.append(offsets[-1] + width)
+    for k, s in enumerate(space["spaces"]):
+        if space["marks"].get(s) != marks[s] and space["rows"].shape[0]:
+            old = space["z"][:, offsets[k]:offsets[k + 1]]
+            new = _space_columns(model, s, space["rows"], images)
+            space["gram"] += new @ new.T - old @ old.T
+            space["z"][:, offsets[k]:offsets[k + 1]] = new
+            changed = True
+    # new spaces (entries created since)
+    for s in spaces[len(space["spaces"]):]:
+        new = _space_columns(model, s, space["rows"], images)
+        space["z"] = torch.cat([space["z"], new], dim=1)
+        space["gram"] += new @ new.T
+        space["spaces"].append(s)
+        space["widths"].append(new.shape[1] if new.shape[0] else _feature_width(model, s, images))
+        changed = True
+    space["marks"] = {s: marks[s] for s in spaces}
+    if not space["rows"].shape[0]:
+        space["z"] = torch.zeros(0, sum(space["widths"]), dtype=torch.float64)
+    # new rows (images stored since)
+    for o in entries:
+        count = space["owners"].get(o, (0, None))[0]
+        if images[o].shape[0] > count:
+            rows = torch.stack([torch.full((images[o].shape[0] - count,), o, dtype=torch.long),
+                                torch.arange(count, images[o].shape[0])], dim=1)
+            new = torch.cat([_space_columns(model, s, rows, images) for s in spaces], dim=1)
+            cross = new @ space["z"].T
+            space["gram"] = torch.cat([torch.cat([space["gram"], cross.T], dim=1),
+                                       torch.cat([cross, new @ new.T], dim=1)])
+            space["z"] = torch.cat([space["z"], new])
+            space["rows"] = torch.cat([space["rows"], rows])
+            changed = True
+        space["owners"][o] = (images[o].shape[0], digests[o])
+    if changed:
+        space["version"] += 1
+    model.__dict__["_lda_space"] = space
+    return space
+
+
+def _image_digest(images: Tensor) -> str:
+    """A BLAKE2b digest (16 bytes, hex) of stored images' dtype, shape and bytes."""
+    t = images.detach().cpu().contiguous()
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{t.dtype}:{tuple(t.shape)};".encode())
+    h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def _space_columns(model, space: Optional[int], rows: Tensor, images: Dict[int, Tensor]) -> Tensor:
+    """``sqrt(max(0, E_space(x)))`` of the stored images at ``rows`` ([n, 2]: owner, index):
+    [n, D] float64 (n may be 0: [0, 0])."""
+    if not rows.shape[0]:
+        return torch.zeros(0, 0, dtype=torch.float64)
+    out = None
+    for o in torch.unique(rows[:, 0]).tolist():
+        at = torch.nonzero(rows[:, 0] == o).flatten()
+        feats = _power(_features(model, images[o][rows[at, 1]], space).double())
+        if out is None:
+            out = torch.zeros(rows.shape[0], feats.shape[1], dtype=torch.float64)
+        out[at] = feats
+    return out
+
+
+def _feature_width(model, space: Optional[int], images: Dict[int, Tensor]) -> int:
+    """D, the feature width of ``space`` (read from one stored image)."""
+    some = next(x for x in images.values() if x.shape[0])
+    return int(_features(model, some[:1], space).shape[1])
+
+
+@contextlib.contextmanager
+def _evaluating(model):
+    """The model in eval mode for a block of feature passes through many spaces, set once
+    (``model.eval()`` visits every entry's modules: once per space it would cost O(E^2)
+    per fit); the training mode and the active entry are restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.encoder.set_active(None)
+        model.train(was_training)
+
+
+def _features(model, x: Tensor, space: Optional[int]) -> Tensor:
+    """``E_space(x)`` [n, D] float32 on the CPU, in batches chosen for the model's device;
+    inside :func:`_evaluating` (as :meth:`~avalanche_sdr.models.SDRModel.batched_features`,
+    without setting the mode again)."""
+    device = next(model.parameters()).device
+    step = eval_batch_size(device)
+    return torch.cat([model.features(x[i:i + step].to(device), space).cpu() for i in range(0, x.shape[0], step)])
 
 
 def forget_space(model, entry: int) -> None:
-    """Drop the kept features of stored images through ``entry`` (its features moved: the
-    learning reuse updated it)."""
-    cache = model.__dict__.get("_lda_features", {})
-    for key in [k for k in cache if k[1] == entry]:
-        del cache[key]
+    """Mark the stored images' features through ``entry`` as moved (the learning reuse
+    updated it): the next fit computes them again."""
+    space = model.__dict__.get("_lda_space")
+    if space is not None:
+        space["marks"].pop(entry, None)
 
 
 def lda_scores(model, e0: Tensor, features: Dict[int, Tensor], weight: Optional[float] = None) -> Tensor:
@@ -238,10 +393,9 @@ def lda_log_posteriors(model, e0: Tensor, features: Dict[int, Tensor]) -> Tuple[
     device = e0.device
     w0 = e0.float() @ fitted["white0"].to(device).T
     logp0 = (-0.5 * torch.cdist(w0, fitted["means0"].to(device)).pow(2)).log_softmax(1)
-    z = _power(torch.cat([e0] + [features[e] for e in fitted["entries"]], dim=1).float())
-    w = z @ fitted["white"].to(device).T
-    logp = (-0.5 * torch.cdist(w, fitted["means"].to(device)).pow(2)).log_softmax(1)
-    return logp0, logp
+    z = _power(torch.cat([e0] + [features[e] for e in fitted["entries"]], dim=1).double())
+    scores = z @ fitted["discriminants"].to(device) - 0.5 * fitted["offsets"].to(device)
+    return logp0, scores.log_softmax(1).float()
 
 
 # ---------------------------------------------------------------------- weights chosen on repeats
@@ -301,8 +455,9 @@ def record_repeat(model, task: int, entry: int, x: Tensor, class_ids: Tensor, li
     if not len(pick):
         return 0
     images = x[pick]
-    e0 = model.batched_features(images, None)
-    features = {e: model.batched_features(images, e) for e in _fitted(model)["entries"]}
+    with _evaluating(model):
+        e0 = _features(model, images, None)
+        features = {e: _features(model, images, e) for e in _fitted(model)["entries"]}
     logp0, logp = lda_log_posteriors(model, e0, features)
     right = [float((weighted_scores(logp0, logp, a).argmax(1) == targets[pick]).sum()) for a in TERM_WEIGHTS]
     open_evidence(model)

@@ -33,6 +33,8 @@ from avalanche_sdr.evaluation.memory import repository_memory_bytes
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 from avalanche_sdr.routers.routing import make_router
+from avalanche_sdr.training.presets import UPDATE_OPTIONS
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE
 
 PathLike = Union[str, os.PathLike]
 
@@ -233,6 +235,9 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
         detector = dict(detector)
         detector["class_count_filter"] = detector.pop("match_class_count")
         saved = dict(saved, detector=detector)
+    if "reuse" in saved and not any(name in saved for name in UPDATE_OPTIONS):  # before the update options:
+        off = False if saved["reuse"] == REUSE_ACCUMULATE else None            # the plain update (or none)
+        saved = dict(saved, **{name: off for name in UPDATE_OPTIONS})
     if not any(name in saved for name in MOVED_ROUTER_SETTINGS):
         return saved
     saved = dict(saved)
@@ -246,6 +251,13 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
     if routers:
         saved["routers"] = _json_value(routers)
     return saved
+
+
+SPEED_ONLY_FIELDS = ("strategy.eval_mb_size", "strategy.detector.batch_size",
+                     "strategy.detector.detection_batch_size", "strategy.detector.feature_batch_size")
+"""Fingerprint fields that change only the speed of evaluation-mode passes, never a result
+(e.g. 256 in a checkpoint taken before ``None``, chosen for the device, became the
+default): a checkpoint that differs only there loads."""
 
 
 def checkpoint_routers(manifest: Dict[str, Any]) -> list:
@@ -573,6 +585,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
         if self.run_info is not None and manifest["run_info"] is not None:
             saved, here = manifest["run_info"], _json_value(self.run_info)
             differences += _differences(saved, here, "run_info")
+        differences = [d for d in differences if d[0] not in SPEED_ONLY_FIELDS]
         if differences:
             raise CheckpointMismatchError(self.directory, differences)
         tensors = _restore_model(self.directory, manifest, strategy.model)
@@ -594,6 +607,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointMismatchError",
     "SDRCheckpointPlugin",
+    "SPEED_ONLY_FIELDS",
     "atomic_write",
     "atomic_write_json",
     "has_checkpoint",

@@ -11,22 +11,49 @@ stored images (:func:`gate`, else a new entry), and those images are replayed in
 update mini-batch (:class:`ExemplarReplay`). Draws use generators seeded by task and
 purpose, so a resumed run draws the same.
 
-Gate, replay and the entries never updated: docs/method.rst, section "The learning
-reuse: gate, replay and entries never updated".
+An update must not hurt the entry's earlier tasks (``update_balance``,
+``update_rollback``, on by default): the repeat's mini-batches are weighted so that
+every class counts equally and the entry's BatchNorm copies normalise with their
+stored statistics (an 85/15 repeat moves neither the head's class balance nor the
+statistics), and an update that lowers the entry's accuracy on images of its creating
+task kept beside the replayed ones and never used by an update is undone
+(:class:`EntrySnapshot`, :func:`rollback_check`). With ``update_early_stop`` (off by
+default) the update stops once a held-out share of the repeat no longer improves
+(:class:`EarlyStop`).
+
+Gate, replay, balance, early stop, rollback and the entries never updated:
+docs/method.rst, section "The learning reuse: gate, replay and entries never updated".
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from avalanche_sdr._draws import subsample, task_generator
+from avalanche_sdr.models.repository import TensorSet, float_images, stored_images
 
 EXEMPLAR_SEED = 0x5D3
-"""Base seed of the learning reuse's generators (stored images, replay draws)."""
-_STORE, _REPLAY = 0, 1
+"""Base seed of the learning reuse's generators (stored images, replay draws,
+held-out images, the repeat's held-out share)."""
+_STORE, _REPLAY, _HELDOUT, _SPLIT = 0, 1, 2, 3
+
+GUARD_HELDOUT_PER_CLASS = 10
+"""Held-out images kept per class of a new entry (``update_rollback``): drawn from its
+creating task's training images outside the replayed ones, never trained on after the
+entry's creation; what :func:`rollback_check` measures. Fixed in advance (not tuned):
+with 2-class tasks 20 images, so one image is 5 points of accuracy."""
+
+REPEAT_HOLDOUT_SHARE = 0.2
+"""Share of each class of a repeat held out of its update (``update_early_stop``): the
+data :class:`EarlyStop` scores after every epoch. Fixed in advance (not tuned)."""
+
+EARLY_STOP_PATIENCE = 1
+"""Epochs without a lower held-out loss after which an update stops (then the best
+epoch's state is kept). Fixed in advance (not tuned)."""
 
 
 def select_exemplars(x: Tensor, y: Tensor, num_classes: int, per_class: int, task: int):
@@ -45,8 +72,210 @@ def select_exemplars(x: Tensor, y: Tensor, num_classes: int, per_class: int, tas
     return x.cpu()[idx], y[idx]
 
 
+def select_heldout(x: Tensor, y: Tensor, num_classes: int, per_class: int, exemplars: int, task: int):
+    """Up to ``per_class`` images of each class that :func:`select_exemplars` (with
+    ``exemplars`` per class and the same ``task``) does not store: a seeded draw of its own.
+
+    :param x: [n, C, H, W] images; ``y``: [n] int64 local labels 0..c-1.
+    :return: ``(images [m, C, H, W], labels [m])`` on the CPU, m <= c * per_class.
+    """
+    g_store = task_generator(EXEMPLAR_SEED, task, _STORE)
+    g = task_generator(EXEMPLAR_SEED, task, _HELDOUT)
+    keep = []
+    y = y.cpu()
+    for j in range(num_classes):
+        idx = torch.nonzero(y == j).flatten()
+        stored = idx[subsample(len(idx), exemplars, g_store)]  # the same draw select_exemplars makes
+        rest = idx[~torch.isin(idx, stored)]
+        keep.append(rest[subsample(len(rest), per_class, g)])
+    idx = torch.cat(keep) if keep else torch.zeros(0, dtype=torch.long)
+    return x.cpu()[idx], y[idx]
+
+
+def store_heldout(model, entry: int, images: Tensor, labels: Tensor) -> None:
+    """Keep ``entry``'s held-out images beside its replayed ones (buffers ``heldout_images``
+    (uint8 when in [0, 1], as :func:`~avalanche_sdr.models.repository.stored_images`) and
+    ``heldout_labels`` of its exemplar set: counted in memory, checkpointed).
+
+    :param images: [m, C, H, W] float images; ``labels``: [m] int64 in the entry's head space.
+    :raises KeyError: the entry has no stored exemplars (store them first).
+    """
+    key = str(int(entry))
+    if key not in model.entry_exemplars:
+        raise KeyError(f"entry {entry} has no stored images to keep held-out images beside")
+    state = model.entry_exemplars[key]
+    tensors = dict(state.as_dict(), heldout_images=stored_images(images.detach().cpu()),
+                   heldout_labels=labels.detach().cpu().long())
+    device = state.images.device
+    model.entry_exemplars[key] = TensorSet(tensors).to(device)
+
+
+def heldout(model, entry: int) -> Tuple[Tensor, Tensor]:
+    """``entry``'s held-out images (:func:`store_heldout`): float32 [m, C, H, W] and int64
+    labels [m]; both empty (m = 0) when none are kept."""
+    state = model.entry_exemplars[str(int(entry))] if str(int(entry)) in model.entry_exemplars else None
+    if state is None or not hasattr(state, "heldout_labels"):
+        c, h, w = model.input_shape
+        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
+    return float_images(state.heldout_images), state.heldout_labels
+
+
+def split_repeat(y: Tensor, num_classes: int, share: float, task: int) -> Tuple[Tensor, Tensor]:
+    """A stratified seeded split of a repeat's images into what the update trains on and
+    what :class:`EarlyStop` scores: ``round(share * n_k)`` images of each class k, at most
+    ``n_k - 1`` (a class keeps at least one training image).
+
+    :param y: [n] int64 local labels 0..c-1.
+    :return: ``(train indices, held-out indices)``, sorted int64, disjoint, covering 0..n-1.
+    """
+    g = task_generator(EXEMPLAR_SEED, task, _SPLIT)
+    y = y.cpu()
+    out = []
+    for j in range(num_classes):
+        idx = torch.nonzero(y == j).flatten()
+        k = min(int(math.floor(share * len(idx) + 0.5)), max(len(idx) - 1, 0))
+        out.append(idx[subsample(len(idx), k, g)] if k else idx[:0])
+    val = torch.sort(torch.cat(out)).values if out else torch.zeros(0, dtype=torch.long)
+    train = torch.arange(len(y))[~torch.isin(torch.arange(len(y)), val)]
+    return train, val
+
+
+def balanced_weights(labels: Tensor, width: int) -> Tensor:
+    """Cross-entropy class weights under which every class present in ``labels`` weighs
+    the same in total: ``n / (c * n_k)`` for class column k (1 for absent columns).
+
+    :param labels: [n] int64 output columns (local labels, or class ids).
+    :param width: number of output columns (logits' width).
+    :return: [width] float32.
+    """
+    counts = torch.bincount(labels.cpu(), minlength=width).float()
+    present = counts > 0
+    weights = torch.ones(width)
+    weights[present] = labels.numel() / (int(present.sum()) * counts[present])
+    return weights
+
+
+def entry_batchnorms(model, entry: int) -> List[nn.Module]:
+    """``entry``'s BatchNorm copies (the modules a balanced update keeps in eval mode)."""
+    return [m for m in model.encoder.entry_modules(entry) if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+class EntrySnapshot:
+    """A copy of what an update trains: ``entry``'s adapters and BatchNorm copies
+    (parameters and buffers, running statistics included) and the head of ``owner``.
+
+    :param model: the repository; ``entry``: the entry; ``owner``: the task whose head
+        the entry's tasks answer through (its creating task).
+    """
+
+    def __init__(self, model, entry: int, owner: int):
+        self._tensors = self._live(model, entry, owner)
+        self.saved = [t.detach().clone() for t in self._tensors]
+
+    @staticmethod
+    def _live(model, entry: int, owner: int) -> List[Tensor]:
+        modules = list(model.encoder.entry_modules(entry)) + [model.heads[str(int(owner))]]
+        return [t for m in modules for t in list(m.parameters()) + list(m.buffers())]
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Write the saved values back into the same tensors (exactly, in place)."""
+        for live, saved in zip(self._tensors, self.saved):
+            live.copy_(saved)
+
+    def take(self) -> None:
+        """Save the current values instead."""
+        self.saved = [t.detach().clone() for t in self._tensors]
+
+
 @torch.no_grad()
-def head_accuracy(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_size: int = 256) -> float:
+def balanced_loss(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_size: Optional[int] = None) -> float:
+    """Class-balanced mean cross-entropy (nats) of ``owner``'s head on ``entry``'s
+    features of ``x`` (eval mode): the mean over classes of each class's mean loss.
+
+    :param x: [n, C, H, W] images; ``y``: [n] int64 labels in the head's output space.
+    :return: nats; NaN when ``n == 0``.
+    """
+    if x.shape[0] == 0:
+        return float("nan")
+    feats = model.batched_features(x, entry, batch_size)
+    head = model.heads[str(int(owner))]
+    was_training = head.training
+    head.eval()
+    try:
+        device = next(head.parameters()).device
+        losses = nn.functional.cross_entropy(head(feats.to(device)), y.to(device), reduction="none").cpu()
+    finally:
+        head.train(was_training)
+    y = y.cpu()
+    return float(torch.stack([losses[y == k].mean() for k in torch.unique(y)]).mean())
+
+
+class EarlyStop:
+    """Stops an update when the repeat adds nothing more (``update_early_stop``): after
+    every epoch the class-balanced loss (:func:`balanced_loss`) on the repeat's held-out
+    share is compared with the best epoch's so far; after :data:`EARLY_STOP_PATIENCE`
+    epochs without a strictly lower loss the update stops and the best epoch's state is
+    restored. The first epoch is always kept (the state before the update is no
+    candidate: whether an update may stay is the rollback's question, asked on the
+    entry's own held-out images).
+
+    :param model: the repository; ``entry``, ``owner``: as :class:`EntrySnapshot`.
+    :param x: [m, C, H, W] the repeat's held-out images; ``y``: [m] int64 labels in the
+        owner head's output space (the permutation applied).
+    """
+
+    def __init__(self, model, entry: int, owner: int, x: Tensor, y: Tensor):
+        self.entry, self.owner, self.x, self.y = int(entry), int(owner), x, y
+        self.best = math.inf
+        self.best_epochs = 0
+        self.epochs = 0
+        self.losses: List[float] = []
+        self._best_state: Optional[EntrySnapshot] = None
+
+    def after_epoch(self, model) -> bool:
+        """Score the epoch just trained; ``True`` when the update should stop (the best
+        epoch's state is then restored)."""
+        self.epochs += 1
+        loss = balanced_loss(model, self.entry, self.owner, self.x, self.y)
+        self.losses.append(loss)
+        if loss < self.best or self._best_state is None:
+            self.best, self.best_epochs = loss, self.epochs
+            if self._best_state is None:
+                self._best_state = EntrySnapshot(model, self.entry, self.owner)
+            else:
+                self._best_state.take()
+            return False
+        if self.epochs - self.best_epochs >= EARLY_STOP_PATIENCE:
+            self._best_state.restore()
+            return True
+        return False
+
+    def finish(self) -> None:
+        """At the end of the update (stopped or not): keep the best epoch's state."""
+        if self._best_state is not None and self.best_epochs != self.epochs:
+            self._best_state.restore()
+
+
+@torch.no_grad()
+def heldout_correct(model, entry: int, owner: int) -> Optional[int]:
+    """Images of ``entry``'s held-out set (:func:`heldout`) its ``owner``'s head classifies
+    right (eval mode); ``None`` when none are kept."""
+    x, y = heldout(model, entry)
+    if len(y) == 0:
+        return None
+    return int(round(head_accuracy(model, entry, owner, x, y) * len(y)))
+
+
+def rollback_check(before: Optional[int], after: Optional[int]) -> bool:
+    """The rollback rule, fixed in advance: undo the update when it classifies fewer of the
+    entry's held-out images right than before it (any net loss; ``False`` without a
+    held-out set)."""
+    return before is not None and after is not None and after < before
+
+
+@torch.no_grad()
+def head_accuracy(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_size: Optional[int] = None) -> float:
     """Accuracy of ``owner``'s head on ``entry``'s features of ``x`` (eval mode).
 
     :param x: [n, C, H, W] images; ``y``: [n] labels in the head's output space.
@@ -126,5 +355,7 @@ class ExemplarReplay:
         return criterion(logits, self.labels[idx].to(device))
 
 
-__all__ = ["EXEMPLAR_SEED", "ExemplarReplay", "GateResult", "gate", "head_accuracy",
-           "select_exemplars"]
+__all__ = ["EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
+           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "balanced_loss", "balanced_weights",
+           "entry_batchnorms", "gate", "head_accuracy", "heldout", "heldout_correct", "rollback_check",
+           "select_exemplars", "select_heldout", "split_repeat", "store_heldout"]

@@ -22,8 +22,9 @@ import dataclasses
 import warnings
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
+from avalanche_sdr._batching import check_batch_size
 from avalanche_sdr._checks import check_int
-from avalanche_sdr.vocabulary import REUSE_MODES
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_MODES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +73,31 @@ class SDRSettings:
     """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
     entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
     memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
+    update_balance: Optional[bool] = None
+    """``"accumulate"`` only (``None``: on): the update weights the repeat's cross-entropy
+    so that each of its classes counts equally (weights n / (c n_k)), and the entry's
+    BatchNorm copies normalise with their stored statistics and keep them, so a repeat
+    in another class balance moves neither the head's class balance nor the statistics
+    its earlier tasks were trained with. ``False``: the plain mean and train-mode
+    BatchNorm (the learning reuse before this option)."""
+    update_early_stop: Optional[bool] = None
+    """``"accumulate"`` only (``None``: off, as ``False``: measured to cost accuracy,
+    docs/results/learning_reuse.md): the update trains on all but a held-out share
+    of each class of the repeat (``learning_reuse.REPEAT_HOLDOUT_SHARE``) and stops, at
+    most after ``reuse_epochs``, once the class-balanced loss there has not fallen for
+    ``learning_reuse.EARLY_STOP_PATIENCE`` epoch, keeping its best epoch (at least the
+    first). ``False``: all ``reuse_epochs`` on all the repeat's images."""
+    update_rollback: Optional[bool] = None
+    """``"accumulate"`` with ``reuse_guard`` only (``None``: on with the guard): a new entry
+    keeps ``learning_reuse.GUARD_HELDOUT_PER_CLASS`` further training images per class,
+    never replayed (memory, checkpoints); an update that classifies fewer of them right
+    than before it is undone (the entry's adapters, BatchNorm copies and head restored
+    exactly; ``DetectionRecord.update_rolled_back``)."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
-    eval_mb_size: int = 256
-    """Evaluation mini-batch size, images (not in the paper; no effect on results)."""
+    eval_mb_size: Optional[int] = None
+    """Evaluation mini-batch size, images (not in the paper; no effect on results);
+    ``None``: chosen for the strategy's device (:func:`~avalanche_sdr._batching.eval_batch_size`)."""
     vae_epochs: int = 2000
     """Maximum epochs of a new entry's generator (paper 2000, early stopped)."""
     vae_lr: float = 1e-4
@@ -104,12 +126,23 @@ class SDRSettings:
                                                            for m in milestones):
             raise ValueError(f"lr_milestones must be a sequence of ints (0-based epochs), got {milestones!r}")
         object.__setattr__(self, "lr_milestones", tuple(milestones))
-        for name in ("train_mb_size", "eval_mb_size", "vae_mb_size"):
+        for name in ("train_mb_size", "vae_mb_size"):
             check_int(getattr(self, name), name)
+        check_batch_size(self.eval_mb_size, "eval_mb_size")
         if self.reuse not in REUSE_MODES:
             raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
         if not isinstance(self.reuse_guard, bool):
             raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
+        for name in UPDATE_OPTIONS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"{name} must be None (the mode's default) or a bool, got {value!r}")
+            if value is not None and self.reuse != REUSE_ACCUMULATE:
+                raise ValueError(f"{name} acts only on the learning reuse's update (reuse='accumulate'); with "
+                                 f"reuse={self.reuse!r} leave it None")
+        if self.update_rollback and not (self.reuse_guard and self.guard_exemplars > 0):
+            raise ValueError("update_rollback=True needs reuse_guard=True and guard_exemplars > 0 (its held-out "
+                             "images are kept beside the guard's stored ones); set update_rollback=False or None")
         for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
             check_int(getattr(self, name), name, minimum=0)
         for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
@@ -120,6 +153,21 @@ class SDRSettings:
             raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
         if any(m < 0 for m in self.lr_milestones) or list(self.lr_milestones) != sorted(set(self.lr_milestones)):
             raise ValueError(f"lr_milestones must be increasing non-negative epochs, got {self.lr_milestones!r}")
+
+    def update_option(self, name: str) -> bool:
+        """Whether the learning reuse's update option ``name`` (:data:`UPDATE_OPTIONS`) acts:
+        its value, or for ``None`` its default (``update_balance`` on with
+        ``reuse="accumulate"``, ``update_rollback`` too where ``reuse_guard`` and
+        ``guard_exemplars > 0``; ``update_early_stop`` off: measured to cost accuracy,
+        docs/results/learning_reuse.md)."""
+        if name not in UPDATE_OPTIONS:
+            raise KeyError(f"{name!r} is not an update option; they are {UPDATE_OPTIONS}")
+        value = getattr(self, name)
+        if value is not None:
+            return value
+        if self.reuse != REUSE_ACCUMULATE or name == "update_early_stop":
+            return False
+        return name == "update_balance" or (self.reuse_guard and self.guard_exemplars > 0)
 
     @classmethod
     def field_names(cls) -> Tuple[str, ...]:
@@ -154,6 +202,10 @@ class SDRSettings:
     def __iter__(self) -> Iterator[str]:
         return iter(self.field_names())
 
+
+UPDATE_OPTIONS = ("update_balance", "update_early_stop", "update_rollback")
+"""The learning reuse's update options (:meth:`SDRSettings.update_option`); ``None`` means
+the mode's default, any other value is refused unless ``reuse="accumulate"``."""
 
 DEPRECATED_ROUTER_SETTINGS = ("router_exemplars", "router_evidence")
 """Former settings that moved onto the LDA routers (``exemplars``, ``evidence``); still
@@ -206,4 +258,4 @@ def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
 
 
 __all__ = ["BUDGETS", "CPU_SETTINGS", "CPU_SMALL_TASK_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
-           "SDRSettings", "resolve_settings"]
+           "SDRSettings", "UPDATE_OPTIONS", "resolve_settings"]

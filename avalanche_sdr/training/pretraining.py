@@ -7,7 +7,9 @@ data only (option (b) of :ref:`method-backbone`). These functions do that, expli
 before the stream starts; results produced this way must say so (the examples record
 it in their JSON). Pretraining is task-aware like the stream: one temporary linear
 head per warm-start experience, discarded afterwards. Nothing of a later task is
-seen.
+seen. With ``holdout=`` (:func:`hold_out_references`) a share of each warm-start
+task's images is left out, so that the two-sample rule's references of those tasks'
+entries are images E0 was not trained on (:class:`~avalanche_sdr.detection.two_sample.ReferenceHoldout`).
 
 Progress (``verbose=True``) goes to stderr, so a script's stdout stays the same from
 run to run; its format: docs/method.rst, section "Pretraining E0 and the base VAE:
@@ -18,20 +20,61 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import nn
 
+from avalanche_sdr.detection.two_sample import ReferenceHoldout
 from avalanche_sdr.training.data import read_task_data
 
 
-def _warm_start_tensors(experiences: Sequence):
+def _task_label(experience) -> int:
+    labels = list(experience.task_labels)
+    if len(labels) != 1:
+        raise ValueError(f"a warm-start experience holds one task, got task labels {labels}")
+    return int(labels[0])
+
+
+def hold_out_references(experiences: Sequence, share: float, seed: int = 0) -> ReferenceHoldout:
+    """Draw, per warm-start experience and class, ``round(share * n)`` of its ``n``
+    training images to leave out of E0's pretraining (:meth:`ReferenceHoldout.draw`).
+
+    :param experiences: the warm-start training experiences (one task label each).
+    :param share: fraction held out per class, in (0, 1).
+    :param seed: seed of the draw.
+    :return: the holdout, for :func:`pretrain_backbone` (``holdout=``) and the
+        :class:`~avalanche_sdr.detection.TwoSampleDetector` (``reference_holdout=``).
+    :raises ValueError: no experience, a share outside (0, 1), two experiences with one
+        task label, or a class too small to hold out from (before any image is read
+        twice).
+    """
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < float(share) < 1.0:
+        raise ValueError(f"the held-out share must lie in (0, 1), got {share!r} (e.g. 0.25)")
+    if len(experiences) == 0:
+        raise ValueError("a reference holdout needs at least one warm-start experience")
+    tasks = [_task_label(exp) for exp in experiences]
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"warm-start experiences must carry distinct task labels, got {tasks}")
+    return ReferenceHoldout.draw({t: read_task_data(exp)[1] for t, exp in zip(tasks, experiences)}, share, seed)
+
+
+def _warm_start_tensors(experiences: Sequence, holdout: Optional[ReferenceHoldout] = None):
     if len(experiences) == 0:
         raise ValueError("pretraining needs at least one warm-start experience")
+    if holdout is not None:
+        if not isinstance(holdout, ReferenceHoldout):
+            raise TypeError(f"holdout must be a ReferenceHoldout (hold_out_references), got {type(holdout).__name__}")
+        tasks = [_task_label(exp) for exp in experiences]
+        if sorted(tasks) != sorted(holdout.rows):
+            raise ValueError(f"the holdout was drawn for tasks {sorted(holdout.rows)}, the warm-start experiences "
+                             f"are tasks {sorted(tasks)}: draw it from the same experiences")
     xs, ys, ts = [], [], []
     for i, exp in enumerate(experiences):
         x, y = read_task_data(exp)
+        if holdout is not None:
+            keep = holdout.kept(_task_label(exp), len(y))
+            x, y = x[keep], y[keep]
         xs.append(x)
         ys.append(y)
         ts.append(torch.full_like(y, i))
@@ -89,6 +132,7 @@ def pretrain_backbone(
     batch_size: int = 64,
     device: str = "cpu",
     verbose: bool = True,
+    holdout: Optional[ReferenceHoldout] = None,
 ) -> nn.Module:
     """Train ``backbone`` jointly on the warm-start experiences (one head each).
 
@@ -100,9 +144,12 @@ def pretrain_backbone(
     :param device: torch device.
     :param verbose: show progress with each epoch's mean loss and a summary line on stderr
         (see the module doc).
+    :param holdout: images to leave out (:func:`hold_out_references` of the same
+        experiences): the two-sample rule's references of their entries; ``None``: train
+        on every image.
     :return: the same backbone, trained, in eval mode.
     """
-    x, y, t = _warm_start_tensors(experiences)
+    x, y, t = _warm_start_tensors(experiences, holdout)
     n_tasks = int(t.max()) + 1
     heads = nn.ModuleList(
         nn.Linear(backbone.feature_dim, int(y[t == i].max()) + 1) for i in range(n_tasks)
@@ -171,4 +218,4 @@ def pretrain_vae(
     return vae.eval()
 
 
-__all__ = ["pretrain_backbone", "pretrain_vae"]
+__all__ = ["hold_out_references", "pretrain_backbone", "pretrain_vae"]

@@ -108,6 +108,7 @@ class SDRPlugin(SupervisedPlugin):
         self._train_start = 0.0
         self._bar = None
         self._replay: Optional[learning_reuse.ExemplarReplay] = None
+        self._update: Optional[_UpdateState] = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -127,6 +128,13 @@ class SDRPlugin(SupervisedPlugin):
         """Whether the current experience trains an entry's adapters and BatchNorm copies:
         a new entry, or the learning reuse's update of a reused one."""
         return self.training_new_entry or self.current.entry_updated
+
+    @property
+    def entry_moved(self) -> bool:
+        """Whether the current experience's update changed its entry: it ran, kept at least
+        one epoch (early stop) and was not rolled back. Valid after training."""
+        record = self.current
+        return record.entry_updated and not record.update_rolled_back and record.update_epochs != 0
 
     @property
     def accumulate(self) -> bool:
@@ -155,6 +163,7 @@ class SDRPlugin(SupervisedPlugin):
         model = strategy.model
         self._close_progress()  # a bar left open by an experience that failed
         self._replay = None
+        self._update = None
         x, y = read_task_data(experience)
         num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape, class_ids=True)
         # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
@@ -196,6 +205,8 @@ class SDRPlugin(SupervisedPlugin):
                 model.link_head(task, model.entry_creator[record.entry], record.class_permutation or None)
             self._replay = learning_reuse.ExemplarReplay(model, record.entry, task, self.settings.train_mb_size)
         model.to(strategy.device)
+        if record.entry_updated:
+            self._update = self._begin_update(model, record, x, y, num_classes, torch.as_tensor(class_ids))
         self.records.append(record)
         self.epoch_accuracies.append([])
         self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
@@ -241,11 +252,63 @@ class SDRPlugin(SupervisedPlugin):
         return dataclasses.replace(record, entry_updated=True)
 
     def _store_exemplars(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
-        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class)."""
+        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class)
+        and, with ``update_rollback``, its held-out images
+        (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class)."""
         settings = self.settings
         if self.accumulate and settings.reuse_guard and settings.guard_exemplars > 0:
             images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
             model.set_exemplars(entry, images, labels)
+            if settings.update_option("update_rollback"):
+                images, labels = learning_reuse.select_heldout(
+                    x, y, num_classes, learning_reuse.GUARD_HELDOUT_PER_CLASS, settings.guard_exemplars, task)
+                learning_reuse.store_heldout(model, entry, images, labels)
+
+    def _begin_update(self, model, record: DetectionRecord, x, y, num_classes: int, class_ids) -> "_UpdateState":
+        """What the update of ``record.entry`` needs besides the replay (module doc of
+        :mod:`~avalanche_sdr.training.learning_reuse`): the training share and the early
+        stop on the rest, the class weights and BatchNorm copies of a balanced update, the
+        state and held-out score to roll back to.
+
+        :param x: [n, C, H, W] the repeat's images; ``y``: [n] int64 local labels;
+            ``class_ids``: [c] int64, the class id of each local label (the dataset's labels).
+        """
+        settings = self.settings
+        entry, task = record.entry, record.task
+        owner = model.entry_creator[entry]
+        state = _UpdateState()
+        train = torch.arange(len(y))
+        if settings.update_option("update_early_stop"):
+            train, held = learning_reuse.split_repeat(y, num_classes, learning_reuse.REPEAT_HOLDOUT_SHARE, task)
+            if len(held):
+                state.train_indices = train
+                state.early_stop = learning_reuse.EarlyStop(model, entry, owner, x[held],
+                                                            model.head_labels(task, y[held]))
+        if settings.update_option("update_balance"):
+            state.weights = learning_reuse.balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
+            state.batchnorms = learning_reuse.entry_batchnorms(model, entry)
+        if settings.update_option("update_rollback"):
+            state.snapshot = learning_reuse.EntrySnapshot(model, entry, owner)
+            state.heldout_before = learning_reuse.heldout_correct(model, entry, owner)
+        return state
+
+    def _end_update(self, model, record: DetectionRecord) -> None:
+        """After the update's last epoch: keep the early stop's best epoch, then roll the
+        update back if it lowered the entry's held-out accuracy (records both)."""
+        state = self._update
+        if state is None:
+            return
+        if state.early_stop is not None:
+            state.early_stop.finish()
+            record.update_epochs = state.early_stop.best_epochs
+        if state.snapshot is not None and state.heldout_before is not None:
+            owner = model.entry_creator[record.entry]
+            after = learning_reuse.heldout_correct(model, record.entry, owner)
+            n = len(learning_reuse.heldout(model, record.entry)[1])
+            record.heldout_accuracy = [state.heldout_before / n, after / n]
+            if learning_reuse.rollback_check(state.heldout_before, after):
+                state.snapshot.restore()
+                record.update_rolled_back = True
 
     @staticmethod
     def _nearest_entry(record: DetectionRecord) -> Optional[int]:
@@ -304,6 +367,15 @@ class SDRPlugin(SupervisedPlugin):
             self._bar.close()
             self._bar = None
 
+    def after_train_dataset_adaptation(self, strategy, **kwargs):
+        if self._update is not None and self._update.train_indices is not None:  # the early stop's share left out
+            strategy.adapted_dataset = strategy.adapted_dataset.subset(self._update.train_indices.tolist())
+
+    def before_training_iteration(self, strategy, **kwargs):
+        if self._update is not None:
+            for bn in self._update.batchnorms:  # a balanced update normalises with the stored statistics
+                bn.eval()
+
     def before_training_epoch(self, strategy, **kwargs):
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
         for group in strategy.optimizer.param_groups:
@@ -317,6 +389,10 @@ class SDRPlugin(SupervisedPlugin):
         self._epoch_counts[1] += int(strategy.mb_y.shape[0])
 
     def before_backward(self, strategy, **kwargs):
+        if self._update is not None and self._update.weights is not None:
+            # SDR's plugin runs first: the loss is the criterion's plain mean; weigh its classes equally
+            strategy.loss = torch.nn.functional.cross_entropy(
+                strategy.mb_output, strategy.mb_y, weight=self._update.weights.to(strategy.mb_output.device))
         if self._replay is not None and len(self._replay):
             replayed = self._replay.loss(strategy.model, torch.nn.functional.cross_entropy, strategy.device)
             strategy.loss = strategy.loss + replayed
@@ -324,6 +400,10 @@ class SDRPlugin(SupervisedPlugin):
     def after_training_epoch(self, strategy, **kwargs):
         right, seen = self._epoch_counts
         self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
+        early_stop = None if self._update is None else self._update.early_stop
+        if early_stop is not None and early_stop.after_epoch(strategy.model):
+            if strategy.clock.train_exp_epochs + 1 < strategy.train_epochs:
+                strategy.stop_training()
 
     def after_training_exp(self, strategy, **kwargs):
         record = self.current
@@ -345,10 +425,12 @@ class SDRPlugin(SupervisedPlugin):
                 self._close_progress()
             heldout_elbo = report.best_holdout_elbo
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
+        if record.entry_updated:
+            self._end_update(model, record)
         labels = self._task_labels
         if record.entry_updated:  # the entry's features moved: refit what was fitted on them
             labels = model.head_labels(record.task, labels)
-        if self.trains_entry:
+        if self.training_new_entry or self.entry_moved:
             self._remember(model, record.entry, record.task, self._task_inputs, labels,
                            self._task_classes, after_training=True)
         fit_seconds: Dict[str, float] = {}  # one fit per state (__init__: _fit_as)
@@ -356,11 +438,12 @@ class SDRPlugin(SupervisedPlugin):
             tick = time.perf_counter()
             router.fit(model, record.task, self._task_inputs, self._task_labels, self._task_classes,
                        new_entry=self.training_new_entry,
-                       entry_updated=record.entry_updated)
+                       entry_updated=self.entry_moved)
             fit_seconds[owner] = time.perf_counter() - tick
         for router in self.routers:
             self.router_seconds[router.name] += fit_seconds[router.state_name]
         self._replay = None
+        self._update = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
         model.end_entry_training()
@@ -423,7 +506,11 @@ class SDRPlugin(SupervisedPlugin):
             verdict = f"reuse entry {record.reused_entry} (task {record.candidate_tasks[record.candidate_entries.index(record.reused_entry)]})"
             if record.class_permutation:
                 verdict += f", classes matched as {record.class_permutation}"
-            if record.entry_updated:
+            if record.update_rolled_back:
+                verdict += ", entry update rolled back"
+            elif record.update_epochs == 0:
+                verdict += ", entry update of 0 epochs"
+            elif record.entry_updated:
                 verdict += ", entry updated"
         else:
             verdict = f"new entry {record.entry}"
@@ -431,6 +518,22 @@ class SDRPlugin(SupervisedPlugin):
             verdict += (f" (gate: head accuracy {record.gate_accuracy:.2f} "
                         f"{'>=' if record.gate_accuracy >= record.gate_threshold else '<'} {record.gate_threshold:.2f})")
         return head + verdict + f" [{scores}]"
+
+
+class _UpdateState:
+    """What one learning-reuse update carries between hooks (:meth:`SDRPlugin._begin_update`):
+    ``train_indices`` ([n'] int64, the repeat's images it trains on; ``None``: all),
+    ``early_stop``, ``weights`` ([width] float32 class weights; ``None``: plain mean),
+    ``batchnorms`` (the entry's BatchNorm copies kept in eval mode), ``snapshot`` and
+    ``heldout_before`` (the rollback's state and score before the update)."""
+
+    def __init__(self):
+        self.train_indices: Optional[torch.Tensor] = None
+        self.early_stop: Optional[learning_reuse.EarlyStop] = None
+        self.weights: Optional[torch.Tensor] = None
+        self.batchnorms: List[torch.nn.Module] = []
+        self.snapshot: Optional[learning_reuse.EntrySnapshot] = None
+        self.heldout_before: Optional[int] = None
 
 
 class SDRFreezePlugin(SupervisedPlugin):

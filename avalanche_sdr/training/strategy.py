@@ -10,12 +10,14 @@ import torch
 from avalanche.training import plugins as avalanche_plugins
 from avalanche.training.templates import SupervisedTemplate
 
+from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.registry import DETECTOR_TYPES, detector_options, detector_rule, make_detector
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.routers.routing import check_routers, make_router
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
+from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin
 from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
 from avalanche_sdr.training.presets import (DEPRECATED_ROUTER_SETTINGS, PAPER_SETTINGS, SDRSettings,
                                             resolve_settings)
@@ -366,6 +368,10 @@ class SDRStrategy(SupervisedTemplate):
         keywords given win): recorded in results and checkpoints beside the expanded values."""
         self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
                              forward_transfer=forward_transfer, routers=routers)
+        self.frozen_features = FrozenFeaturesPlugin(self.sdr)
+        """Trains a head-only experience on features computed once
+        (:mod:`~avalanche_sdr.training.frozen_features`); ``enabled = False`` keeps the
+        per-epoch path."""
         self.eval_router = check_eval_router(eval_router, self.sdr.routers)
         self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
             None if eval_router is None else ClassIncrementalEvalPlugin(eval_router))
@@ -374,14 +380,16 @@ class SDRStrategy(SupervisedTemplate):
         kwargs.setdefault("evaluator", default_evaluator)
         user_plugins = list(kwargs.pop("plugins", None) or [])
         check_plugins(user_plugins)
-        plugins = [self.sdr] + ([] if self.class_incremental is None else [self.class_incremental]) + user_plugins
+        sdr_plugins = [self.sdr, self.frozen_features] + ([] if self.class_incremental is None
+                                                           else [self.class_incremental])
+        plugins = sdr_plugins + user_plugins
         super().__init__(
             model=model,
             optimizer=initial_optimizer,
             criterion=torch.nn.CrossEntropyLoss(),
             train_mb_size=settings.train_mb_size,
             train_epochs=settings.new_task_epochs,
-            eval_mb_size=settings.eval_mb_size,
+            eval_mb_size=eval_batch_size(kwargs.get("device"), settings.eval_mb_size, "eval_mb_size"),
             plugins=plugins,
             **kwargs,
         )
@@ -536,10 +544,23 @@ class SDRStrategy(SupervisedTemplate):
     def forward(self):
         """The task-aware output; during an evaluation with ``eval_router``, the routed
         scores over the original class ids (:meth:`ClassIncrementalEvalPlugin.scores
-        <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`)."""
+        <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`);
+        while a head-only experience trains on features computed once
+        (:mod:`~avalanche_sdr.training.frozen_features`), the task's head on ``mb_x``
+        (features [B, D] float32): :meth:`SDRModel.head_logits
+        <avalanche_sdr.models.repository.SDRModel.head_logits>`."""
         if self.class_incremental is not None and not self.is_training:
             return self.class_incremental.scores(self)
+        if self.frozen_features.uses_features(self):
+            return self.model.head_logits(self.sdr.current.task, self.mb_x)
         return super().forward()
+
+    def make_train_dataloader(self, **kwargs):
+        """Avalanche's training loader, over the features of a head-only experience
+        computed once when :class:`~avalanche_sdr.training.frozen_features.FrozenFeaturesPlugin`
+        finds nothing that needs its images (it swaps ``adapted_dataset`` first)."""
+        self.frozen_features.prepare(self)
+        super().make_train_dataloader(**kwargs)
 
     def check_model_and_optimizer(self, **kwargs):
         """Adapt the model (adds the task head), then build the optimizer."""

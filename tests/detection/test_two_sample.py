@@ -884,61 +884,40 @@ def _near_copies():
     return model, a
 
 
-@pytest.mark.slow
-def test_matched_decoys_are_tested_over_matchings(monkeypatch):
-    """A decoy (a1', a0') of shifted copies is rejected when tested class by class, not
-    when its classes may be matched: the power of the matched test is lower, and
-    testing the decoys without matching would overestimate it."""
-    model, _ = _near_copies()
-    det = TwoSampleDetector(MATCH)
-    refs = {e: det._references(model, e) for e in model.entries}
-    draws = []
-    real = det._combined
-
-    def spy(samples, references, g):
-        draws.append([len(s) for s in samples])
-        return real(samples, references, g)
-
-    monkeypatch.setattr(det, "_combined", spy)
-    for n in (3, 5):
-        draws.clear()
-        matched = det.decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
-        assert draws == [[n, n + 1]] * MATCH.n_decoys  # decoy class k has the new task's class-k size
-        unmatched = TwoSampleDetector(MATCH)
-        monkeypatch.setattr(unmatched, "_combined", lambda samples, references, g, d=unmatched: (
-            bonferroni([d._pvalue(s, r, g) for s, r in zip(samples, references)]), [0, 1]))
-        assert matched < unmatched.decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
+@pytest.mark.parametrize("n", [3, 5, 12])
+def test_matched_power_is_the_unmatched_power_of_the_chosen_pairing(n):
+    """With ``match_classes`` the power check tests the chosen pairing as the unmatched
+    rule tests the identity, so matching costs no power: on near copies of an entry
+    (decoys close to it), a repeat whose classes come in another order gets exactly
+    the power the unmatched rule has on the same images in the entry's order."""
+    model, a = _near_copies()
+    x, y = sample(a, [n, n + 1], seed=61, noise=0.1)
+    off = TwoSampleDetector().detect(model, 60, x, y, 2)
+    on = TwoSampleDetector(MATCH).detect(model, 60, x, y, 2)
+    shuffled = TwoSampleDetector(MATCH).detect(model, 60, x, 1 - y, 2)
+    assert off.power is not None and on.power == off.power
+    assert shuffled.power == off.power and shuffled.decision == off.decision
+    if shuffled.decision == "reuse":
+        assert shuffled.class_permutation == [1, 0] and shuffled.entry == off.entry
+    refs = {e: TwoSampleDetector()._references(model, e) for e in model.entries}
+    unmatched = TwoSampleDetector().decoy_power(model, 0, [n, n + 1], task=5, refs=refs)
+    assert TwoSampleDetector(MATCH).decoy_power(model, 0, [n + 1, n], task=5, refs=refs, pairing=[1, 0]) == unmatched
 
 
-@pytest.mark.slow
-def test_matched_decoys_differ_from_the_entry_under_every_matching(repo, monkeypatch):
-    """No decoy is a relabelled copy of the entry: its classes never are the entry's
-    classes in some order."""
+def test_decoys_of_a_pairing_have_the_paired_class_sizes(repo, monkeypatch):
+    """Entry class j is tested against decoys of the size of the new class paired with it."""
     model, _ = repo
     det = TwoSampleDetector(MATCH)
     refs = {e: det._references(model, e) for e in model.entries}
-    origin = {}
-    for e in refs:
-        for j in range(len(refs[e])):
-            for row in det._halves(refs, (e, j))[1]:
-                origin[tuple(row.tolist())] = (e, j)
     seen = []
-    real = det._combined
-
-    def spy(samples, references, g):
-        seen.append([{origin[tuple(r.tolist())] for r in s} for s in samples])
-        return real(samples, references, g)
-
-    monkeypatch.setattr(det, "_combined", spy)
-    for entry, sizes in [(0, [40, 40]), (2, [30, 30, 30])]:
-        seen.clear()
-        power = det.decoy_power(model, entry, sizes, task=6, refs=refs)
-        assert power >= MATCH.min_power and len(seen) == MATCH.n_decoys
-        own = {(entry, j) for j in range(len(sizes))}
-        for slots in seen:
-            assert all(len(s) == 1 for s in slots)  # each decoy class from one stored class
-            assert {next(iter(s)) for s in slots} != own
-        assert any(next(iter(s)) in own for slots in seen for s in slots)  # the entry's classes are drawn too
+    real = det._pvalue
+    monkeypatch.setattr(det, "_pvalue", lambda x, ref, g: (seen.append((len(x), len(ref))), real(x, ref, g))[1])
+    det.decoy_power(model, 2, [7, 9, 11], task=3, refs=refs, pairing=[2, 0, 1])
+    sizes = [n for n, m in seen if n in (7, 9, 11)]  # decoy samples (selection halves are 50 rows)
+    assert sizes == [9, 11, 7] * MATCH.n_decoys  # entry classes 0, 1, 2 <- new classes 1, 2, 0
+    for bad in ([0, 0, 1], [0, 1], [1, 2, 3]):
+        with pytest.raises(ValueError, match="pairing must be a permutation"):
+            det.decoy_power(model, 2, [7, 9, 11], task=3, refs=refs, pairing=bad)
 
 
 @pytest.mark.slow

@@ -231,6 +231,13 @@ def test_other_strategy_settings_are_refused(copy_of_stopped):
     assert strategy.model.num_entries == 0  # refused before anything was loaded
 
 
+def test_a_checkpoint_that_differs_only_in_the_evaluation_batch_size_loads(copy_of_stopped):
+    # taken with eval_mb_size=256 (FAST), as every checkpoint before None (chosen for the
+    # device) became the default: a speed-only field (checkpoint.SPEED_ONLY_FIELDS)
+    strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped, eval_mb_size=None)
+    assert strategy.restore_checkpoint() == STOP_AFTER
+
+
 def test_another_seed_of_the_run_is_refused(copy_of_stopped, prototype_stream):
     strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped)
     with pytest.raises(CheckpointMismatchError, match=r"run_info\.seed: checkpoint 0, here 1"):

@@ -17,40 +17,21 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
-from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
+from avalanche_sdr.training.learning_reuse import GUARD_HELDOUT_PER_CLASS, heldout
 from avalanche_sdr.training.sdr_plugin import KNOWN_TASK_RULE
 
 SHORT = dict(CPU_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
 
 
-class GroundTruth:
-    """Reuses the entry of the first earlier task of the same group; ``wrong`` maps a
-    task to the entry it reuses instead (a wrong reuse on purpose); ``permutation`` a
-    task to the class permutation it reports."""
-
-    rule = "ground_truth"
-    needs_generators = False
-
-    def __init__(self, groups, wrong=None, permutation=None):
-        self.groups, self.wrong, self.permutation = list(groups), dict(wrong or {}), dict(permutation or {})
-
-    def detect(self, model, task, x, y, num_classes):
-        reused = self.wrong.get(task)
-        if reused is None:
-            creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}
-            reused = creators.get(self.groups[task])
-        fields = {"class_permutation": self.permutation[task]} if task in self.permutation else {}
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule,
-                                       **fields)
-
-
-def _strategy(stream, reuse="accumulate", **kwargs):
+def _strategy(stream, truth, reuse="accumulate", **kwargs):
+    """An SDRStrategy of the SHORT settings; decisions by ``truth`` (the ``ground_truth``
+    fixture's class) unless ``detector=`` is given."""
     torch.manual_seed(0)
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
                             generator=None)
-    detector = kwargs.pop("detector", None) or GroundTruth(stream.stream_groups)
+    detector = kwargs.pop("detector", None) or truth(stream.stream_groups)
     return SDRStrategy(model=model, **{**SHORT, **kwargs, "reuse": reuse}, detector=detector,
                        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
 
@@ -67,8 +48,8 @@ def _train(strategy, stream, upto=None):
     return strategy
 
 
-def test_repeat_answers_through_its_entry_and_updates_it(prototype_stream):
-    strategy = _strategy(prototype_stream)
+def test_repeat_answers_through_its_entry_and_updates_it(prototype_stream, ground_truth):
+    strategy = _strategy(prototype_stream, ground_truth)
     model = strategy.model
     experiences = list(prototype_stream.train_stream)
     before = None
@@ -97,14 +78,16 @@ def test_repeat_answers_through_its_entry_and_updates_it(prototype_stream):
     assert torch.equal(model(x, task), model(x, creator))  # the same entry and head answer both
 
 
-def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream):
-    head = _train(_strategy(prototype_stream, reuse="head"), prototype_stream)
-    learn = _train(_strategy(prototype_stream), prototype_stream)
+def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream, ground_truth):
+    head = _train(_strategy(prototype_stream, ground_truth, reuse="head"), prototype_stream)
+    learn = _train(_strategy(prototype_stream, ground_truth), prototype_stream)
     model = learn.model
     images, labels = model.exemplars(0)
     assert images.shape == (2 * SHORT["guard_exemplars"], 1, 8, 8) and labels.tolist() == [0] * 5 + [1] * 5
     assert model.entry_exemplars["0"].images.dtype == torch.uint8
+    assert model.entry_exemplars["0"].heldout_images.dtype == torch.uint8
     stored = sum(model.entry_exemplars[str(e)].images.numel() + 8 * len(model.exemplars(e)[1])
+                 + model.entry_exemplars[str(e)].heldout_images.numel() + 8 * len(heldout(model, e)[1])
                  for e in model.entries)
     head_bytes = sum(p.numel() * 4 for p in head.model.heads["0"].parameters())
     n_repeats = len(model.head_links)
@@ -112,27 +95,28 @@ def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream):
     assert model.entry_bytes(0) > head.model.entry_bytes(0)
 
 
-def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream):
+def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream, ground_truth):
     groups = prototype_stream.stream_groups
     # the first task after the warm start reuses an entry of another group
     task = 3
     wrong_entry = next(e for e in range(3) if groups[e] != groups[task])
-    guarded = _train(_strategy(prototype_stream, detector=GroundTruth(groups, wrong={task: wrong_entry})),
-                     prototype_stream, upto=4)
+    guarded = _train(_strategy(prototype_stream, ground_truth,
+                               detector=ground_truth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
     record = guarded.detection_records[task]
     assert record.decision == "new" and record.gate_accuracy < record.gate_threshold
     assert guarded.model.entry_of(task) == 3
-    unguarded = _train(_strategy(prototype_stream, reuse_guard=False,
-                                 detector=GroundTruth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
+    unguarded = _train(_strategy(prototype_stream, ground_truth, reuse_guard=False,
+                                 detector=ground_truth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
     record = unguarded.detection_records[task]
     assert record.decision == "reuse" and record.entry_updated and record.gate_accuracy is None
     assert unguarded.model.exemplars(0)[0].shape[0] == 0  # no guard, no stored images
 
 
-def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream):
+def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream, ground_truth):
     groups = prototype_stream.stream_groups
     repeat = next(t for t in range(3, len(groups)) if groups[t] in groups[:t])
-    strategy = _strategy(prototype_stream, detector=GroundTruth(groups, permutation={repeat: [1, 0]}),
+    strategy = _strategy(prototype_stream, ground_truth,
+                         detector=ground_truth(groups, permutation={repeat: [1, 0]}),
                          reuse_guard=False)
     _train(strategy, prototype_stream, upto=repeat + 1)
     model = strategy.model.eval()
@@ -144,8 +128,8 @@ def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream):
 
 
 @pytest.mark.parametrize("reuse", ["head", "accumulate"])
-def test_a_task_label_trained_again_continues_its_entry(prototype_stream, reuse):
-    strategy = _strategy(prototype_stream, reuse=reuse)
+def test_a_task_label_trained_again_continues_its_entry(prototype_stream, reuse, ground_truth):
+    strategy = _strategy(prototype_stream, ground_truth, reuse=reuse)
     first = prototype_stream.train_stream[0]
     strategy.train(first)
     adapters = _entry_state(strategy.model, 0)
@@ -161,21 +145,21 @@ def test_a_task_label_trained_again_continues_its_entry(prototype_stream, reuse)
     assert strategy.detection_records[-1].decision == "warm_start"
 
 
-def test_a_task_label_trained_again_must_keep_its_class_count(prototype_stream):
+def test_a_task_label_trained_again_must_keep_its_class_count(prototype_stream, ground_truth):
     from test_bad_input import _experience  # tests/training is on sys.path (pytest prepend mode)
 
-    strategy = _strategy(prototype_stream)
+    strategy = _strategy(prototype_stream, ground_truth)
     strategy.train(prototype_stream.train_stream[0])
     images = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="must keep its classes"):
         strategy.train(_experience(images, torch.arange(3).repeat_interleave(10), task=0))
 
 
-def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, tmp_path):
-    reference = _train(_strategy(prototype_stream), prototype_stream)
-    first = _strategy(prototype_stream, checkpoint_dir=tmp_path)
+def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, tmp_path, ground_truth):
+    reference = _train(_strategy(prototype_stream, ground_truth), prototype_stream)
+    first = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
     _train(first, prototype_stream, upto=5)
-    resumed = _strategy(prototype_stream, checkpoint_dir=tmp_path)
+    resumed = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
     done = resumed.restore_checkpoint()
     assert done == 5
     for experience in list(prototype_stream.train_stream)[done:]:
@@ -188,7 +172,7 @@ def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, t
         [r.to_dict() | {"detection_seconds": 0} for r in reference.detection_records]
 
 
-def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream):
+def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream, ground_truth):
     """With the two-sample rule's class matching, a stream whose repeats list their classes
     in another order is decided and learned as the same stream unshuffled."""
     # this folder's conftest by its path: "import conftest" finds whichever conftest
@@ -206,7 +190,7 @@ def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototy
     runs = {}
     for name, stream in (("plain", prototype_stream), ("shuffled", shuffled)):
         detector = TwoSampleDetector(TwoSampleSettings(alpha=0.001, match_classes=True))
-        strategy = _train(_strategy(stream, detector=detector), stream)
+        strategy = _train(_strategy(stream, ground_truth, detector=detector), stream)
         runs[name] = strategy, [strategy.eval([e])["Top1_Acc_Exp/eval_phase/test_stream/Task%03d/Exp%03d"
                                               % (e.task_label, e.current_experience)] for e in stream.test_stream]
     plain, shuffled_run = runs["plain"][0], runs["shuffled"][0]
@@ -216,12 +200,12 @@ def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototy
     assert abs(sum(runs["shuffled"][1]) - sum(runs["plain"][1])) / len(runs["plain"][1]) < 0.05
 
 
-def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototype_stream):
+def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototype_stream, ground_truth):
     """After an update the entry's features moved: the router's whitening and the class
     means of every task of the entry are fitted again in the new feature space."""
     from avalanche_sdr.routers.base import task_key as _task_key
 
-    strategy = _strategy(prototype_stream, routers=("gaussian",))
+    strategy = _strategy(prototype_stream, ground_truth, routers=("gaussian",))
     model = strategy.model
     groups = prototype_stream.stream_groups
     experiences = list(prototype_stream.train_stream)

@@ -11,6 +11,7 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.logging import BaseLogger
 from avalanche.training.plugins import EvaluationPlugin
 
+from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
 from avalanche_sdr.evaluation import DecisionLogger
@@ -69,7 +70,7 @@ def test_strategy_routes_settings_detector_options_and_avalanche_keywords():
     assert isinstance(strategy.sdr.detector, TwoSampleDetector)
     assert strategy.sdr.detector.settings.alpha == 0.05
     assert strategy.train_mb_size == CPU_SETTINGS.train_mb_size
-    assert strategy.eval_mb_size == CPU_SETTINGS.eval_mb_size
+    assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_SETTINGS.eval_mb_size)  # None: chosen for the CPU
     # Settings given as keywords alone start from the paper's values.
     plain = SDRStrategy(model=_model(), new_task_epochs=3, decision="two_sample", evaluator=_quiet())
     assert plain.sdr.settings == PAPER_SETTINGS.replace(new_task_epochs=3)

@@ -401,9 +401,11 @@ def test_lda_router_kept_features_follow_a_learning_reuse_update():
     x, _ = _test_batch(benchmark, 5)
     kept = model.predict(x, "lda")
     fitted = lda_router._fitted(model)
-    model._lda_features, model._lda_cache = {}, None
+    for kept_state in ("_lda_space", "_lda_discriminants", "_lda_cache"):
+        model.__dict__.pop(kept_state)
     fresh = lda_router._fitted(model)
-    assert torch.allclose(fitted["means"], fresh["means"], atol=1e-4)
+    scale = float(fresh["discriminants"].abs().max())
+    assert torch.allclose(fitted["discriminants"], fresh["discriminants"], atol=1e-6 * scale, rtol=0)
     assert torch.equal(model.predict(x, "lda").class_ids, kept.class_ids)
 
 
@@ -417,8 +419,8 @@ def test_group_evaluations_do_not_route_and_keep_the_last_scored_result(run, mon
     strategy.eval(benchmark.test_stream)
     before = metric.result()
     calls = []
-    real_route = task_free.route
-    monkeypatch.setattr(task_free, "route", lambda *a, **k: calls.append(1) or real_route(*a, **k))
+    real_route = task_free.route_together
+    monkeypatch.setattr(task_free, "route_together", lambda *a, **k: calls.append(1) or real_route(*a, **k))
     entry = evaluate_group(strategy, benchmark.test_stream, benchmark.stream_groups, 3,
                            int(benchmark.train_stream[3].task_labels[0]))
     assert calls == [] and metric.enabled

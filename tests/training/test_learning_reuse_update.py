@@ -1,0 +1,213 @@
+"""The learning reuse's update options (issue #36.1, #38.5): a class-balanced update, the
+early stop on a held-out share of the repeat, the rollback on the entry's held-out images,
+the refusal of options that cannot act, and the seeded draws.
+
+Prototype stream of conftest.py; decisions from the ``ground_truth`` fixture.
+"""
+import pytest
+import torch
+
+from avalanche_sdr import CPU_SETTINGS, SDRSettings
+from avalanche_sdr.training import learning_reuse
+from avalanche_sdr.training.presets import UPDATE_OPTIONS
+
+from test_bad_input import _experience  # tests/training is on sys.path (pytest prepend mode)
+from test_learning_reuse import _entry_state, _strategy, _train
+
+PLAIN = dict(update_balance=False, update_early_stop=False, update_rollback=False)
+
+
+def _repeat_of_warm_start(stream):
+    """The first task after the warm start that repeats a warm-start task's group, and that task."""
+    groups = stream.stream_groups
+    repeat = next(t for t in range(3, len(groups)) if groups[t] in groups[:3])
+    return repeat, groups.index(groups[repeat])
+
+
+def _imbalanced(stream, task, majority=0, keep_minority=3):
+    """Task ``task``'s training experience with all of class ``majority`` and ``keep_minority``
+    images of the other class."""
+    x = torch.stack([stream.train_stream[task].dataset[i][0] for i in range(len(stream.train_stream[task].dataset))])
+    y = torch.tensor([int(stream.train_stream[task].dataset[i][1]) for i in range(len(x))])
+    minority = torch.nonzero(y != majority).flatten()[:keep_minority]
+    keep = torch.sort(torch.cat([torch.nonzero(y == majority).flatten(), minority])).values
+    return _experience(x[keep], y[keep], task=task)
+
+
+def _class0_share(model, stream, creator):
+    """Mean softmax probability of class 0 of the creator's head on its own (balanced)
+    training images: the head's class balance on the entry's earlier data."""
+    dataset = stream.train_stream[creator].dataset
+    x = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    model.eval()
+    with torch.no_grad():
+        return float(torch.softmax(model(x, creator), dim=1)[:, 0].mean())
+
+
+def test_balanced_update_keeps_the_heads_class_balance(prototype_stream, ground_truth):
+    repeat, creator = _repeat_of_warm_start(prototype_stream)
+    shifts = {}
+    for balance in (False, True):
+        options = dict(PLAIN, update_balance=balance)
+        strategy = _strategy(prototype_stream, ground_truth, update_lr=0.01, reuse_epochs=5, **options)
+        _train(strategy, prototype_stream, upto=3)
+        before = _class0_share(strategy.model, prototype_stream, creator)
+        strategy.train(_imbalanced(prototype_stream, repeat))
+        assert strategy.detection_records[-1].entry_updated
+        shifts[balance] = _class0_share(strategy.model, prototype_stream, creator) - before
+    # the 30:3 repeat pulls the plain update's head towards class 0; the balanced one far less
+    assert shifts[False] > 0.01
+    assert abs(shifts[True]) < 0.5 * shifts[False]
+
+
+def test_balanced_update_keeps_the_entrys_batchnorm_statistics(prototype_stream, ground_truth):
+    repeat, creator = _repeat_of_warm_start(prototype_stream)
+    moved = {}
+    for balance in (False, True):
+        strategy = _strategy(prototype_stream, ground_truth, **dict(PLAIN, update_balance=balance))
+        _train(strategy, prototype_stream, upto=3)
+        entry = strategy.model.entry_of(creator)
+        stats = [(bn.running_mean.clone(), bn.running_var.clone())
+                 for bn in learning_reuse.entry_batchnorms(strategy.model, entry)]
+        strategy.train(_imbalanced(prototype_stream, repeat))
+        after = learning_reuse.entry_batchnorms(strategy.model, entry)
+        assert stats and len(after) == len(stats)
+        moved[balance] = any(not torch.equal(m, bn.running_mean) or not torch.equal(v, bn.running_var)
+                             for (m, v), bn in zip(stats, after))
+    assert moved == {False: True, True: False}
+
+
+def test_balanced_weights_count_every_class_equally():
+    labels = torch.tensor([4] * 17 + [7] * 3)
+    w = learning_reuse.balanced_weights(labels, 8)
+    assert w.shape == (8,) and w.dtype == torch.float32
+    assert torch.allclose(w[4] * 17, w[7] * 3) and torch.allclose(w[4] * 17 + w[7] * 3, torch.tensor(20.0))
+    assert w[0] == 1.0
+
+
+def test_rollback_restores_the_exact_state(prototype_stream, ground_truth, monkeypatch):
+    """A rule that always fails (forced here) undoes the update bit for bit; the repeat
+    still answers through the entry's head."""
+    repeat, creator = _repeat_of_warm_start(prototype_stream)
+    strategy = _strategy(prototype_stream, ground_truth, update_lr=0.01)
+    _train(strategy, prototype_stream, upto=repeat)
+    model = strategy.model
+    entry = model.entry_of(creator)
+    before = _entry_state(model, entry)
+    head = {k: v.clone() for k, v in model.heads[str(creator)].state_dict().items()}
+    monkeypatch.setattr(learning_reuse, "rollback_check", lambda before, after: True)
+    strategy.train(prototype_stream.train_stream[repeat])
+    record = strategy.detection_records[-1]
+    assert record.entry_updated and record.update_rolled_back and len(record.heldout_accuracy) == 2
+    after = _entry_state(model, entry)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert all(torch.equal(head[k], v) for k, v in model.heads[str(creator)].state_dict().items())
+    assert model.head_owner(repeat) == creator
+    assert "rolled back" in strategy.sdr.describe(record)
+
+
+def test_rollback_rule():
+    assert learning_reuse.rollback_check(20, 19)
+    assert not learning_reuse.rollback_check(20, 20) and not learning_reuse.rollback_check(19, 20)
+    assert not learning_reuse.rollback_check(None, 3) and not learning_reuse.rollback_check(3, None)
+
+
+def test_early_stop_stops_and_keeps_the_best_epoch(prototype_stream, ground_truth, monkeypatch):
+    repeat, _ = _repeat_of_warm_start(prototype_stream)
+    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=8, update_early_stop=True)
+    _train(strategy, prototype_stream, upto=repeat)
+    losses = iter([1.0, 0.5, 0.6, 0.4])  # epoch 2 is the best, epoch 3 not better: stop
+    monkeypatch.setattr(learning_reuse, "balanced_loss", lambda *args, **kwargs: next(losses))
+    strategy.train(prototype_stream.train_stream[repeat])
+    record = strategy.detection_records[-1]
+    assert len(strategy.sdr.epoch_accuracies[-1]) == 3
+    assert record.update_epochs == 2
+
+
+def test_early_stop_restores_the_best_epochs_state(prototype_stream, ground_truth, monkeypatch):
+    """The state kept is the one after the best epoch: the same as a run of that many epochs
+    without the early stop's snapshot (the held-out share left out in both)."""
+    repeat, creator = _repeat_of_warm_start(prototype_stream)
+    states = {}
+    for epochs, losses in ((6, [1.0, 0.5, 0.6]), (2, [1.0, 0.5])):
+        strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=epochs, update_rollback=False,
+                             update_early_stop=True)
+        _train(strategy, prototype_stream, upto=repeat)
+        scores = iter(losses)
+        monkeypatch.setattr(learning_reuse, "balanced_loss", lambda *args, **kwargs: next(scores))
+        strategy.train(prototype_stream.train_stream[repeat])
+        states[epochs] = _entry_state(strategy.model, strategy.model.entry_of(creator))
+        monkeypatch.undo()
+    assert all(torch.equal(states[6][k], states[2][k]) for k in states[2])
+
+
+def test_early_stop_leaves_its_share_out_of_the_update(prototype_stream, ground_truth):
+    repeat, _ = _repeat_of_warm_start(prototype_stream)
+    seen = {}
+    for early in (False, True):
+        strategy = _strategy(prototype_stream, ground_truth, update_early_stop=early, reuse_epochs=1)
+        _train(strategy, prototype_stream, upto=repeat)
+        counts = []
+        strategy.sdr.after_training_iteration = lambda s, **kw: counts.append(int(s.mb_y.shape[0]))
+        strategy.train(prototype_stream.train_stream[repeat])
+        seen[early] = sum(counts)
+    y = torch.tensor([int(v) for v in prototype_stream.train_stream[repeat].dataset.targets])
+    train, held = learning_reuse.split_repeat(y, 2, learning_reuse.REPEAT_HOLDOUT_SHARE, repeat)
+    assert seen == {False: len(y), True: len(train)} and len(held) > 0
+
+
+def test_split_and_heldout_draws_are_seeded_and_disjoint():
+    y = torch.tensor([0] * 30 + [1] * 7)
+    train, held = learning_reuse.split_repeat(y, 2, 0.2, task=5)
+    again = learning_reuse.split_repeat(y, 2, 0.2, task=5)
+    assert torch.equal(train, again[0]) and torch.equal(held, again[1])
+    assert sorted(torch.cat([train, held]).tolist()) == list(range(37))
+    assert [(y[held] == k).sum().item() for k in (0, 1)] == [6, 1]
+    x = torch.arange(37, dtype=torch.float32).view(37, 1, 1, 1)
+    stored = learning_reuse.select_exemplars(x, y, 2, 5, task=5)[0].flatten()
+    kept = learning_reuse.select_heldout(x, y, 2, 10, 5, task=5)[0].flatten()
+    assert len(kept) == 10 + 2 and not set(stored.tolist()) & set(kept.tolist())
+    assert torch.equal(kept, learning_reuse.select_heldout(x, y, 2, 10, 5, task=5)[0].flatten())
+
+
+def test_heldout_images_are_stored_checkpointed_and_counted(prototype_stream, ground_truth, tmp_path):
+    strategy = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
+    _train(strategy, prototype_stream, upto=4)
+    x, y = learning_reuse.heldout(strategy.model, 0)
+    assert len(y) == 2 * learning_reuse.GUARD_HELDOUT_PER_CLASS and x.dtype == torch.float32
+    resumed = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
+    assert resumed.restore_checkpoint() == 4
+    x2, y2 = learning_reuse.heldout(resumed.model, 0)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    plain = _train(_strategy(prototype_stream, ground_truth, **PLAIN), prototype_stream, upto=4)
+    assert len(learning_reuse.heldout(plain.model, 0)[1]) == 0
+
+
+def test_update_options_default_and_refusals():
+    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    assert [accumulate.update_option(n) for n in UPDATE_OPTIONS] == [True, False, True]
+    assert accumulate.replace(update_early_stop=True).update_option("update_early_stop")
+    assert not any(CPU_SETTINGS.update_option(n) for n in UPDATE_OPTIONS)
+    assert not accumulate.replace(reuse_guard=False).update_option("update_rollback")
+    assert not accumulate.replace(guard_exemplars=0).update_option("update_rollback")
+    for name in UPDATE_OPTIONS:
+        for value in (True, False):
+            with pytest.raises(ValueError, match="acts only on the learning reuse"):
+                SDRSettings(**{name: value})
+        with pytest.raises(ValueError, match="None .* or a bool"):
+            accumulate.replace(**{name: 1})
+    with pytest.raises(ValueError, match="update_rollback=True needs reuse_guard"):
+        accumulate.replace(reuse_guard=False, update_rollback=True)
+    with pytest.raises(ValueError, match="update_rollback=True needs"):
+        accumulate.replace(guard_exemplars=0, update_rollback=True)
+    with pytest.raises(KeyError):
+        accumulate.update_option("reuse_guard")
+
+
+def test_an_old_accumulate_checkpoint_fingerprint_needs_the_plain_update():
+    from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
+
+    old = {k: v for k, v in CPU_SETTINGS.replace(reuse="accumulate").to_dict().items() if k not in UPDATE_OPTIONS}
+    assert {upgrade_strategy_fingerprint(old)[n] for n in UPDATE_OPTIONS} == {False}
+    old_head = {k: v for k, v in CPU_SETTINGS.to_dict().items() if k not in UPDATE_OPTIONS}
+    assert {upgrade_strategy_fingerprint(old_head)[n] for n in UPDATE_OPTIONS} == {None}
