@@ -198,15 +198,8 @@ def balanced_loss(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_siz
     """
     if x.shape[0] == 0:
         return float("nan")
-    feats = model.batched_features(x, entry, batch_size)
-    head = model.heads[str(int(owner))]
-    was_training = head.training
-    head.eval()
-    try:
-        device = next(head.parameters()).device
-        losses = nn.functional.cross_entropy(head(feats.to(device)), y.to(device), reduction="none").cpu()
-    finally:
-        head.train(was_training)
+    logits = head_logits(model, entry, owner, x, batch_size)
+    losses = nn.functional.cross_entropy(logits, y.cpu(), reduction="none")
     y = y.cpu()
     return float(torch.stack([losses[y == k].mean() for k in torch.unique(y)]).mean())
 
@@ -283,16 +276,26 @@ def head_accuracy(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_siz
     """
     if x.shape[0] == 0:
         return float("nan")
+    predicted = head_logits(model, entry, owner, x, batch_size).argmax(dim=1)
+    return float((predicted == y.cpu()).float().mean())
+
+
+@torch.no_grad()
+def head_logits(model, entry: int, owner: int, x: Tensor, batch_size: Optional[int] = None) -> Tensor:
+    """Logits of ``owner``'s head on ``entry``'s features of ``x``, head and entry in eval mode.
+
+    :param x: [n, C, H, W] images (n >= 1).
+    :return: [n, width] float32 logits, on the CPU.
+    """
     feats = model.batched_features(x, entry, batch_size)
     head = model.heads[str(int(owner))]
     was_training = head.training
     head.eval()
     try:
         device = next(head.parameters()).device
-        predicted = head(feats.to(device)).argmax(dim=1).cpu()
+        return head(feats.to(device)).cpu()
     finally:
         head.train(was_training)
-    return float((predicted == y.cpu()).float().mean())
 
 
 @dataclass(frozen=True)
@@ -357,5 +360,5 @@ class ExemplarReplay:
 
 __all__ = ["EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
            "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "balanced_loss", "balanced_weights",
-           "entry_batchnorms", "gate", "head_accuracy", "heldout", "heldout_correct", "rollback_check",
+           "entry_batchnorms", "gate", "head_accuracy", "head_logits", "heldout", "heldout_correct", "rollback_check",
            "select_exemplars", "select_heldout", "split_repeat", "store_heldout"]
