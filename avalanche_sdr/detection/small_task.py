@@ -179,9 +179,9 @@ def pooled_covariance(classes: Sequence[Tensor], rank_tol: float = 1e-9) -> Pool
 def pooled_hotelling_pvalue(x: Tensor, ref: Tensor, covariance: PooledCovariance) -> float:
     """p-value of "``x`` and ``ref`` have one mean", with a pooled covariance.
 
-    T^2 = n m / (n + m) |W^T (mean_x - mean_ref)|^2 with the whitener W of ``covariance``
-    (rank k, df degrees of freedom); under H0 (Gaussian classes sharing the pooled
-    covariance) (df - k + 1) / (k df) T^2 ~ F(k, df - k + 1).
+    ``T^2 = n m / (n + m) ||W^T (mean_x - mean_ref)||^2`` with the whitener ``W`` of
+    ``covariance`` (rank k, df degrees of freedom); under H0 (Gaussian classes sharing the
+    pooled covariance) ``(df - k + 1) / (k df) T^2 ~ F(k, df - k + 1)``.
 
     :param x: [n, d] samples (n >= 1); :param ref: [m, d] samples (m >= 1).
     :param covariance: from :func:`pooled_covariance` over classes of width d.
