@@ -43,6 +43,7 @@ from avalanche_sdr.detection.two_sample import (
     bonferroni,
     bottleneck_matching,
     random_projection,
+    reference_halves,
 )
 
 INPUT_PROJECTION_SEED = 20240611
@@ -300,11 +301,7 @@ class SmallTaskDetector:
 
     def _halves(self, refs: Dict[int, List[Tensor]], key: Tuple[int, int]) -> Tuple[Tensor, Tensor]:
         """A fixed random split of a stored class into a selection half and a sampling half."""
-        rows = refs[key[0]][key[1]]
-        order = torch.randperm(len(rows), generator=task_generator(self.settings.seed, key[0] * 1009 + key[1],
-                                                                   _HALVES))
-        half = len(rows) // 2
-        return rows[order[:half]], rows[order[half:]]
+        return reference_halves(refs[key[0]][key[1]], self.settings.seed, key, _HALVES)
 
     def decoy_rank_pvalue(self, p_task: float, entry: int, sizes: Sequence[int], task: int,
                           refs: Dict[int, List[Tensor]], covariance: PooledCovariance) -> float:

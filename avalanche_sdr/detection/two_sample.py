@@ -238,6 +238,20 @@ def bonferroni(pvalues: Sequence[float]) -> float:
     return min(1.0, len(pvalues) * min(pvalues))
 
 
+def reference_halves(rows: Tensor, seed: int, key: Tuple[int, int], purpose: int) -> Tuple[Tensor, Tensor]:
+    """A fixed random split of one stored class into two halves, the same on every call.
+
+    :param rows: [n, d] the class's stored reference rows.
+    :param seed: the rule's seed; ``key``: ``(entry, class)`` of the rows; ``purpose``: the
+        caller's :func:`~avalanche_sdr._draws.task_generator` purpose.
+    :return: ``(first [n // 2, d], second [n - n // 2, d])``.
+    """
+    g = task_generator(seed, key[0] * 1009 + key[1], purpose)
+    order = torch.randperm(len(rows), generator=g)
+    half = len(rows) // 2
+    return rows[order[:half]], rows[order[half:]]
+
+
 # ---------------------------------------------------------------------- class matching
 
 
@@ -531,11 +545,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         """A fixed random split of a stored class reference into two halves: the first
         decides whether it is a known-distinct decoy, the second supplies the decoy
         samples (so the power is not measured on the data that selected the decoys)."""
-        rows = refs[key[0]][key[1]]
-        g = task_generator(self.settings.seed, key[0] * 1009 + key[1], _DECOY)
-        order = torch.randperm(len(rows), generator=g)
-        half = len(rows) // 2
-        return rows[order[:half]], rows[order[half:]]
+        return reference_halves(refs[key[0]][key[1]], self.settings.seed, key, _DECOY)
 
     def _known_distinct(self, key: Tuple[int, int], other: Tuple[int, int], refs, selection: Tensor,
                         level: float) -> bool:
@@ -654,4 +664,5 @@ __all__ = [
     "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "MIN_HELD_OUT_PER_CLASS", "PROJECTION_SEED", "ReferenceHoldout", "TESTS",
     "TwoSampleDetector", "TwoSampleSettings",
     "bonferroni", "bottleneck_matching", "energy_pvalue", "hotelling_pvalue", "random_projection",
+    "reference_halves",
 ]
