@@ -32,10 +32,17 @@ from typing import Any, Dict, List
 
 from avalanche_sdr import cli
 
-RULES = ("two_sample", "small_task", "small_task_any_size", "all_new")
+RULES = ("two_sample", "small_task", "small_task_any_size", "small_task_no_confirm", "small_task_confirm_all",
+         "all_new")
 """Rules compared: the two-sample rule (defaults), the small-task rule (defaults), the
 small-task rule with its fallback at every size (``min_per_class=2``: what the default
-10 guards against) and a new entry for every task (train mode only)."""
+10 guards against), without confirming the two-sample rule's reuses
+(``confirm_below=None``: the rule before the confirmation), confirming them at every
+size (what the default ``confirm_below=40`` was chosen against) and a new entry for
+every task (train mode only)."""
+
+CONFIRM_ALL = 10 ** 9
+"""``confirm_below`` of ``small_task_confirm_all``: larger than any task."""
 
 N_SPLITS = 4
 VALID_PER_TASK = 10
@@ -72,6 +79,11 @@ def make_rule(name: str):
         from avalanche_sdr.detection import SmallTaskSettings
 
         return make_detector("small_task", settings=SmallTaskSettings(min_per_class=2))
+    if name in ("small_task_no_confirm", "small_task_confirm_all"):
+        from avalanche_sdr.detection import SmallTaskSettings
+
+        below = None if name == "small_task_no_confirm" else CONFIRM_ALL
+        return make_detector("small_task", settings=SmallTaskSettings(confirm_below=below))
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
@@ -266,4 +278,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["AllNewDetector", "RULES", "build_stream", "make_rule", "replay", "report", "train"]
+__all__ = ["AllNewDetector", "CONFIRM_ALL", "RULES", "build_stream", "make_rule", "replay", "report", "train"]

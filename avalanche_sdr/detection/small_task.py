@@ -17,6 +17,11 @@ where it lacks power, on tasks of at least ``min_per_class`` images a class:
    are tested the same way; reuse only when the task looks more like a repeat than all
    but a share ``beta`` of them (``(1 + #{p_decoy >= p_task}) / (n_decoys + 1) <= beta``).
 
+On tasks of fewer than ``confirm_below`` images a class the two-sample rule's reuses
+are confirmed by the same fallback (same entry, same class matching) or become new
+entries: at that size its power check, estimated from few images, let false reuses
+through on the validation streams.
+
 Why: a reuse then has evidence on the side of "same classes" at a known error rate
 against the differences the repository can show. The steps, the level argument and
 its limits: docs/method.rst, section "Decisions on small tasks"; evidence:
@@ -75,6 +80,13 @@ class SmallTaskSettings:
         least this many images (10: at 5 per class the validation streams gave false
         reuses on up to 47 % of the tasks, docs/results/small_tasks.md); below it the
         two-sample rule's decision stands.
+    :param confirm_below: a reuse by the two-sample rule of a task whose smallest class
+        has at least ``min_per_class`` and fewer than ``confirm_below`` images stands
+        only when the fallback's tests confirm it (the fallback reuses the same entry
+        with the same class matching); otherwise the task gets a new entry. 40: chosen
+        on the validation streams (confirming cut the two-sample rule's false reuses at
+        10 and 20 images a class and cost Correct at 40, docs/results/small_tasks.md).
+        ``None``: the two-sample rule's reuses stand at every size (the rule before).
     :param seed: seed of the fallback's private RNGs (reference subsample, decoy draws).
     """
 
@@ -84,6 +96,7 @@ class SmallTaskSettings:
     dim: int = 32
     reference_per_class: int = 100
     min_per_class: int = 10
+    confirm_below: Optional[int] = 40
     seed: int = 0
 
     def __post_init__(self):
@@ -95,6 +108,8 @@ class SmallTaskSettings:
             check_int(getattr(self, name), name)
         check_int(self.seed, "seed", minimum=0)
         check_int(self.min_per_class, "min_per_class", minimum=2)
+        if self.confirm_below is not None:
+            check_int(self.confirm_below, "confirm_below", minimum=self.min_per_class + 1)
         if 1.0 / (self.n_decoys + 1) > self.beta:
             raise ValueError(f"with n_decoys={self.n_decoys} the smallest Monte-Carlo p-value is "
                              f"1/{self.n_decoys + 1} > beta={self.beta}: no task could be reused; use "
@@ -106,7 +121,7 @@ class SmallTaskSettings:
         """JSON-safe dict of the settings (the two-sample settings nested)."""
         return dict(two_sample=self.two_sample.to_dict(), beta=self.beta, n_decoys=self.n_decoys, dim=self.dim,
                     reference_per_class=self.reference_per_class, min_per_class=self.min_per_class,
-                    seed=self.seed)
+                    confirm_below=self.confirm_below, seed=self.seed)
 
 
 DEFAULT_SMALL_TASK = SmallTaskSettings()
@@ -361,8 +376,11 @@ class SmallTaskDetector:
         s = self.settings
         y = y.cpu()
         smallest = min(int((y == j).sum()) for j in range(num_classes))
-        if first.decision == "reuse" or first.power is None or smallest < s.min_per_class:
-            return first  # reused, rejected, no candidate, or too few images for the fallback
+        if smallest < s.min_per_class:
+            return first  # too few images for the fallback
+        confirm = first.decision == "reuse" and s.confirm_below is not None and smallest < s.confirm_below
+        if not confirm and (first.decision == "reuse" or first.power is None):
+            return first  # reused (no confirmation asked), rejected, or no candidate
         g = task_generator(s.seed, task, _REFERENCE)
         projected = self.project_inputs(x)
         samples = []
@@ -390,6 +408,8 @@ class SmallTaskDetector:
             if rank_p <= s.beta:
                 reused = entries[best]
         permutation = matchings[best] if reused is not None and matchings[best] != identity else []
+        if confirm and (reused != first.entry or permutation != list(first.class_permutation)):
+            reused, permutation = None, []  # the fallback does not confirm the two-sample rule's reuse
         return DetectionRecord.decided(
             model, task=task, entries=entries, reused=reused, rule=self.rule,
             detection_seconds=first.detection_seconds + time.perf_counter() - start, p_value=combined,

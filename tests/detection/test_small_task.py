@@ -180,3 +180,41 @@ def test_every_registered_rule_is_a_named_detector():
     from avalanche_sdr.vocabulary import DETECTORS
 
     assert tuple(DETECTOR_TYPES) == DETECTORS
+
+
+def _stage_one_reuses(detector, entry, permutation=()):
+    """Make ``detector``'s two-sample stage reuse ``entry`` (power 1.0), whatever the task."""
+    def detect(model, task, x, y, num_classes):
+        return DetectionRecord.decided(model, task=task, entries=list(model.entries), reused=entry,
+                                       rule="two_sample", p_value=[0.5] * len(model.entries), power=1.0,
+                                       class_permutation=list(permutation))
+    detector.two_sample.detect = detect
+
+
+def test_small_tasks_reuse_by_the_two_sample_rule_only_when_the_fallback_confirms_it():
+    detector = SmallTaskDetector()
+    assert detector.settings.confirm_below == 40
+    model, prototypes, g = _repository(detector)
+    x, y = _images(prototypes[1], 20, g)  # a repeat of entry 1, 20 images a class
+    _stage_one_reuses(detector, 1)
+    record = detector.detect(model, 10, x, y, 2)
+    assert record.decision == "reuse" and record.reused_entry == 1
+    assert record.decoy_rank_pvalue is not None and record.decoy_rank_pvalue <= DEFAULT_SMALL_TASK.beta
+    _stage_one_reuses(detector, 0)  # a wrong reuse by stage 1: the fallback points at entry 1, not 0
+    record = detector.detect(model, 10, x, y, 2)
+    assert record.decision == "new" and record.decoy_rank_pvalue is not None
+    _stage_one_reuses(detector, 1, permutation=[1, 0])  # right entry, classes matched the other way
+    assert detector.detect(model, 10, x, y, 2).decision == "new"
+
+
+def test_no_confirmation_at_or_above_confirm_below_or_when_switched_off():
+    for settings, per_class in ((SmallTaskSettings(), 40), (SmallTaskSettings(confirm_below=None), 20)):
+        detector = SmallTaskDetector(settings)
+        model, prototypes, g = _repository(detector)
+        x, y = _images(prototypes[1], per_class, g)
+        _stage_one_reuses(detector, 0)
+        record = detector.detect(model, 10, x, y, 2)
+        assert record.decision == "reuse" and record.reused_entry == 0 and record.decoy_rank_pvalue is None
+    with pytest.raises(ValueError, match="confirm_below must be an int >= 11"):
+        SmallTaskSettings(confirm_below=10)
+    assert SmallTaskSettings(confirm_below=None).to_dict()["confirm_below"] is None

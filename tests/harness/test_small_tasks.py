@@ -12,6 +12,9 @@ def test_rules_are_the_library_detectors():
     assert isinstance(small_tasks.make_rule("two_sample"), TwoSampleDetector)
     assert isinstance(small_tasks.make_rule("small_task"), SmallTaskDetector)
     assert small_tasks.make_rule("small_task_any_size").settings.min_per_class == 2
+    assert small_tasks.make_rule("small_task_no_confirm").settings.confirm_below is None
+    assert small_tasks.make_rule("small_task_confirm_all").settings.confirm_below == small_tasks.CONFIRM_ALL
+    assert small_tasks.make_rule("small_task").settings.confirm_below == 40
     assert small_tasks.make_rule("all_new").config() == {"rule": "all_new"}
     with pytest.raises(ValueError, match="unknown rule"):
         small_tasks.make_rule("oracle")
