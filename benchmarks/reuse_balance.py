@@ -19,16 +19,20 @@ configurations is only what a repeat trains:
 - ``head``: the paper's head-only reuse;
 - ``plain``: the learning reuse without this issue's update options
   (``update_balance=False, update_early_stop=False, update_rollback=False``);
-- ``guarded``: the class-balanced update with stored BatchNorm statistics, early stop
-  and rollback (``update_early_stop=True``, the other options at their defaults);
-- ``no_early_stop``: balance and rollback without the early stop (the defaults).
+- ``guarded``: every update class-balanced with stored BatchNorm statistics, early stop
+  and rollback (``update_balance="always", update_early_stop=True, update_rollback=True``);
+- ``no_early_stop``: the same without the early stop (``update_balance="always"``, rollback;
+  the defaults before ``"when_shifted"``);
+- ``default``: the library's defaults (``update_balance="when_shifted"``: only a repeat
+  whose class counts differ from its entry's creating task's is balanced; rollback).
 
 E0 is the harness's small CNN pretrained on the stream's warm-start tasks (the CPU
 preset's epochs), once per (kind, seed), kept in ``OUT/backbones``. Training settings:
 the harness's CPU preset (``SDRSettings`` ``"cpu"``). Per run: average final accuracy,
 BWT (final accuracy minus accuracy right after training, over all tasks but the last),
 and per group (entry) the same difference over its tasks but its last ("earlier-task
-change"), updates rolled back and epochs kept. Finished runs are kept in
+change"), updates balanced (``update_balanced``; "–" in runs written before it was
+recorded), rolled back and epochs kept. Finished runs are kept in
 ``OUT/runs/*.json`` and skipped when the command runs again.
 
     python -m benchmarks.reuse_balance --seeds 0 1 2 --out results/reuse_balance
@@ -51,7 +55,7 @@ TEST_PER_TASK = 200
 MAJORITY_SHARE = 0.85
 """``flipped``: the majority class's share of a task's training images."""
 KINDS = ("flipped", "shuffled")
-CONFIGS = ("head", "plain", "guarded", "no_early_stop")
+CONFIGS = ("head", "plain", "guarded", "no_early_stop", "default")
 
 
 def build_stream(kind: str, seed: int, data_root: Optional[str]):
@@ -171,9 +175,9 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     if config == "plain":
         settings = settings.replace(update_balance=False, update_early_stop=False, update_rollback=False)
     elif config == "guarded":
-        settings = settings.replace(update_early_stop=True)
+        settings = settings.replace(update_balance="always", update_early_stop=True, update_rollback=True)
     elif config == "no_early_stop":
-        settings = settings.replace(update_early_stop=False)
+        settings = settings.replace(update_balance="always", update_early_stop=False, update_rollback=True)
     strategy = SDRStrategy(model=model, settings=settings, detector=TruthDetector(benchmark),
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     tests = list(benchmark.test_stream)
@@ -199,6 +203,8 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
         "bwt": sum(final[i] - just_trained[i] for i in range(n - 1)) / (n - 1),
         "earlier_task_change": earlier,
         "updates": len(updates), "rolled_back": sum(r.update_rolled_back for r in updates),
+        "balanced": sum(r.update_balanced for r in updates),
+        "balance_p_values": [r.balance_p_value for r in updates],
         "update_epochs": [r.update_epochs for r in updates],
         "heldout_accuracy": [r.heldout_accuracy for r in updates],
         "wall_seconds": wall, "torch_threads": torch.get_num_threads(),
@@ -208,13 +214,13 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
 def report(runs: Sequence[Dict[str, Any]]) -> str:
     """Markdown: one row per run, then the per-kind check (guarded >= head, BWT >= 0)."""
     lines = ["| kind | config | seed | acc (%) | BWT (pts) | earlier-task change per group (pts) | updates | "
-             "rolled back | epochs kept (mean) | wall (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "balanced | rolled back | epochs kept (mean) | wall (s) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: (r["kind"], CONFIGS.index(r["config"]), r["seed"])):
         epochs = [e for e in r["update_epochs"] if e is not None]
         lines.append(
             f"| {r['kind']} | {r['config']} | {r['seed']} | {100 * r['average_accuracy']:.2f} | "
             f"{100 * r['bwt']:+.2f} | {' / '.join(f'{100 * v:+.2f}' for v in r['earlier_task_change'].values())} | "
-            f"{r['updates']} | {r['rolled_back']} | {(sum(epochs) / len(epochs)) if epochs else float('nan'):.1f} | "
+            f"{r['updates']} | {r.get('balanced', '–')} | {r['rolled_back']} | {(sum(epochs) / len(epochs)) if epochs else float('nan'):.1f} | "
             f"{r['wall_seconds']:.0f} |")
     lines.append("")
     by = {(r["kind"], r["config"], r["seed"]): r for r in runs}
@@ -222,11 +228,13 @@ def report(runs: Sequence[Dict[str, Any]]) -> str:
         seeds = sorted({s for (k, c, s) in by if k == kind and c != "head" and (k, "head", s) in by})
         if not seeds:
             continue
-        for config in ("plain", "guarded", "no_early_stop"):
+        for config in CONFIGS[1:]:
             ok = [s for s in seeds if (kind, config, s) in by and
                   by[(kind, config, s)]["average_accuracy"] >= by[(kind, "head", s)]["average_accuracy"]
                   and by[(kind, config, s)]["bwt"] >= 0]
             have = [s for s in seeds if (kind, config, s) in by]
+            if not have:
+                continue
             lines.append(f"{kind}, {config}: accuracy >= head-only and BWT >= 0 on {len(ok)} of {len(have)} "
                          f"seeds {have}")
     return "\n".join(lines) + "\n"
@@ -236,7 +244,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.reuse_balance", description=cli.description(__doc__))
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="streams (default: both)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
-                        help="what a repeat trains (default: all three)")
+                        help="what a repeat trains (default: all)")
     parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0, 1, 2], metavar="SEED",
                         help="stream seeds, each also fixes E0 (default: 0 1 2)")
     parser.add_argument("--threads", type=cli.positive_int, default=1, metavar="N", help="torch threads (default 1)")

@@ -31,7 +31,7 @@ from avalanche_sdr import cli
 from benchmarks import catalogue
 from benchmarks.harness.specs import RunSpec, pending_runs, referenced_variant, run_id, split_reference
 from benchmarks.tuning import TUNING_GRIDS, tunable, tuned_options
-from benchmarks.variants import equal_memory_rows, harness_variant_rows
+from benchmarks.variants import UPDATE_FLAGS, UPDATE_VARIANT_WORDS, equal_memory_rows, harness_variant_rows
 
 if __name__ in ("__main__", "__mp_main__"):
     # The command (or one of its spawned workers): hide the third-party warnings a user
@@ -76,6 +76,15 @@ def _epilog() -> str:
     lines += ["", "reuse (--reuse; SDR rows only):",
               f"  {'head':<21} the paper's: a repeat trains a new head on the reused entry, which stays frozen",
               f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head"]
+    lines += ["", "the learning reuse's updates (accumulate rows only; default: the library's defaults):",
+              f"  {'--update-balance':<21} when_shifted (default): class-balanced updates, but the plain one for a "
+              "repeat",
+              f"  {'':<21} whose class counts match its entry's creating task's and equal counts; always: every",
+              f"  {'':<21} update balanced; off: none",
+              f"  {'--update-rollback':<21} on (default): undo an update that lowers the entry's held-out accuracy; "
+              "off",
+              f"  {'--update-early-stop':<21} on: stop once a held-out share of the repeat stops improving; off "
+              "(default)"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
               f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",
@@ -174,6 +183,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="what a detected repeat trains in every SDR row of --methods (list below): head "
                         "(default) and/or accumulate (variant row 'accumulate'); '--reuse head accumulate' gives "
                         "both rows; other methods, and the rows of --method, are unaffected")
+    for flag, name in (("--update-balance", "update_balance"), ("--update-rollback", "update_rollback"),
+                       ("--update-early-stop", "update_early_stop")):
+        parser.add_argument(flag, choices=["default"] + list(UPDATE_FLAGS[name]), default="default", dest=name,
+                            help=f"the learning reuse's {name} (SDRSettings.{name}; list below) in every "
+                            "accumulate row; a value other than default renames the row (variant "
+                            f"accumulate_{UPDATE_VARIANT_WORDS[name]}_VALUE) and is recorded in its run's options "
+                            "and config (default: the library's default)")
     parser.add_argument("--sweep", action="store_true",
                         help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
                         "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
@@ -241,6 +257,14 @@ def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("--reuse: no SDR row in --methods to apply it to"
                      + (" (the rows of --method carry their preset's reuse)" if args.method else ""))
     args.reuse = args.reuse or [catalogue.REUSES[0]]
+    args.update_options = {name: getattr(args, name) for name in UPDATE_FLAGS
+                           if getattr(args, name, "default") != "default"}
+    if args.update_options and not any(
+            dict(r.options).get("reuse") == "accumulate"
+            for r in harness_variant_rows(argparse.Namespace(**dict(vars(args), update_options=None)))):
+        flags = " ".join(f"--{n.replace('_', '-')} {v}" for n, v in args.update_options.items())
+        parser.error(f"{flags}: no learning-reuse row in this call to apply it to (add --reuse accumulate, "
+                     "or --method recommended)")
     if args.sweep and not any(m in catalogue.SWEPT_BASELINES or catalogue.METHODS[m].is_sdr for m in args.methods):
         parser.error("--sweep: none of --methods has memory-knob variants (replay and the SDR rows have; "
                      "the rows of --method are their preset's, not swept)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from avalanche_sdr.vocabulary import REUSE_HEAD
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_HEAD
 from benchmarks import catalogue
 
 Options = Tuple[Tuple[str, Any], ...]
@@ -100,6 +100,52 @@ def reuse_rows(base: Row, reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]
     return rows
 
 
+UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
+    "update_balance": {"when_shifted": "when_shifted", "always": "always", "off": False},
+    "update_rollback": {"on": True, "off": False},
+    "update_early_stop": {"on": True, "off": False},
+}
+"""The learning reuse's update options a harness call can set (``--update-balance``,
+``--update-rollback``, ``--update-early-stop``): each flag's words and the
+:class:`~avalanche_sdr.training.SDRSettings` value each gives (the balance rule names
+repeat ``learning_reuse.BALANCE_RULES``, which imports torch; a test keeps them equal).
+A flag left out (or ``default``) leaves the option at the library's default."""
+
+UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop"}
+"""How a set update option names its row's variant: ``accumulate_balance_always``,
+``accumulate_rollback_off``, ``accumulate_earlystop_on``."""
+
+
+def update_rows(rows: Sequence[Row], updates: Optional[Dict[str, str]]) -> List[Row]:
+    """``rows`` with the update options ``updates`` (option name -> flag word of
+    :data:`UPDATE_FLAGS`; ``"default"`` or absent: unchanged) given to every row of the
+    learning reuse (options' ``reuse`` ``"accumulate"``), each such row renamed
+    ``<variant>_<word>_<flag word>``; other rows unchanged.
+
+    :raises ValueError: an unknown option or flag word (the message lists them).
+    """
+    chosen = []
+    for name, word in (updates or {}).items():
+        if name not in UPDATE_FLAGS:
+            raise ValueError(f"unknown update option {name!r}; they are {sorted(UPDATE_FLAGS)}")
+        if word in (None, "default"):
+            continue
+        if word not in UPDATE_FLAGS[name]:
+            raise ValueError(f"{name}: unknown value {word!r}; choose one of {['default'] + list(UPDATE_FLAGS[name])}")
+        chosen.append((name, word))
+    if not chosen:
+        return list(rows)
+    out = []
+    for row in rows:
+        if row_reuse(dict(row.options)) != REUSE_ACCUMULATE:
+            out.append(row)
+            continue
+        suffix = [f"{UPDATE_VARIANT_WORDS[n]}_{w}" for n, w in chosen]
+        out.append(Row(row.method, variant_name(row.variant, *suffix),
+                       row.options + tuple((n, UPDATE_FLAGS[n][w]) for n, w in chosen)))
+    return out
+
+
 def row_reuse(options: Dict[str, Any]) -> str:
     """The reuse of a row (its ``options``' ``reuse``, else :data:`REUSE_DEFAULT`)."""
     return (options or {}).get("reuse", REUSE_DEFAULT)
@@ -162,16 +208,18 @@ def harness_variant_rows(args, tuned: Optional[Dict[str, Dict[str, Any]]] = None
     (:func:`harness_rows`), then the rows of ``--method`` not already
     among them (:func:`method_preset_rows`; task-free rows where ``--methods`` has a
     task-free method); with ``--tuned-only``, none of a method of ``tuned`` (the ``--tune``
-    choices that get a ``[tuned]`` row: that row stands for it)."""
+    choices that get a ``[tuned]`` row: that row stands for it); the learning-reuse rows
+    with the call's update options (:func:`update_rows`, ``args.update_options``)."""
     rows = harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
                         getattr(args, "reuse", None) or [REUSE_DEFAULT])
     task_free = any(catalogue.METHODS[m].task_free for m in args.methods)
     rows += [r for r in method_preset_rows(getattr(args, "method", None) or [], task_free) if r not in rows]
     if getattr(args, "tuned_only", False):
         rows = [r for r in rows if r.method not in (tuned or {})]
-    return rows
+    return update_rows(rows, getattr(args, "update_options", None))
 
 
-__all__ = ["MEMORY_KNOBS", "PROTOCOLS", "REUSE_DEFAULT", "SWEEP_EFT", "SWEEP_PER_CLASS", "Options", "Row",
-           "equal_memory_rows", "harness_rows", "harness_variant_rows", "method_preset_rows", "protocol_rows",
-           "reuse_rows", "row_reuse", "sweep_rows", "variant_name"]
+__all__ = ["MEMORY_KNOBS", "PROTOCOLS", "REUSE_DEFAULT", "SWEEP_EFT", "SWEEP_PER_CLASS", "UPDATE_FLAGS",
+           "UPDATE_VARIANT_WORDS", "Options", "Row", "equal_memory_rows", "harness_rows", "harness_variant_rows",
+           "method_preset_rows", "protocol_rows", "reuse_rows", "row_reuse", "sweep_rows", "update_rows",
+           "variant_name"]

@@ -178,6 +178,11 @@ class DetectionRecord:
     :param update_rolled_back: the update lowered ``heldout_accuracy`` and was undone:
         the entry, its BatchNorm copies and head are as before this task, which still
         answers through the entry's head (``entry_updated`` stays ``True``).
+    :param update_balanced: the update (``entry_updated``) was class-balanced (``update_balance``'s
+        rule asked for it: class weights, the entry's BatchNorm copies in eval mode).
+    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: p-value of
+        the chi-square test of the repeat's class counts against the entry's creating
+        task's; ``None`` when not tested.
     :param decoy_rank_pvalue: ``"small_task"`` fallback: Monte-Carlo p-value of "this
         task differs from the best candidate as the decoys do" (a reuse needs it at most
         the rule's ``beta``); ``None`` when the fallback did not decide.
@@ -210,6 +215,8 @@ class DetectionRecord:
     heldout_accuracy: list[float] = field(default_factory=list)
     update_rolled_back: bool = False
     decoy_rank_pvalue: float | None = None
+    update_balanced: bool = False
+    balance_p_value: float | None = None
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -263,7 +270,7 @@ class DetectionRecord:
             raise ValueError(f"entry_updated must be a bool, got {self.entry_updated!r}")
         if self.entry_updated and self.decision != "reuse":
             raise ValueError(f"entry_updated is only set for a 'reuse', not {self.decision!r}")
-        for name in ("gate_accuracy", "gate_threshold", "decoy_rank_pvalue"):
+        for name in ("gate_accuracy", "gate_threshold", "decoy_rank_pvalue", "balance_p_value"):
             value = getattr(self, name)
             setattr(self, name, None if value is None else float(value))
         self.update_epochs = _as_optional_int(self.update_epochs, "update_epochs")
@@ -274,6 +281,10 @@ class DetectionRecord:
             raise ValueError(f"update_rolled_back must be a bool, got {self.update_rolled_back!r}")
         if self.update_rolled_back and not self.entry_updated:
             raise ValueError("update_rolled_back is only set for an update (entry_updated=True)")
+        if not isinstance(self.update_balanced, bool):
+            raise ValueError(f"update_balanced must be a bool, got {self.update_balanced!r}")
+        if self.update_balanced and not self.entry_updated:
+            raise ValueError("update_balanced is only set for an update (entry_updated=True)")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
@@ -306,6 +317,8 @@ class DetectionRecord:
             "heldout_accuracy": list(self.heldout_accuracy),
             "update_rolled_back": self.update_rolled_back,
             "decoy_rank_pvalue": None if self.decoy_rank_pvalue is None else _json_float(self.decoy_rank_pvalue),
+            "update_balanced": self.update_balanced,
+            "balance_p_value": None if self.balance_p_value is None else _json_float(self.balance_p_value),
         }
 
     @classmethod

@@ -199,13 +199,19 @@ def _discriminants(model, entries: List[int], states: List[Dict[str, Tensor]]) -
     # P[i, u] = z_i . m_u, Q[u, v] = m_u . m_v, residual Gram G[i, j] = (z_i - m_u(i)) . (z_j - m_u(j))
     p = torch.zeros(gram.shape[0], n_units, dtype=torch.float64).index_add_(1, unit_of, gram) / counts
     q = torch.zeros(n_units, n_units, dtype=torch.float64).index_add_(0, unit_of, p) / counts[:, None]
+    # in place, in the order of (gram - pu) - pu^T + Q[u(i), u(j)]: no other [n, n] temporaries
     pu = p[:, unit_of]
-    g = gram - pu - pu.T + q[unit_of][:, unit_of]
+    g = gram - pu
+    g -= pu.T
+    del pu
+    g += q[unit_of[:, None], unit_of[None, :]]
     alpha, beta = ledoit_wolf_from_gram(g, z.shape[1])
     means = torch.zeros(n_units, z.shape[1], dtype=torch.float64).index_add_(0, unit_of, z) / counts[:, None]
     if beta > 0:
         # Sigma^{-1} = (I - R^T (a/b I + G)^{-1} R) / a; R M^T [n, U] = P - Q[u(i)]
-        chol = torch.linalg.cholesky(g + (alpha / beta) * torch.eye(g.shape[0], dtype=torch.float64))
+        g.diagonal().add_(alpha / beta)  # G + (a/b) I, entry by entry as with an identity matrix
+        chol = torch.linalg.cholesky(g)
+        del g
         x = torch.cholesky_solve(p - q[unit_of], chol)
         rx = z.T @ x - means.T @ torch.zeros(n_units, n_units, dtype=torch.float64).index_add_(0, unit_of, x)
         discriminants = (means.T - rx) / alpha

@@ -12,14 +12,17 @@ update mini-batch (:class:`ExemplarReplay`). Draws use generators seeded by task
 purpose, so a resumed run draws the same.
 
 An update must not hurt the entry's earlier tasks (``update_balance``,
-``update_rollback``, on by default): the repeat's mini-batches are weighted so that
-every class counts equally and the entry's BatchNorm copies normalise with their
-stored statistics (an 85/15 repeat moves neither the head's class balance nor the
-statistics), and an update that lowers the entry's accuracy on images of its creating
-task kept beside the replayed ones and never used by an update is undone
-(:class:`EntrySnapshot`, :func:`rollback_check`). With ``update_early_stop`` (off by
-default) the update stops once a held-out share of the repeat no longer improves
-(:class:`EarlyStop`).
+``update_rollback``, on by default). A balanced update weights the repeat's
+mini-batches so that every class counts equally and keeps the entry's BatchNorm copies
+on their stored statistics (an 85/15 repeat moves neither the head's class balance nor
+the statistics). A :class:`BalanceRule` (:data:`BALANCE_RULES`) says which updates are
+balanced: every one (``"always"``), or every one but a repeat whose class counts match
+both its entry's creating task's and equal counts within sampling noise
+(``"when_shifted"``, the default: that repeat gets the plain update). An update that
+lowers the entry's accuracy on images of its creating task kept beside the replayed
+ones and never used by an update is undone (:class:`EntrySnapshot`,
+:func:`rollback_check`). With ``update_early_stop`` (off by default) the update stops
+once a held-out share of the repeat no longer improves (:class:`EarlyStop`).
 
 Gate, replay, balance, early stop, rollback and the entries never updated:
 docs/method.rst, section "The learning reuse: gate, replay and entries never updated".
@@ -153,6 +156,172 @@ def balanced_weights(labels: Tensor, width: int) -> Tensor:
     weights = torch.ones(width)
     weights[present] = labels.numel() / (int(present.sum()) * counts[present])
     return weights
+
+
+BALANCE_LEVEL = 0.01
+"""Level of :class:`ShiftedBalance`'s chi-square test: a repeat whose class counts differ
+from the entry's creating task's with p < this gets the balanced update. Fixed in
+advance (the level of the library's two-sample test), not tuned."""
+
+
+def store_class_counts(model, entry: int, counts: Tensor) -> None:
+    """Keep the class counts of ``entry``'s creating task beside its stored images (buffer
+    ``class_counts`` of its exemplar set: counted in memory, checkpointed), what
+    :class:`ShiftedBalance` compares a repeat with.
+
+    :param counts: [c] int64, training images per class in the entry's head space.
+    :raises KeyError: the entry has no stored exemplars (store them first).
+    """
+    key = str(int(entry))
+    if key not in model.entry_exemplars:
+        raise KeyError(f"entry {entry} has no stored images to keep its class counts beside")
+    state = model.entry_exemplars[key]
+    tensors = dict(state.as_dict(), class_counts=counts.detach().cpu().long())
+    model.entry_exemplars[key] = TensorSet(tensors).to(state.images.device)
+
+
+def class_counts(model, entry: int) -> Optional[Tensor]:
+    """The class counts kept for ``entry`` (:func:`store_class_counts`): [c] int64 on the
+    CPU, or ``None`` when none are kept (an entry stored before counts were kept)."""
+    state = model.entry_exemplars[str(int(entry))] if str(int(entry)) in model.entry_exemplars else None
+    if state is None or not hasattr(state, "class_counts"):
+        return None
+    return state.class_counts.cpu()
+
+
+def counts_p_value(repeat: Tensor, reference: Tensor) -> float:
+    """Pearson's chi-square test of homogeneity (no continuity correction) of two class
+    count vectors: p-value of "both are drawn from the same class proportions".
+
+    :param repeat: [c] int64 counts; ``reference``: [c] int64 counts, the same classes in
+        the same order. Classes absent from both are left out (df = classes left - 1).
+    :return: p in [0, 1]; 1.0 when fewer than two classes are left or either total is 0.
+    :raises ValueError: shapes differ, or a count is negative.
+    """
+    from scipy.stats import chi2
+
+    repeat, reference = repeat.detach().cpu().double(), reference.detach().cpu().double()
+    if repeat.dim() != 1 or repeat.shape != reference.shape:
+        raise ValueError(f"class counts must be two [c] vectors of one length, got shapes {tuple(repeat.shape)} "
+                         f"and {tuple(reference.shape)}")
+    if bool((repeat < 0).any()) or bool((reference < 0).any()):
+        raise ValueError(f"class counts must be non-negative, got {repeat.tolist()} and {reference.tolist()}")
+    table = torch.stack([repeat, reference])
+    table = table[:, table.sum(dim=0) > 0]
+    if table.shape[1] < 2 or bool((table.sum(dim=1) == 0).any()):
+        return 1.0
+    expected = table.sum(dim=1, keepdim=True) * table.sum(dim=0, keepdim=True) / table.sum()
+    statistic = float(((table - expected) ** 2 / expected).sum())
+    return float(chi2.sf(statistic, table.shape[1] - 1))
+
+
+def equal_counts_p_value(counts: Tensor) -> float:
+    """Pearson's chi-square goodness-of-fit test of class counts against equal class
+    proportions: p-value of "drawn with every class equally likely".
+
+    :param counts: [c] int64 counts, every class of the head (an absent class counts).
+    :return: p in [0, 1]; 1.0 when c < 2 or the total is 0.
+    :raises ValueError: not a [c] vector, or a count is negative.
+    """
+    from scipy.stats import chi2
+
+    counts = counts.detach().cpu().double()
+    if counts.dim() != 1:
+        raise ValueError(f"class counts must be a [c] vector, got shape {tuple(counts.shape)}")
+    if bool((counts < 0).any()):
+        raise ValueError(f"class counts must be non-negative, got {counts.tolist()}")
+    total = float(counts.sum())
+    if counts.numel() < 2 or total == 0:
+        return 1.0
+    expected = total / counts.numel()
+    statistic = float(((counts - expected) ** 2).sum() / expected)
+    return float(chi2.sf(statistic, counts.numel() - 1))
+
+
+@dataclass(frozen=True)
+class BalanceDecision:
+    """What a :class:`BalanceRule` decided for one update: ``balanced`` (class weights and
+    BatchNorm copies in eval mode) or the plain update, and the test's ``p_value``
+    (``None`` when the rule tests nothing)."""
+
+    balanced: bool
+    p_value: Optional[float] = None
+
+
+class BalanceRule:
+    """Which learning-reuse updates are class-balanced (``SDRSettings.update_balance``; the
+    rules by name: :data:`BALANCE_RULES`). ``needs_counts``: the rule reads the class
+    counts of the entry's creating task (kept at the entry's creation,
+    :func:`store_class_counts`)."""
+
+    name = ""
+    needs_counts = False
+
+    def decide(self, repeat_counts: Tensor, entry_counts: Optional[Tensor]) -> BalanceDecision:
+        """Whether the update of a repeat is balanced.
+
+        :param repeat_counts: [c] int64, the repeat's training images per class of the
+            entry's head (the class matching applied).
+        :param entry_counts: [c] int64, the creating task's, or ``None`` when none are kept.
+        """
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AlwaysBalance(BalanceRule):
+    """``"always"``: every update is balanced (the rule before ``"when_shifted"``; what
+    ``update_balance=True`` means)."""
+
+    name = "always"
+
+    def decide(self, repeat_counts: Tensor, entry_counts: Optional[Tensor]) -> BalanceDecision:
+        return BalanceDecision(balanced=True)
+
+
+class ShiftedBalance(BalanceRule):
+    """``"when_shifted"``: an update is balanced unless the repeat's class counts match both
+    the entry's creating task's and equal counts within sampling noise (two
+    :func:`counts_p_value` tests, each at :data:`BALANCE_LEVEL`; the decision's
+    ``p_value`` is the smaller). So a balanced repeat of an entry created on balanced
+    data trains as the plain update does (mean loss, BatchNorm in training mode), and a
+    repeat in another balance, or of an entry created on imbalanced data, cannot move the
+    statistics or the head's class balance. An entry without kept counts gets the
+    balanced update (as ``"always"``)."""
+
+    name = "when_shifted"
+    needs_counts = True
+
+    def __init__(self, level: float = BALANCE_LEVEL):
+        if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {level!r}")
+        self.level = float(level)
+
+    def decide(self, repeat_counts: Tensor, entry_counts: Optional[Tensor]) -> BalanceDecision:
+        if entry_counts is None:
+            return BalanceDecision(balanced=True)
+        p = min(counts_p_value(repeat_counts, entry_counts), equal_counts_p_value(repeat_counts),
+                equal_counts_p_value(entry_counts))
+        return BalanceDecision(balanced=p < self.level, p_value=p)
+
+    def __repr__(self) -> str:
+        return f"ShiftedBalance(level={self.level})"
+
+
+BALANCE_RULES: Dict[str, type] = {AlwaysBalance.name: AlwaysBalance, ShiftedBalance.name: ShiftedBalance}
+"""The balance rules by name (``SDRSettings(update_balance=NAME)``)."""
+
+
+def make_balance_rule(name: str) -> BalanceRule:
+    """The :class:`BalanceRule` named ``name`` (:data:`BALANCE_RULES`), with its defaults.
+
+    :raises ValueError: an unknown name (the message lists them).
+    """
+    if name not in BALANCE_RULES:
+        raise ValueError(f"unknown balance rule {name!r}; the rules are {sorted(BALANCE_RULES)} "
+                         "(or update_balance=False for the plain update)")
+    return BALANCE_RULES[name]()
 
 
 def entry_batchnorms(model, entry: int) -> List[nn.Module]:
@@ -358,7 +527,9 @@ class ExemplarReplay:
         return criterion(logits, self.labels[idx].to(device))
 
 
-__all__ = ["EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
-           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "balanced_loss", "balanced_weights",
-           "entry_batchnorms", "gate", "head_accuracy", "head_logits", "heldout", "heldout_correct", "rollback_check",
-           "select_exemplars", "select_heldout", "split_repeat", "store_heldout"]
+__all__ = ["AlwaysBalance", "BALANCE_LEVEL", "BALANCE_RULES", "BalanceDecision", "BalanceRule",
+           "EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
+           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "ShiftedBalance", "balanced_loss",
+           "balanced_weights", "class_counts", "counts_p_value", "entry_batchnorms", "equal_counts_p_value", "gate",
+           "head_accuracy", "head_logits", "heldout", "heldout_correct", "make_balance_rule", "rollback_check",
+           "select_exemplars", "select_heldout", "split_repeat", "store_class_counts", "store_heldout"]

@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from avalanche_sdr._batching import check_batch_size
 from avalanche_sdr._checks import check_int
+from avalanche_sdr.training.learning_reuse import BALANCE_RULES, AlwaysBalance, BalanceRule, make_balance_rule
 from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_MODES
 
 
@@ -73,13 +74,21 @@ class SDRSettings:
     """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
     entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
     memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
-    update_balance: Optional[bool] = None
-    """``"accumulate"`` only (``None``: on): the update weights the repeat's cross-entropy
-    so that each of its classes counts equally (weights n / (c n_k)), and the entry's
-    BatchNorm copies normalise with their stored statistics and keep them, so a repeat
-    in another class balance moves neither the head's class balance nor the statistics
-    its earlier tasks were trained with. ``False``: the plain mean and train-mode
-    BatchNorm (the learning reuse before this option)."""
+    update_balance: Union[None, bool, str] = None
+    """``"accumulate"`` only. A balanced update weights the repeat's cross-entropy so that
+    each of its classes counts equally (weights n / (c n_k)), and the entry's BatchNorm
+    copies normalise with their stored statistics and keep them, so a repeat in another
+    class balance moves neither the head's class balance nor the statistics its earlier
+    tasks were trained with. Which updates are balanced: a rule name of
+    :data:`~avalanche_sdr.training.learning_reuse.BALANCE_RULES`: ``"when_shifted"``
+    (every update but a repeat whose class counts match both its entry's creating task's
+    and equal counts, chi-square tests at ``learning_reuse.BALANCE_LEVEL``: that one is
+    plain; needs ``reuse_guard`` and ``guard_exemplars > 0``, the counts are kept beside
+    the stored images) or
+    ``"always"`` (every update; ``True`` means the same, the option's meaning before
+    ``"when_shifted"``). ``None``: ``"when_shifted"`` where the guard stores images, else
+    ``"always"``. ``False``: never (the plain mean and train-mode BatchNorm, the learning
+    reuse before this option)."""
     update_early_stop: Optional[bool] = None
     """``"accumulate"`` only (``None``: off, as ``False``: measured to cost accuracy,
     docs/results/learning_reuse.md): the update trains on all but a held-out share
@@ -135,11 +144,22 @@ class SDRSettings:
             raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
         for name in UPDATE_OPTIONS:
             value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise ValueError(f"{name} must be None (the mode's default) or a bool, got {value!r}")
+            if name == "update_balance" and isinstance(value, str):
+                if value not in BALANCE_RULES:
+                    raise ValueError(f"update_balance must be None (the mode's default), a bool or a balance rule "
+                                     f"name {sorted(BALANCE_RULES)}, got {value!r}")
+            elif value is not None and not isinstance(value, bool):
+                raise ValueError(f"{name} must be None (the mode's default) or a bool"
+                                 + (f" or a balance rule name {sorted(BALANCE_RULES)}" if name == "update_balance"
+                                    else "") + f", got {value!r}")
             if value is not None and self.reuse != REUSE_ACCUMULATE:
                 raise ValueError(f"{name} acts only on the learning reuse's update (reuse='accumulate'); with "
                                  f"reuse={self.reuse!r} leave it None")
+        if (isinstance(self.update_balance, str) and BALANCE_RULES[self.update_balance].needs_counts
+                and not (self.reuse_guard and self.guard_exemplars > 0)):
+            raise ValueError(f"update_balance={self.update_balance!r} compares a repeat's class counts with those "
+                             "kept beside the guard's stored images: it needs reuse_guard=True and "
+                             "guard_exemplars > 0; set update_balance='always', False or None")
         if self.update_rollback and not (self.reuse_guard and self.guard_exemplars > 0):
             raise ValueError("update_rollback=True needs reuse_guard=True and guard_exemplars > 0 (its held-out "
                              "images are kept beside the guard's stored ones); set update_rollback=False or None")
@@ -164,10 +184,23 @@ class SDRSettings:
             raise KeyError(f"{name!r} is not an update option; they are {UPDATE_OPTIONS}")
         value = getattr(self, name)
         if value is not None:
-            return value
+            return value is not False
         if self.reuse != REUSE_ACCUMULATE or name == "update_early_stop":
             return False
         return name == "update_balance" or (self.reuse_guard and self.guard_exemplars > 0)
+
+    def balance_rule(self) -> Optional[BalanceRule]:
+        """The rule deciding which updates are balanced (``update_balance``): a
+        :class:`~avalanche_sdr.training.learning_reuse.BalanceRule`, or ``None`` where no
+        update is (``False``, or ``reuse`` is not ``"accumulate"``)."""
+        if not self.update_option("update_balance"):
+            return None
+        value = self.update_balance
+        if value is True:
+            return AlwaysBalance()
+        if value is None:
+            value = "when_shifted" if (self.reuse_guard and self.guard_exemplars > 0) else "always"
+        return make_balance_rule(value)
 
     @classmethod
     def field_names(cls) -> Tuple[str, ...]:

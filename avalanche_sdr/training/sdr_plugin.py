@@ -252,9 +252,10 @@ class SDRPlugin(SupervisedPlugin):
         return dataclasses.replace(record, entry_updated=True)
 
     def _store_exemplars(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
-        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class)
-        and, with ``update_rollback``, its held-out images
-        (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class)."""
+        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class),
+        with ``update_rollback`` its held-out images
+        (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class), and
+        where the balance rule reads them, its task's class counts ([c] int64)."""
         settings = self.settings
         if self.accumulate and settings.reuse_guard and settings.guard_exemplars > 0:
             images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
@@ -263,12 +264,16 @@ class SDRPlugin(SupervisedPlugin):
                 images, labels = learning_reuse.select_heldout(
                     x, y, num_classes, learning_reuse.GUARD_HELDOUT_PER_CLASS, settings.guard_exemplars, task)
                 learning_reuse.store_heldout(model, entry, images, labels)
+            rule = settings.balance_rule()
+            if rule is not None and rule.needs_counts:
+                learning_reuse.store_class_counts(model, entry, torch.bincount(y.cpu(), minlength=num_classes))
 
     def _begin_update(self, model, record: DetectionRecord, x, y, num_classes: int, class_ids) -> "_UpdateState":
         """What the update of ``record.entry`` needs besides the replay (module doc of
         :mod:`~avalanche_sdr.training.learning_reuse`): the training share and the early
-        stop on the rest, the class weights and BatchNorm copies of a balanced update, the
-        state and held-out score to roll back to.
+        stop on the rest, the class weights and BatchNorm copies of a balanced update where
+        the balance rule asks for one (recorded: ``update_balanced``, ``balance_p_value``),
+        the state and held-out score to roll back to.
 
         :param x: [n, C, H, W] the repeat's images; ``y``: [n] int64 local labels;
             ``class_ids``: [c] int64, the class id of each local label (the dataset's labels).
@@ -284,9 +289,14 @@ class SDRPlugin(SupervisedPlugin):
                 state.train_indices = train
                 state.early_stop = learning_reuse.EarlyStop(model, entry, owner, x[held],
                                                             model.head_labels(task, y[held]))
-        if settings.update_option("update_balance"):
-            state.weights = learning_reuse.balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
-            state.batchnorms = learning_reuse.entry_batchnorms(model, entry)
+        rule = settings.balance_rule()
+        if rule is not None:
+            counts = torch.bincount(model.head_labels(task, y[train]).cpu(), minlength=model.head_num_classes(owner))
+            decision = rule.decide(counts, learning_reuse.class_counts(model, entry) if rule.needs_counts else None)
+            record.update_balanced, record.balance_p_value = decision.balanced, decision.p_value
+            if decision.balanced:
+                state.weights = learning_reuse.balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
+                state.batchnorms = learning_reuse.entry_batchnorms(model, entry)
         if settings.update_option("update_rollback"):
             state.snapshot = learning_reuse.EntrySnapshot(model, entry, owner)
             state.heldout_before = learning_reuse.heldout_correct(model, entry, owner)
@@ -511,7 +521,7 @@ class SDRPlugin(SupervisedPlugin):
             elif record.update_epochs == 0:
                 verdict += ", entry update of 0 epochs"
             elif record.entry_updated:
-                verdict += ", entry updated"
+                verdict += ", entry updated" + (" (class-balanced)" if record.update_balanced else "")
         else:
             verdict = f"new entry {record.entry}"
         if record.gate_accuracy is not None:

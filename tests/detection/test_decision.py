@@ -133,7 +133,8 @@ def test_record_dict_keys_follow_spec():
         "vote_complexity", "rule", "detection_seconds",
         "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
         "power", "class_count_filter", "class_permutation", "entry_updated", "gate_accuracy", "gate_threshold",
-        "update_epochs", "heldout_accuracy", "update_rolled_back", "decoy_rank_pvalue",
+        "update_epochs", "heldout_accuracy", "update_rolled_back", "decoy_rank_pvalue", "update_balanced",
+        "balance_p_value",
     ]
     assert DECISIONS == ("warm_start", "new", "reuse")
 

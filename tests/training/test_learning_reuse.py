@@ -19,7 +19,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.training.learning_reuse import GUARD_HELDOUT_PER_CLASS, heldout
+from avalanche_sdr.training.learning_reuse import GUARD_HELDOUT_PER_CLASS, class_counts, heldout
 from avalanche_sdr.training.sdr_plugin import KNOWN_TASK_RULE
 
 SHORT = dict(CPU_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
@@ -88,6 +88,7 @@ def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream, ground_t
     assert model.entry_exemplars["0"].heldout_images.dtype == torch.uint8
     stored = sum(model.entry_exemplars[str(e)].images.numel() + 8 * len(model.exemplars(e)[1])
                  + model.entry_exemplars[str(e)].heldout_images.numel() + 8 * len(heldout(model, e)[1])
+                 + 8 * len(class_counts(model, e))  # the balance rule's class counts, int64
                  for e in model.entries)
     head_bytes = sum(p.numel() * 4 for p in head.model.heads["0"].parameters())
     n_repeats = len(model.head_links)

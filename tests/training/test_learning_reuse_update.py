@@ -211,3 +211,124 @@ def test_an_old_accumulate_checkpoint_fingerprint_needs_the_plain_update():
     assert {upgrade_strategy_fingerprint(old)[n] for n in UPDATE_OPTIONS} == {False}
     old_head = {k: v for k, v in CPU_SETTINGS.to_dict().items() if k not in UPDATE_OPTIONS}
     assert {upgrade_strategy_fingerprint(old_head)[n] for n in UPDATE_OPTIONS} == {None}
+
+
+# ---------------------------------------------------------------- which updates are balanced
+def _update_state(strategy, stream, repeat, experience=None):
+    """Train up to ``repeat``, then the repeat (``experience``, default the stream's); the
+    entry's state after it and the repeat's record."""
+    _train(strategy, stream, upto=repeat)
+    strategy.train(experience if experience is not None else stream.train_stream[repeat])
+    record = strategy.detection_records[-1]
+    return _entry_state(strategy.model, record.entry), record
+
+
+def test_a_repeat_in_its_entrys_balance_gets_the_plain_update(prototype_stream, ground_truth):
+    """Default rule ("when_shifted"): a balanced repeat of an entry created on balanced data
+    trains exactly as update_balance=False does (BatchNorm in training mode, plain mean)."""
+    repeat, creator = _repeat_of_warm_start(prototype_stream)
+    states, records = {}, {}
+    for balance in (None, False, "always"):
+        strategy = _strategy(prototype_stream, ground_truth, update_rollback=False, update_balance=balance)
+        states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat)
+    counts = learning_reuse.class_counts(strategy.model, strategy.model.entry_of(creator))
+    assert counts is None  # "always" reads no counts, keeps none
+    record = records[None]
+    assert record.entry_updated and not record.update_balanced and record.balance_p_value >= learning_reuse.BALANCE_LEVEL
+    assert all(torch.equal(states[None][k], states[False][k]) for k in states[False])
+    assert any(not torch.equal(states[None][k], states["always"][k]) for k in states[False])
+    assert records["always"].update_balanced and records["always"].balance_p_value is None
+    assert not records[False].update_balanced and records[False].balance_p_value is None
+    assert "class-balanced" not in strategy.sdr.describe(records[None])
+
+
+def test_a_repeat_in_another_balance_gets_the_balanced_update(prototype_stream, ground_truth):
+    """Default rule: a 30:3 repeat of a balanced entry is balanced, exactly as "always" does."""
+    repeat, _ = _repeat_of_warm_start(prototype_stream)
+    states, records = {}, {}
+    for balance in (None, "always"):
+        strategy = _strategy(prototype_stream, ground_truth, update_rollback=False, update_balance=balance)
+        states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat,
+                                                          _imbalanced(prototype_stream, repeat))
+    assert records[None].update_balanced and records[None].balance_p_value < learning_reuse.BALANCE_LEVEL
+    assert all(torch.equal(states[None][k], states["always"][k]) for k in states[None])
+    assert "update_balanced" in records[None].to_dict()
+    assert "entry updated (class-balanced)" in strategy.sdr.describe(records[None])
+
+
+def test_class_counts_are_kept_checkpointed_and_an_entry_without_them_is_balanced(prototype_stream, ground_truth,
+                                                                                   tmp_path):
+    strategy = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
+    _train(strategy, prototype_stream, upto=3)
+    y = torch.tensor([int(v) for v in prototype_stream.train_stream[0].dataset.targets])
+    counts = learning_reuse.class_counts(strategy.model, 0)
+    assert counts.dtype == torch.int64 and counts.tolist() == torch.unique(y, return_counts=True)[1].tolist()
+    resumed = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
+    assert resumed.restore_checkpoint() == 3
+    assert torch.equal(learning_reuse.class_counts(resumed.model, 0), counts)
+    rule = learning_reuse.ShiftedBalance()
+    assert rule.decide(torch.tensor([50, 50]), None) == learning_reuse.BalanceDecision(balanced=True)
+    with pytest.raises(KeyError, match="no stored images"):
+        learning_reuse.store_class_counts(strategy.model, 99, counts)
+
+
+def test_shifted_balance_rule():
+    rule = learning_reuse.ShiftedBalance()
+    same = rule.decide(torch.tensor([100, 100]), torch.tensor([100, 100]))
+    assert not same.balanced and same.p_value == 1.0
+    assert not rule.decide(torch.tensor([104, 96]), torch.tensor([100, 100])).balanced  # sampling noise
+    assert rule.decide(torch.tensor([30, 170]), torch.tensor([170, 30])).balanced  # flipped
+    # an entry created on 85/15 data: even a repeat in its own balance is balanced (its head and
+    # statistics hold a class prior the plain update would reinforce), and a balanced repeat too
+    assert rule.decide(torch.tensor([170, 30]), torch.tensor([170, 30])).balanced
+    assert rule.decide(torch.tensor([100, 100]), torch.tensor([170, 30])).balanced
+    assert learning_reuse.AlwaysBalance().decide(torch.tensor([1, 1]), None).balanced
+    with pytest.raises(ValueError, match=r"level must lie in \(0, 1\)"):
+        learning_reuse.ShiftedBalance(level=1.0)
+
+
+def test_count_tests_match_scipy_and_refuse_bad_counts():
+    from scipy.stats import chi2_contingency, chisquare
+
+    a, b = torch.tensor([30, 12, 5]), torch.tensor([25, 25, 20])
+    assert learning_reuse.counts_p_value(a, b) == pytest.approx(chi2_contingency([a.tolist(), b.tolist()],
+                                                                                  correction=False)[1], rel=1e-9)
+    assert learning_reuse.equal_counts_p_value(a) == pytest.approx(chisquare(a.tolist()).pvalue, rel=1e-9)
+    # a class absent from both is left out; one class left: identical proportions
+    assert learning_reuse.counts_p_value(torch.tensor([10, 0, 5]), torch.tensor([20, 0, 10])) == pytest.approx(1.0)
+    assert learning_reuse.counts_p_value(torch.tensor([10, 0]), torch.tensor([7, 0])) == 1.0
+    assert learning_reuse.equal_counts_p_value(torch.tensor([10, 0])) < 0.01  # an absent class is imbalance
+    with pytest.raises(ValueError, match="two \\[c\\] vectors of one length"):
+        learning_reuse.counts_p_value(torch.tensor([1, 2]), torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="non-negative"):
+        learning_reuse.equal_counts_p_value(torch.tensor([3, -1]))
+
+
+def test_balance_rule_settings_resolve_and_refuse():
+    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    assert isinstance(accumulate.balance_rule(), learning_reuse.ShiftedBalance)
+    assert isinstance(accumulate.replace(update_balance=True).balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(accumulate.replace(update_balance="always").balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(accumulate.replace(reuse_guard=False).balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(accumulate.replace(guard_exemplars=0).balance_rule(), learning_reuse.AlwaysBalance)
+    assert accumulate.replace(update_balance=False).balance_rule() is None
+    assert CPU_SETTINGS.balance_rule() is None
+    assert accumulate.replace(update_balance="when_shifted").update_option("update_balance")
+    with pytest.raises(ValueError, match="balance rule name \\['always', 'when_shifted'\\], got 'sometimes'"):
+        accumulate.replace(update_balance="sometimes")
+    with pytest.raises(ValueError, match="needs reuse_guard=True and guard_exemplars > 0; set update_balance="):
+        accumulate.replace(reuse_guard=False, update_balance="when_shifted")
+    with pytest.raises(ValueError, match="acts only on the learning reuse"):
+        SDRSettings(update_balance="always")
+    with pytest.raises(ValueError, match="unknown balance rule 'x'"):
+        learning_reuse.make_balance_rule("x")
+
+
+def test_update_balanced_is_only_recorded_for_an_update():
+    from avalanche_sdr.detection.decision import DetectionRecord
+
+    with pytest.raises(ValueError, match="update_balanced is only set for an update"):
+        DetectionRecord(task=3, decision="new", entry=1, update_balanced=True)
+    record = DetectionRecord(task=3, decision="reuse", entry=0, reused_entry=0, entry_updated=True,
+                             update_balanced=True, balance_p_value=1e-5)
+    assert DetectionRecord.from_dict(record.to_dict()) == record

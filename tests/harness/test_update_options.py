@@ -1,0 +1,82 @@
+"""The harness's flags for the learning reuse's update options (``--update-balance``,
+``--update-rollback``, ``--update-early-stop``): parsing, refusals, the renamed rows and
+their options, the builders' settings. Fast: no training.
+"""
+import pytest
+
+from benchmarks import table2
+from benchmarks.harness.specs import run_id
+from benchmarks.methods import METHODS
+from benchmarks.variants import UPDATE_FLAGS, Row, harness_variant_rows, update_rows
+
+ACC = (("reuse", "accumulate"),)
+
+
+def test_flag_words_name_the_librarys_balance_rules():
+    from avalanche_sdr.training.learning_reuse import BALANCE_RULES
+
+    assert {v for v in UPDATE_FLAGS["update_balance"].values() if v is not False} == set(BALANCE_RULES)
+
+
+def test_update_flags_rename_and_configure_the_accumulate_rows_only(tmp_path):
+    args = table2.parse_args(["--methods", "sdr_two_sample_nogen", "replay", "--reuse", "head", "accumulate",
+                              "--update-balance", "always", "--update-rollback", "off", "--out", str(tmp_path)])
+    assert args.update_options == {"update_balance": "always", "update_rollback": "off"}
+    rows = harness_variant_rows(args)
+    assert rows == [Row("sdr_two_sample_nogen"),
+                    Row("sdr_two_sample_nogen", "accumulate_balance_always_rollback_off",
+                        ACC + (("update_balance", "always"), ("update_rollback", False))),
+                    Row("replay")]
+    assert run_id("fashion10", "cpu", rows[1].method, 0, rows[1].variant) == \
+        "fashion10_cpu_sdr_two_sample_nogen_accumulate_balance_always_rollback_off_seed0"
+    default = table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate",
+                                 "--update-balance", "default", "--out", str(tmp_path)])
+    assert default.update_options == {} and harness_variant_rows(default) == [
+        Row("sdr_two_sample_nogen", "accumulate", ACC)]
+    early = table2.parse_args(["--method", "recommended", "--update-early-stop", "on", "--out", str(tmp_path)])
+    assert harness_variant_rows(early) == [Row("sdr_two_sample_nogen", "accumulate_earlystop_on",
+                                               ACC + (("update_early_stop", True),))]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "sdr_two_sample_nogen", "--update-balance", "off"], "no learning-reuse row"),
+    (["--methods", "replay", "--update-rollback", "on"], "no learning-reuse row"),
+    (["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate", "--update-balance", "sometimes"],
+     "invalid choice"),
+])
+def test_update_flags_that_cannot_act_are_refused(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        table2.parse_args(argv + ["--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_update_rows_refuses_unknown_words():
+    with pytest.raises(ValueError, match="choose one of"):
+        update_rows([Row("sdr", "accumulate", ACC)], {"update_balance": "yes"})
+    with pytest.raises(ValueError, match="unknown update option"):
+        update_rows([Row("sdr", "accumulate", ACC)], {"update_lr": "on"})
+
+
+def test_sdr_builders_get_the_update_options():
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.models import small_cnn_backbone
+    from benchmarks.methods import PRESETS, STREAMS
+
+    stream, preset = STREAMS["digits"], PRESETS["smoke"]
+    benchmark = stream.factory(0)
+    backbone = small_cnn_backbone(in_channels=1, widths=(8, 8))
+
+    def build(**options):
+        return METHODS["sdr_two_sample_nogen"].build(
+            backbone, benchmark, stream, preset, device="cpu",
+            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **options)
+
+    settings = build(reuse="accumulate", update_balance="always", update_rollback=False).sdr.settings
+    assert settings == preset.sdr.replace(reuse="accumulate", update_balance="always", update_rollback=False)
+    assert settings.to_dict()["update_balance"] == "always"  # what the run's config records
+    assert build(reuse="accumulate").sdr.settings == preset.sdr.replace(reuse="accumulate")
+    with pytest.raises(ValueError, match="acts only on the learning reuse"):
+        build(update_balance=False)
