@@ -180,9 +180,10 @@ class DetectionRecord:
         answers through the entry's head (``entry_updated`` stays ``True``).
     :param update_balanced: the update (``entry_updated``) was class-balanced (``update_balance``'s
         rule asked for it: class weights, the entry's BatchNorm copies in eval mode).
-    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: p-value of
-        the chi-square test of the repeat's class counts against the entry's creating
-        task's; ``None`` when not tested.
+    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: the
+        smallest p-value of its chi-square tests (the repeat's class counts against the
+        entry's creating task's and against equal counts, the creating task's against
+        equal counts); ``None`` when not tested.
     :param decoy_rank_pvalue: ``"small_task"`` fallback: Monte-Carlo p-value of "this
         task differs from the best candidate as the decoys do" (a reuse needs it at most
         the rule's ``beta``); ``None`` when the fallback did not decide.

@@ -29,6 +29,7 @@ docs/method.rst, section "The learning reuse: gate, replay and entries never upd
 """
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -244,7 +245,7 @@ class BalanceDecision:
     p_value: Optional[float] = None
 
 
-class BalanceRule:
+class BalanceRule(abc.ABC):
     """Which learning-reuse updates are class-balanced (``SDRSettings.update_balance``; the
     rules by name: :data:`BALANCE_RULES`). ``needs_counts``: the rule reads the class
     counts of the entry's creating task (kept at the entry's creation,
@@ -253,6 +254,7 @@ class BalanceRule:
     name = ""
     needs_counts = False
 
+    @abc.abstractmethod
     def decide(self, repeat_counts: Tensor, entry_counts: Optional[Tensor]) -> BalanceDecision:
         """Whether the update of a repeat is balanced.
 
@@ -260,7 +262,6 @@ class BalanceRule:
             entry's head (the class matching applied).
         :param entry_counts: [c] int64, the creating task's, or ``None`` when none are kept.
         """
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

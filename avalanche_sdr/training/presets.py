@@ -144,23 +144,19 @@ class SDRSettings:
             raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
         for name in UPDATE_OPTIONS:
             value = getattr(self, name)
-            if name == "update_balance" and isinstance(value, str):
-                if value not in BALANCE_RULES:
-                    raise ValueError(f"update_balance must be None (the mode's default), a bool or a balance rule "
-                                     f"name {sorted(BALANCE_RULES)}, got {value!r}")
-            elif value is not None and not isinstance(value, bool):
+            rules = sorted(BALANCE_RULES) if name == "update_balance" else []
+            if not (value is None or isinstance(value, bool) or (isinstance(value, str) and value in rules)):
                 raise ValueError(f"{name} must be None (the mode's default) or a bool"
-                                 + (f" or a balance rule name {sorted(BALANCE_RULES)}" if name == "update_balance"
-                                    else "") + f", got {value!r}")
+                                 + (f" or a balance rule name {rules}" if rules else "") + f", got {value!r}")
             if value is not None and self.reuse != REUSE_ACCUMULATE:
                 raise ValueError(f"{name} acts only on the learning reuse's update (reuse='accumulate'); with "
                                  f"reuse={self.reuse!r} leave it None")
         if (isinstance(self.update_balance, str) and BALANCE_RULES[self.update_balance].needs_counts
-                and not (self.reuse_guard and self.guard_exemplars > 0)):
+                and not self.stores_guard_images):
             raise ValueError(f"update_balance={self.update_balance!r} compares a repeat's class counts with those "
                              "kept beside the guard's stored images: it needs reuse_guard=True and "
                              "guard_exemplars > 0; set update_balance='always', False or None")
-        if self.update_rollback and not (self.reuse_guard and self.guard_exemplars > 0):
+        if self.update_rollback and not self.stores_guard_images:
             raise ValueError("update_rollback=True needs reuse_guard=True and guard_exemplars > 0 (its held-out "
                              "images are kept beside the guard's stored ones); set update_rollback=False or None")
         for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
@@ -173,6 +169,13 @@ class SDRSettings:
             raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
         if any(m < 0 for m in self.lr_milestones) or list(self.lr_milestones) != sorted(set(self.lr_milestones)):
             raise ValueError(f"lr_milestones must be increasing non-negative epochs, got {self.lr_milestones!r}")
+
+    @property
+    def stores_guard_images(self) -> bool:
+        """``reuse_guard`` with ``guard_exemplars > 0``: the guard keeps images of each
+        entry's creating task, beside which the rollback's held-out images and the balance
+        rule's class counts are kept."""
+        return self.reuse_guard and self.guard_exemplars > 0
 
     def update_option(self, name: str) -> bool:
         """Whether the learning reuse's update option ``name`` (:data:`UPDATE_OPTIONS`) acts:
@@ -187,7 +190,7 @@ class SDRSettings:
             return value is not False
         if self.reuse != REUSE_ACCUMULATE or name == "update_early_stop":
             return False
-        return name == "update_balance" or (self.reuse_guard and self.guard_exemplars > 0)
+        return name == "update_balance" or self.stores_guard_images
 
     def balance_rule(self) -> Optional[BalanceRule]:
         """The rule deciding which updates are balanced (``update_balance``): a
@@ -199,7 +202,7 @@ class SDRSettings:
         if value is True:
             return AlwaysBalance()
         if value is None:
-            value = "when_shifted" if (self.reuse_guard and self.guard_exemplars > 0) else "always"
+            value = "when_shifted" if self.stores_guard_images else "always"
         return make_balance_rule(value)
 
     @classmethod

@@ -257,7 +257,7 @@ class SDRPlugin(SupervisedPlugin):
         (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class), and
         where the balance rule reads them, its task's class counts ([c] int64)."""
         settings = self.settings
-        if self.accumulate and settings.reuse_guard and settings.guard_exemplars > 0:
+        if self.accumulate and settings.stores_guard_images:
             images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
             model.set_exemplars(entry, images, labels)
             if settings.update_option("update_rollback"):
