@@ -1,18 +1,14 @@
 """The whole model in channels-last memory format: bit-identity and CPU ms of its features against today's (PYTHONPATH=. python THIS)."""
 import time, torch, copy, os
 torch.set_num_threads(1)
+from cpu_timing import best_cpu_ms
 from benchmarks.router_fit import synthetic_repository
 model, data = synthetic_repository(4, 600, 0)
 model.eval()
 m2 = copy.deepcopy(model).to(memory_format=torch.channels_last)
 print(os.getloadavg())
-def t(f, n=10):
-    best = 1e9
-    for _ in range(5):
-        s = time.process_time()
-        for _ in range(n): r = f()
-        best = min(best, (time.process_time()-s)/n)
-    return best*1e3, r
+def t(f):
+    return best_cpu_ms(f, 10, 5)
 with torch.no_grad():
   for bs in (40, 64):
     x = data[1][0][:bs]

@@ -1,6 +1,7 @@
 """An entry forward with the adapters' grouped 1x1 convolution on a channels-last copy: bit-identity and CPU ms against today's (PYTHONPATH=. python THIS)."""
 import time, torch, os
 torch.set_num_threads(1)
+from cpu_timing import best_cpu_ms
 from benchmarks.router_fit import synthetic_repository
 from avalanche_sdr.models import eft
 model, data = synthetic_repository(4, 600, 0)
@@ -20,13 +21,8 @@ def fast2(self, f):
         else: out = out + self.gamma * p
     return out
 print(os.getloadavg())
-def t(f, n=4):
-    best = 1e9
-    for _ in range(3):
-        s = time.process_time()
-        for _ in range(n): r = f()
-        best = min(best, (time.process_time()-s)/n)
-    return best*1e3, r
+def t(f):
+    return best_cpu_ms(f, 4, 3)
 with torch.no_grad():
   for bs in (40, 64):
     x = data[1][0][:bs]
