@@ -274,7 +274,7 @@ class OracleDetector:
 
 
 SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head", "update_balance": None, "update_rollback": None,
-               "update_early_stop": None}
+               "update_early_stop": None, "update_epochs": None}
 """Options of the SDR rows (a run's ``options``) and their defaults: the EFT group sizes
 of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a detected
 repeat trains (``SDRSettings.reuse``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
@@ -293,7 +293,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
     settings = preset.sdr if eft["reuse"] == preset.sdr.reuse else preset.sdr.replace(reuse=eft["reuse"])
-    updates = {name: eft[name] for name in UPDATE_OPTIONS if eft[name] is not None}
+    updates = {name: eft[name] for name in UPDATE_OPTIONS + ("update_epochs",) if eft[name] is not None}
     if updates:  # SDRSettings refuses them unless reuse="accumulate"
         settings = settings.replace(**updates)
     generator = ("independent" if base_vae is None else "eft") if generators else None

@@ -84,7 +84,9 @@ def _epilog() -> str:
               f"  {'--update-rollback':<21} on (default): undo an update that lowers the entry's held-out accuracy; "
               "off",
               f"  {'--update-early-stop':<21} on: stop once a held-out share of the repeat stops improving; off "
-              "(default)"]
+              "(default)",
+              f"  {'--update-epochs':<21} epochs of each update (SDRSettings.update_epochs; default: the preset's "
+              "reuse_epochs)"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
               f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",
@@ -184,7 +186,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "(default) and/or accumulate (variant row 'accumulate'); '--reuse head accumulate' gives "
                         "both rows; other methods, and the rows of --method, are unaffected")
     for flag, name in (("--update-balance", "update_balance"), ("--update-rollback", "update_rollback"),
-                       ("--update-early-stop", "update_early_stop")):
+                       ("--update-early-stop", "update_early_stop"), ("--update-epochs", "update_epochs")):
         parser.add_argument(flag, choices=["default"] + list(UPDATE_FLAGS[name]), default="default", dest=name,
                             help=f"the learning reuse's {name} (SDRSettings.{name}; list below) in every "
                             "accumulate row; a value other than default renames the row (variant "

@@ -104,16 +104,18 @@ UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
     "update_balance": {"when_shifted": "when_shifted", "always": "always", "off": False},
     "update_rollback": {"on": True, "off": False},
     "update_early_stop": {"on": True, "off": False},
+    "update_epochs": {str(k): k for k in (1, 2, 3, 5, 10)},
 }
 """The learning reuse's update options a harness call can set (``--update-balance``,
-``--update-rollback``, ``--update-early-stop``): each flag's words and the
+``--update-rollback``, ``--update-early-stop``, ``--update-epochs``): each flag's words and the
 :class:`~avalanche_sdr.training.SDRSettings` value each gives (the balance rule names
 repeat ``learning_reuse.BALANCE_RULES``, which imports torch; a test keeps them equal).
 A flag left out (or ``default``) leaves the option at the library's default."""
 
-UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop"}
+UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop",
+                        "update_epochs": "epochs"}
 """How a set update option names its row's variant: ``accumulate_balance_always``,
-``accumulate_rollback_off``, ``accumulate_earlystop_on``."""
+``accumulate_rollback_off``, ``accumulate_earlystop_on``, ``accumulate_epochs_3``."""
 
 
 def update_rows(rows: Sequence[Row], updates: Optional[Dict[str, str]]) -> List[Row]:

@@ -238,6 +238,8 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
     if "reuse" in saved and not any(name in saved for name in UPDATE_OPTIONS):  # before the update options:
         off = False if saved["reuse"] == REUSE_ACCUMULATE else None            # the plain update (or none)
         saved = dict(saved, **{name: off for name in UPDATE_OPTIONS})
+    if "reuse" in saved and "update_epochs" not in saved:  # before update_epochs: every update ran
+        saved = dict(saved, update_epochs=None)           # reuse_epochs, what None means
     if not any(name in saved for name in MOVED_ROUTER_SETTINGS):
         return saved
     saved = dict(saved)

@@ -58,7 +58,7 @@ class SDRSettings:
     """What a repeat trains (:data:`~avalanche_sdr.vocabulary.REUSE_MODES`): ``"head"``,
     the paper's, a new head of its own on the frozen entry; ``"accumulate"`` (beyond
     the paper), the reused entry's adapters, BatchNorm copies and its one shared head
-    keep training on the repeat for ``reuse_epochs`` at ``update_lr``, so every task
+    keep training on the repeat for :attr:`epochs_per_update` at ``update_lr``, so every task
     mapped to the entry answers through the updated entry (docs/method.rst,
     "Learning reuse")."""
     update_lr: float = 0.001
@@ -93,15 +93,21 @@ class SDRSettings:
     """``"accumulate"`` only (``None``: off, as ``False``: measured to cost accuracy,
     docs/results/learning_reuse.md): the update trains on all but a held-out share
     of each class of the repeat (``learning_reuse.REPEAT_HOLDOUT_SHARE``) and stops, at
-    most after ``reuse_epochs``, once the class-balanced loss there has not fallen for
+    most after :attr:`epochs_per_update`, once the class-balanced loss there has not fallen for
     ``learning_reuse.EARLY_STOP_PATIENCE`` epoch, keeping its best epoch (at least the
-    first). ``False``: all ``reuse_epochs`` on all the repeat's images."""
+    first). ``False``: all :attr:`epochs_per_update` on all the repeat's images."""
     update_rollback: Optional[bool] = None
     """``"accumulate"`` with ``reuse_guard`` only (``None``: on with the guard): a new entry
     keeps ``learning_reuse.GUARD_HELDOUT_PER_CLASS`` further training images per class,
     never replayed (memory, checkpoints); an update that classifies fewer of them right
     than before it is undone (the entry's adapters, BatchNorm copies and head restored
     exactly; ``DetectionRecord.update_rolled_back``)."""
+    update_epochs: Optional[int] = None
+    """``"accumulate"`` only: epochs of a learning-reuse update (``None``: ``reuse_epochs``,
+    as before this option; :attr:`epochs_per_update`). A repeat's update continues an entry
+    already trained at the low ``update_lr``; fewer epochs make it cheaper. Which count keeps
+    the learning reuse's accuracy was measured on validation streams
+    (docs/results/learning_reuse.md, "Fewer epochs per update")."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
     eval_mb_size: Optional[int] = None
@@ -161,6 +167,11 @@ class SDRSettings:
                              "images are kept beside the guard's stored ones); set update_rollback=False or None")
         for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
             check_int(getattr(self, name), name, minimum=0)
+        if self.update_epochs is not None:
+            check_int(self.update_epochs, "update_epochs", minimum=1)
+            if self.reuse != REUSE_ACCUMULATE:
+                raise ValueError(f"update_epochs acts only on the learning reuse's update (reuse='accumulate'); "
+                                 f"with reuse={self.reuse!r} leave it None (head-only repeats train reuse_epochs)")
         for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -176,6 +187,11 @@ class SDRSettings:
         entry's creating task, beside which the rollback's held-out images and the balance
         rule's class counts are kept."""
         return self.reuse_guard and self.guard_exemplars > 0
+
+    @property
+    def epochs_per_update(self) -> int:
+        """Epochs of a learning-reuse update: ``update_epochs``, or ``reuse_epochs`` where it is ``None``."""
+        return self.reuse_epochs if self.update_epochs is None else self.update_epochs
 
     def update_option(self, name: str) -> bool:
         """Whether the learning reuse's update option ``name`` (:data:`UPDATE_OPTIONS`) acts:

@@ -210,8 +210,11 @@ class SDRPlugin(SupervisedPlugin):
         self.records.append(record)
         self.epoch_accuracies.append([])
         self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
-        strategy.train_epochs = (self.settings.new_task_epochs if self.training_new_entry
-                                 else self.settings.reuse_epochs)
+        if self.training_new_entry:
+            strategy.train_epochs = self.settings.new_task_epochs
+        else:
+            strategy.train_epochs = (self.settings.epochs_per_update if record.entry_updated
+                                     else self.settings.reuse_epochs)
 
     def _known_task(self, model, task: int, num_classes: int) -> DetectionRecord:
         """The record of a task label trained before (Avalanche's ``train`` called again on

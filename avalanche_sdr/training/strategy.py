@@ -61,7 +61,8 @@ class _Routed:
         return f"<{self.where}>"
 
 
-_SDR_SCHEDULE = ("new_task_lr", "lr_milestones", "lr_decay", "reuse_lr", "new_task_epochs", "reuse_epochs")
+_SDR_SCHEDULE = ("new_task_lr", "lr_milestones", "lr_decay", "reuse_lr", "new_task_epochs", "reuse_epochs", "update_lr",
+                 "update_epochs")
 _NEEDS_NCM = "it updates a model's eval_classifier (NCMClassifier or FeCAMClassifier); SDR's heads are per-task layers"
 _PROJECTS_GRADIENTS = (
     "it projects the gradient so that earlier tasks' losses do not grow, but in SDR those losses depend on no "
@@ -226,7 +227,8 @@ class SDRStrategy(SupervisedTemplate):
       reuse when argmax p == argmin S);
     - *reuse*: the task is mapped to that entry and only its new head trains
       (``settings.reuse_epochs`` at ``settings.reuse_lr``), or with
-      ``reuse="accumulate"`` the entry keeps training;
+      ``reuse="accumulate"`` the entry keeps training (``settings.epochs_per_update`` at
+      ``settings.update_lr``);
     - *new*: a new EFT adapter set and head train (``settings.new_task_epochs`` at
       ``settings.new_task_lr`` with step decay), then a new generator G when the
       repository keeps them.

@@ -80,3 +80,25 @@ def test_sdr_builders_get_the_update_options():
     assert build(reuse="accumulate").sdr.settings == preset.sdr.replace(reuse="accumulate")
     with pytest.raises(ValueError, match="acts only on the learning reuse"):
         build(update_balance=False)
+
+
+def test_update_epochs_flag_names_the_row_and_reaches_the_settings(tmp_path):
+    args = table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "head", "accumulate",
+                              "--update-epochs", "3", "--out", str(tmp_path)])
+    rows = harness_variant_rows(args)
+    assert rows == [Row("sdr_two_sample_nogen"),
+                    Row("sdr_two_sample_nogen", "accumulate_epochs_3", ACC + (("update_epochs", 3),))]
+    with pytest.raises(SystemExit):
+        table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate", "--update-epochs", "4",
+                           "--out", str(tmp_path)])
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.models import small_cnn_backbone
+    from benchmarks.methods import PRESETS, STREAMS
+
+    stream, preset = STREAMS["digits"], PRESETS["smoke"]
+    strategy = METHODS["sdr_two_sample_nogen"].build(
+        small_cnn_backbone(in_channels=1, widths=(8, 8)), stream.factory(0), stream, preset, device="cpu",
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **dict(rows[1].options))
+    assert strategy.sdr.settings.update_epochs == 3 and strategy.sdr.settings.to_dict()["update_epochs"] == 3

@@ -332,3 +332,33 @@ def test_update_balanced_is_only_recorded_for_an_update():
     record = DetectionRecord(task=3, decision="reuse", entry=0, reused_entry=0, entry_updated=True,
                              update_balanced=True, balance_p_value=1e-5)
     assert DetectionRecord.from_dict(record.to_dict()) == record
+
+
+def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_truth):
+    """An update trains update_epochs epochs; a new entry new_task_epochs; the head-only
+    fallback of a refused gate (not an update) stays at reuse_epochs."""
+    repeat, _ = _repeat_of_warm_start(prototype_stream)
+    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=4, update_epochs=2)
+    assert strategy.sdr.settings.epochs_per_update == 2
+    _train(strategy, prototype_stream, upto=repeat)
+    strategy.train(prototype_stream.train_stream[repeat])
+    record = strategy.detection_records[-1]
+    assert record.entry_updated and record.update_epochs is None  # set by the early stop only
+    assert len(strategy.sdr.epoch_accuracies[-1]) == 2
+    assert len(strategy.sdr.epoch_accuracies[0]) == strategy.sdr.settings.new_task_epochs
+    default = _strategy(prototype_stream, ground_truth, reuse_epochs=3)
+    assert default.sdr.settings.update_epochs is None and default.sdr.settings.epochs_per_update == 3
+
+
+def test_update_epochs_refusals_and_old_fingerprints():
+    from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
+
+    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="update_epochs"):
+            accumulate.replace(update_epochs=bad)
+    with pytest.raises(ValueError, match="update_epochs acts only on the learning reuse"):
+        CPU_SETTINGS.replace(update_epochs=3)
+    old = {k: v for k, v in accumulate.to_dict().items() if k != "update_epochs"}
+    assert upgrade_strategy_fingerprint(old)["update_epochs"] is None
+    assert upgrade_strategy_fingerprint(accumulate.replace(update_epochs=3).to_dict())["update_epochs"] == 3
