@@ -44,7 +44,8 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
                      data_root: Optional[str] = None, weights: Optional[str] = None) -> str:
     """Make E0 for (stream, preset, seed) once: pretrain the small CNN on the warm-start
     tasks, or load the CIFAR ResNet-20 checkpoint ``weights``; save it with the torch RNG
-    state (``{"state_dict", "torch_rng_state"}``); return the path."""
+    state and the thread count it was made with (``{"state_dict", "torch_rng_state",
+    "torch_threads"}``); return the path."""
     import torch
 
     from avalanche_sdr.training import pretrain_backbone
@@ -65,14 +66,16 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
         epochs = PRESETS[preset].pretrain_epochs
         # Minutes on a loaded CPU, before any run reports: say what is happening.
         print(f"E0 for {stream} seed {seed}: pretraining on the {len(warm)} warm-start tasks "
-              f"({epochs} epochs) -> {path}", flush=True)
+              f"({epochs} epochs, {torch.get_num_threads()} torch threads) -> {path}", flush=True)
         tick = time.perf_counter()
         pretrain_backbone(backbone, warm, epochs=epochs, lr=2e-3, batch_size=32, device=device, verbose=False)
         print(f"E0 for {stream} seed {seed}: pretrained in {time.perf_counter() - tick:.0f}s", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The RNG state after pretraining travels with E0: every run continues from it, as
-    # examples/quickstart.py does after pretraining in the same process.
-    saved = {"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state()}
+    # examples/quickstart.py does after pretraining in the same process. The thread count
+    # is kept for provenance: E0's weights depend on it (docs/reproducing.rst).
+    saved = {"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state(),
+             "torch_threads": torch.get_num_threads()}
     atomic_write(path, lambda f: torch.save(saved, f))
     return str(path)
 

@@ -141,6 +141,16 @@ def test_group_curve_lines_and_figure(tmp_path):
     assert (tmp_path / "plots" / "group_curve.png").stat().st_size > 0
 
 
+def test_e0_file_records_the_thread_count_it_was_pretrained_with(tmp_path, capsys):
+    import torch
+
+    path = engine.prepare_backbone("digits", "smoke", 0, tmp_path)
+    saved = torch.load(path, weights_only=True)
+    assert saved["torch_threads"] == torch.get_num_threads()
+    assert f"{torch.get_num_threads()} torch threads" in capsys.readouterr().out
+    assert not engine.load_backbone(RunSpec("digits", "smoke", "finetune", 0, path)).training
+
+
 @pytest.mark.slow
 def test_a_run_records_bwt_equal_to_avalanches_and_its_curve(tmp_path):
     path = engine.prepare_backbone("digits", "smoke", 0, tmp_path)
