@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
-from avalanche_sdr.training.presets import UPDATE_OPTIONS, SDRSettings
+from avalanche_sdr.training.presets import SDRSettings
 from benchmarks import catalogue
-from benchmarks.variants import Row
+from benchmarks.variants import UPDATE_FLAGS, Row
 
 # --------------------------------------------------------------------- settings
 
@@ -273,14 +273,14 @@ class OracleDetector:
 # --------------------------------------------------------------------- builders
 
 
-SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head", "update_balance": None, "update_rollback": None,
-               "update_early_stop": None, "update_epochs": None}
+SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head", **dict.fromkeys(UPDATE_FLAGS)}
 """Options of the SDR rows (a run's ``options``) and their defaults: the EFT group sizes
 of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a detected
 repeat trains (``SDRSettings.reuse``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
 paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`reuse_rows`);
-the learning reuse's update options (``SDRSettings`` fields of the same names; ``None``:
-the library's default; ``--update-balance`` ..., :func:`benchmarks.variants.update_rows`)."""
+the learning reuse's update options (the names of :data:`benchmarks.variants.UPDATE_FLAGS`,
+``SDRSettings`` fields of the same names; ``None``: the library's default; ``--update-balance``
+..., :func:`benchmarks.variants.update_rows`)."""
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
@@ -293,7 +293,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
     settings = preset.sdr if eft["reuse"] == preset.sdr.reuse else preset.sdr.replace(reuse=eft["reuse"])
-    updates = {name: eft[name] for name in UPDATE_OPTIONS + ("update_epochs",) if eft[name] is not None}
+    updates = {name: eft[name] for name in UPDATE_FLAGS if eft[name] is not None}
     if updates:  # SDRSettings refuses them unless reuse="accumulate"
         settings = settings.replace(**updates)
     generator = ("independent" if base_vae is None else "eft") if generators else None

@@ -185,9 +185,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="what a detected repeat trains in every SDR row of --methods (list below): head "
                         "(default) and/or accumulate (variant row 'accumulate'); '--reuse head accumulate' gives "
                         "both rows; other methods, and the rows of --method, are unaffected")
-    for flag, name in (("--update-balance", "update_balance"), ("--update-rollback", "update_rollback"),
-                       ("--update-early-stop", "update_early_stop"), ("--update-epochs", "update_epochs")):
-        parser.add_argument(flag, choices=["default"] + list(UPDATE_FLAGS[name]), default="default", dest=name,
+    for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs
+        parser.add_argument(_update_flag(name), choices=["default"] + list(UPDATE_FLAGS[name]), default="default",
+                            dest=name,
                             help=f"the learning reuse's {name} (SDRSettings.{name}; list below) in every "
                             "accumulate row; a value other than default renames the row (variant "
                             f"accumulate_{UPDATE_VARIANT_WORDS[name]}_VALUE) and is recorded in its run's options "
@@ -242,6 +242,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
+def _update_flag(name: str) -> str:
+    """The command-line flag of update option ``name``: ``update_early_stop`` -> ``--update-early-stop``."""
+    return "--" + name.replace("_", "-")
+
+
 def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Resolve the defaults of ``--methods`` and ``--reuse``; refuse (exit code 2) an option
     that would not act on any row of the call, and an ``--equal-memory`` reference that is
@@ -264,7 +269,7 @@ def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if args.update_options and not any(
             dict(r.options).get("reuse") == "accumulate"
             for r in harness_variant_rows(argparse.Namespace(**dict(vars(args), update_options=None)))):
-        flags = " ".join(f"--{n.replace('_', '-')} {v}" for n, v in args.update_options.items())
+        flags = " ".join(f"{_update_flag(n)} {v}" for n, v in args.update_options.items())
         parser.error(f"{flags}: no learning-reuse row in this call to apply it to (add --reuse accumulate, "
                      "or --method recommended)")
     if args.sweep and not any(m in catalogue.SWEPT_BASELINES or catalogue.METHODS[m].is_sdr for m in args.methods):
