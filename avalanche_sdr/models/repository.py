@@ -662,6 +662,18 @@ class SDRModel(MultiTaskModule):
         """
         device = next(self.parameters()).device
         batch_size = eval_batch_size(device, batch_size)
+        kept = self.__dict__.get("_kept_e0")
+        if entry is None and kept is not None and x is kept["x"]:
+            digest = self.backbone_state_digest()
+            if kept["batch_size"] == batch_size and kept["digest"] == digest:
+                return kept["features"].clone()
+            features = self._feature_passes(x, None, batch_size, device)
+            kept.update(batch_size=batch_size, digest=digest, features=features.clone())
+            return features
+        return self._feature_passes(x, entry, batch_size, device)
+
+    def _feature_passes(self, x: Tensor, entry: Optional[int], batch_size: int, device) -> Tensor:
+        """:meth:`batched_features`' passes: [n, feature_dim] float32 on the CPU."""
         was_training = self.training
         self.eval()
         try:
@@ -670,6 +682,23 @@ class SDRModel(MultiTaskModule):
         finally:
             self.encoder.set_active(None)
             self.train(was_training)
+
+    def keep_e0_features(self, x: Optional[Tensor]) -> None:
+        """Keep E0's features of the images ``x`` once computed, until the next call.
+
+        While kept, :meth:`batched_features` ``(x, None, b)`` for this very tensor (``is``)
+        computes E0's features once and then returns a copy of them for the same batch
+        size b, as long as E0 is unchanged (:meth:`backbone_state_digest`, checked on every
+        read): the values are those of a new pass. :class:`~avalanche_sdr.training.SDRPlugin`
+        keeps a task's training images from its detection to its routers' fits, which all
+        read E0's features of them. ``None`` forgets what was kept.
+
+        :param x: [n, C, H, W] images, or ``None``.
+        """
+        if x is not None and not isinstance(x, Tensor):
+            raise TypeError(f"x must be a tensor of images or None, got {type(x).__name__}")
+        self.__dict__["_kept_e0"] = None if x is None else {"x": x, "batch_size": None, "digest": None,
+                                                            "features": None}
 
     def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
         """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t].

@@ -169,6 +169,8 @@ class SDRPlugin(SupervisedPlugin):
         # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
         # records and the detectors' states use; the model keeps the class ids.
         y, class_ids = local_labels(y)
+        # E0's features of x are read by the detector and by every router's fit: one pass
+        model.keep_e0_features(x)
         self._train_start = time.perf_counter()
         if task in model.task_to_entry:
             record = self._known_task(model, task, num_classes)
@@ -460,6 +462,7 @@ class SDRPlugin(SupervisedPlugin):
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
         model.end_entry_training()
+        model.keep_e0_features(None)
         self._task_inputs = self._task_labels = None
         line = self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note
         self._publish(strategy, record, line, heldout_elbo)

@@ -60,7 +60,8 @@ def test_markdown_prints_the_measured_values():
     report = {"stream": "digits", "preset": "smoke", "seed": 0, "loadavg_before": [1.0, 2.0, 3.0],
               "loadavg_after": [1.5, 2.0, 3.0], "runs": runs, "ratios": cost.ratios(runs),
               "evaluations": cost.evaluations(runs), "router_runs": [], "router": "lda_weighted",
-              "router_fit": [{"entries": 4, "fit_s": 0.25, "evidence_s": 0.125, "refit_s": 0.2}],
+              "router_fit": [{"entries": 4, "fit_s": 0.25, "fit_after_detection_s": 0.175, "evidence_s": 0.125,
+                              "refit_s": 0.2}],
               "throughput": {"images": 64, "train_mb_size": 32, "eval_mb_size": 64, "train_images_per_second": 500.0,
                              "train_images_per_cpu_second": 600.0, "evaluation_images_per_second": 4000.0,
                              "evaluation_images_per_cpu_second": 5000.0},
@@ -68,7 +69,7 @@ def test_markdown_prints_the_measured_values():
     text = cost.markdown(report)
     assert "| SDR [accumulate] | SDR | 1.50 | 1.50 |" in text
     assert "| SDR | Finetune | 0.60 | 0.50 |" in text
-    assert "| 4 | 0.250 | 0.125 | 0.200 |" in text
+    assert "| 4 | 0.250 | 0.175 | 0.125 | 0.200 |" in text
     assert "training a new entry 500 (600) at batch 32" in text
 
 
@@ -97,6 +98,7 @@ def test_quick_run_writes_a_report_of_measured_runs(tmp_path):
     assert head["final"] == head["tasks"] == len(report["runs"][1]["task_accuracies"])
     assert [r["entries"] for r in report["router_fit"]] == [2]
     assert report["router_fit"][0]["fit_s"] > 0 and report["router_fit"][0]["evidence_s"] > 0
+    assert 0 < report["router_fit"][0]["fit_after_detection_s"]
     assert report["throughput"]["train_images_per_second"] > 0
     assert {r["router"] for r in report["router_runs"]} >= {"lda_weighted"}
     assert report["environment"]["torch_threads"] == 1

@@ -152,3 +152,46 @@ def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
         assert torch.equal(copy(x, task), model(x, task))
     with pytest.raises(RuntimeError, match="needs an empty repository"):
         copy.restore_layout(layout)
+
+
+def test_kept_e0_features_are_computed_once_and_equal_a_new_pass(monkeypatch):
+    model = _model_with_entries(2)
+    x = torch.rand(10, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    fresh = model.batched_features(x, None, 4)
+    passes = []
+    inner = type(model)._feature_passes
+
+    def counted(self, images, entry, batch_size, device):
+        passes.append((entry, batch_size, images is x))
+        return inner(self, images, entry, batch_size, device)
+
+    monkeypatch.setattr(type(model), "_feature_passes", counted)
+    model.keep_e0_features(x)
+    first, second = model.batched_features(x, None, 4), model.batched_features(x, None, 4)
+    assert passes == [(None, 4, True)]
+    assert torch.equal(first, fresh) and torch.equal(second, fresh)
+    second.add_(1.0)  # a caller's copy: what is kept does not change
+    assert torch.equal(model.batched_features(x, None, 4), fresh) and len(passes) == 1
+    # another tensor with the same values, another batch size, an entry: new passes
+    model.batched_features(x.clone(), None, 4)
+    model.batched_features(x, 0, 4)
+    assert len(passes) == 3
+    model.batched_features(x, None, 5)
+    model.batched_features(x, None, 5)
+    assert len(passes) == 4
+    # E0 changed by someone: its features are computed again, and kept from then on
+    before = model.batched_features(x, None, 5)
+    with torch.no_grad():
+        next(p for n, p in model.encoder.named_parameters() if "adapters" not in n and "copies" not in n).add_(0.5)
+    moved = model.batched_features(x, None, 5)
+    assert len(passes) == 5 and not torch.equal(moved, before)
+    assert torch.equal(moved, model.batched_features(x.clone(), None, 5))
+    assert torch.equal(model.batched_features(x, None, 5), moved) and len(passes) == 6
+    model.keep_e0_features(None)
+    model.batched_features(x, None, 5)
+    assert passes[-1] == (None, 5, True) and len(passes) == 7
+
+
+def test_keep_e0_features_refuses_what_is_not_a_tensor():
+    with pytest.raises(TypeError, match="tensor of images or None"):
+        _model_with_entries(2).keep_e0_features([[0.0]])

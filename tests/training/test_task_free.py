@@ -480,3 +480,51 @@ def test_a_router_without_the_protocols_methods_is_refused_when_built():
 
     with pytest.raises(TypeError, match="fit, predict_routed, routable"):
         Incomplete()
+
+
+def _first_tasks(routers, experiences=5):
+    """SDR (two-sample rule) with ``routers`` over MixedDigits' first ``experiences`` tasks;
+    returns the strategy."""
+    benchmark = MixedDigits(seed=0, original_class_ids=True)
+    strategy = _strategy(routers)
+    for experience in benchmark.train_stream[:experiences]:
+        strategy.train(experience, eval_streams=[])
+    return strategy
+
+
+def test_e0_features_of_a_task_are_computed_once_for_the_detector_and_every_router(monkeypatch, one_thread):
+    from avalanche_sdr.models.repository import SDRModel
+
+    inner_passes, inner_keep = SDRModel._feature_passes, SDRModel.keep_e0_features
+    kept, passes = [], []
+
+    def keep(self, x):
+        if x is not None:
+            kept.append(x)
+            passes.append(0)
+        inner_keep(self, x)
+
+    def counted(self, images, entry, batch_size, device):
+        if entry is None and kept and images is kept[-1]:
+            passes[-1] += 1
+        return inner_passes(self, images, entry, batch_size, device)
+
+    monkeypatch.setattr(SDRModel, "_feature_passes", counted)
+    monkeypatch.setattr(SDRModel, "keep_e0_features", keep)
+    strategy = _first_tasks(ROUTERS)
+    rules = [r.rule for r in strategy.sdr.records]
+    assert "warm_start" in rules and "two_sample" in rules
+    assert passes == [1] * 5  # warm starts: three router states read them; detected tasks: the detector too
+    assert strategy.model.__dict__["_kept_e0"] is None  # let go at the end of each experience
+
+    # the same run without keeping them: the same decisions, p-values and router states, bit for bit
+    monkeypatch.setattr(SDRModel, "keep_e0_features", lambda self, x: None)
+    passes.append(0)
+    plain = _first_tasks(ROUTERS)
+    assert [(r.decision, r.p_value, r.power) for r in plain.sdr.records] == \
+        [(r.decision, r.p_value, r.power) for r in strategy.sdr.records]
+    ours, theirs = strategy.model.routing_states, plain.model.routing_states
+    assert sorted(ours) == sorted(theirs)
+    for key in ours:
+        a, b = ours[key].state_dict(), theirs[key].state_dict()
+        assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a), key
