@@ -103,3 +103,13 @@ def test_quick_run_writes_a_report_of_measured_runs(tmp_path):
     assert {r["router"] for r in report["router_runs"]} >= {"lda_weighted"}
     assert report["environment"]["torch_threads"] == 1
     assert (out / "cost.md").read_text().startswith("# Where the time goes: digits")
+
+
+def test_router_fit_times_the_fit_alone_and_after_detection_and_refuses_no_rounds():
+    from benchmarks.router_fit import router_fit_seconds
+
+    row, = router_fit_seconds([2], images=8, rounds=2)
+    assert row["entries"] == 2 and row["fit_s"] > 0 and row["fit_after_detection_s"] > 0
+    assert row["evidence_s"] > 0 and row["refit_s"] > 0
+    with pytest.raises(ValueError, match="rounds must be a positive int"):
+        router_fit_seconds([2], images=8, rounds=0)
