@@ -694,6 +694,7 @@ class SDRModel(MultiTaskModule):
         read E0's features of them. ``None`` forgets what was kept.
 
         :param x: [n, C, H, W] images, or ``None``.
+        :raises TypeError: ``x`` is neither a tensor nor ``None``.
         """
         if x is not None and not isinstance(x, Tensor):
             raise TypeError(f"x must be a tensor of images or None, got {type(x).__name__}")
