@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|")
     for row in (r for e in args.entries for r in router_fit_seconds([e], args.router, args.images)):
         print(f"| {row['entries']} | {row['fit_s']:.3f} | {row['fit_after_detection_s']:.3f} | "
-              f"{row.get('evidence_s', float('nan')):.3f} | {row.get('refit_s', float('nan')):.3f} |", flush=True)
+              f"{row['evidence_s']:.3f} | {row['refit_s']:.3f} |", flush=True)
     print(f"load after: {os.getloadavg()}")
 
 
