@@ -1,4 +1,5 @@
-"""What the baselines share: Avalanche's strategy keywords and HAT's paper constants.
+"""What the baselines share: Avalanche's strategy keywords, HAT's paper constants and the
+closed-form learners' default settings.
 
 A leaf module (torch only): :mod:`avalanche_sdr.baselines` and :mod:`avalanche_sdr.hat`
 both read it, so neither imports the other at module level (``baselines`` builds HAT
@@ -23,6 +24,26 @@ HAT_EMBEDDING_LR: float = 0.05
 """Learning rate of HAT's plain-SGD step on the task embeddings, the paper's (its SGD
 learning rate; the network's weights use the baselines' Adam, see :mod:`avalanche_sdr.hat`)."""
 
+SLDA_SHRINKAGE: float = 1e-4
+"""``slda``'s shrinkage of its covariance towards the identity, Avalanche's
+``StreamingLDA`` default (:func:`avalanche_sdr.closed_form.slda_strategy`)."""
+
+RANPAC_DIM: int = 2048
+"""``ranpac``'s random projection size M (:func:`avalanche_sdr.closed_form.ranpac_strategy`)."""
+
+RANPAC_RIDGE: float = 1e-2
+"""``ranpac``'s ridge, relative to the mean eigenvalue of its Gram matrix."""
+
+KLDA_DIM: int = 2048
+"""``klda``'s number of random Fourier features D (:func:`avalanche_sdr.closed_form.klda_strategy`)."""
+
+KLDA_GAMMA: float = 1.0
+"""``klda``'s kernel width: the Gaussian kernel's gamma as a multiple of scikit-learn's
+``gamma="scale"`` on the first training experience's E0 features (1.0: that rule itself)."""
+
+KLDA_SHRINKAGE: float = 1e-2
+"""``klda``'s shrinkage of its shared covariance towards a multiple of the identity."""
+
 
 def training_arguments(model: nn.Module, *, epochs: int, lr: float, train_mb_size: int, eval_mb_size: Optional[int] = None,
                        evaluator=None, device: Any = "cpu") -> Dict[str, Any]:
@@ -44,4 +65,5 @@ def training_arguments(model: nn.Module, *, epochs: int, lr: float, train_mb_siz
     )
 
 
-__all__ = ["HAT_C", "HAT_EMBEDDING_LR", "HAT_S_MAX", "training_arguments"]
+__all__ = ["HAT_C", "HAT_EMBEDDING_LR", "HAT_S_MAX", "KLDA_DIM", "KLDA_GAMMA", "KLDA_SHRINKAGE", "RANPAC_DIM",
+           "RANPAC_RIDGE", "SLDA_SHRINKAGE", "training_arguments"]

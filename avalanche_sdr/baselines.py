@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr.baseline_arguments import HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, training_arguments
+from avalanche_sdr.baseline_arguments import (HAT_C, HAT_EMBEDDING_LR, HAT_S_MAX, KLDA_DIM, KLDA_GAMMA, KLDA_SHRINKAGE,
+                                              RANPAC_DIM, RANPAC_RIDGE, SLDA_SHRINKAGE, training_arguments)
 
 # --------------------------------------------------------------------- settings
 
@@ -53,6 +54,15 @@ class BaselineSettings:
     :param hat_embedding_lr: learning rate of HAT's SGD step on its task embeddings
         (:data:`HAT_EMBEDDING_LR`, the paper's); ``None``: the embeddings are trained by
         the Adam of the weights (lr ``lr``).
+    :param slda_shrinkage: ``slda``'s covariance shrinkage, in (0, 1]
+        (:func:`avalanche_sdr.closed_form.slda_strategy`; default Avalanche's).
+    :param ranpac_dim: ``ranpac``'s random projection size M
+        (:func:`avalanche_sdr.closed_form.ranpac_strategy`).
+    :param ranpac_ridge: ``ranpac``'s ridge, a multiple of ``trace(G) / M``.
+    :param klda_dim: ``klda``'s number of random Fourier features
+        (:func:`avalanche_sdr.closed_form.klda_strategy`).
+    :param klda_gamma: ``klda``'s kernel width, a multiple of scikit-learn's ``gamma="scale"``.
+    :param klda_shrinkage: ``klda``'s covariance shrinkage, in [0, 1].
     """
 
     epochs: int
@@ -67,6 +77,12 @@ class BaselineSettings:
     hat_s_max: float = HAT_S_MAX
     hat_c: float = HAT_C
     hat_embedding_lr: Optional[float] = HAT_EMBEDDING_LR
+    slda_shrinkage: float = SLDA_SHRINKAGE
+    ranpac_dim: int = RANPAC_DIM
+    ranpac_ridge: float = RANPAC_RIDGE
+    klda_dim: int = KLDA_DIM
+    klda_gamma: float = KLDA_GAMMA
+    klda_shrinkage: float = KLDA_SHRINKAGE
 
     def training(self) -> Dict[str, Any]:
         """The keyword arguments every strategy builder takes: ``epochs``, ``lr``,

@@ -89,6 +89,10 @@ METHODS: Dict[str, MethodEntry] = {
     "ci_replay": MethodEntry("ER, class-incremental (one head over class ids)", task_free=True),
     "ci_ewc": MethodEntry("Online EWC, class-incremental", task_free=True),
     "joint": MethodEntry("Joint training (one head over class ids, upper bound)", task_free=True),
+    # Closed-form learners on the frozen E0 (avalanche_sdr.closed_form): one head over the class ids.
+    "slda": MethodEntry("SLDA (Avalanche StreamingLDA on frozen E0)", task_free=True),
+    "ranpac": MethodEntry("RanPAC (random projection + ridge prototypes on frozen E0)", task_free=True),
+    "klda": MethodEntry("KLDA (random Fourier features + shared-covariance LDA on frozen E0)", task_free=True),
 }
 """Harness methods (``--methods``) in the paper's order, as :data:`benchmarks.methods.METHODS`."""
 

@@ -477,6 +477,33 @@ build_joint = _class_incremental_builder(
     "stream.")
 
 
+def _closed_form_builder(name: str, doc: str) -> Callable[..., Any]:
+    """The builder of the closed-form learner ``name`` of
+    :func:`avalanche_sdr.closed_form.closed_form_strategy` (one head over the original class
+    ids of the benchmark, which the harness builds with ``original_class_ids=True``; its
+    random map drawn with the stream's seed)."""
+
+    def build(backbone, benchmark, stream, preset, *, evaluator, device, **options):
+        from avalanche_sdr.closed_form import closed_form_strategy
+
+        return closed_form_strategy(name, backbone, benchmark.train_stream, _baselines(preset, options),
+                                    seed=benchmark.seed, evaluator=evaluator, device=device)
+
+    build.__name__ = build.__qualname__ = f"build_{name}"
+    build.__doc__ = doc
+    return build
+
+
+build_slda = _closed_form_builder(
+    "slda", "SLDA: Avalanche StreamingLDA on the frozen E0's features, over the class ids (option slda_shrinkage).")
+build_ranpac = _closed_form_builder(
+    "ranpac", "RanPAC: a frozen relu random projection of E0's features and ridge-regression prototypes over the "
+    "class ids (options ranpac_dim, ranpac_ridge).")
+build_klda = _closed_form_builder(
+    "klda", "KLDA: random Fourier features of E0's features and one shared-covariance LDA over the class ids "
+    "(options klda_dim, klda_gamma, klda_shrinkage).")
+
+
 @dataclass(frozen=True)
 class Method:
     """One row of the table.
@@ -528,6 +555,9 @@ METHODS: Dict[str, Method] = {
         _method("ci_replay", build_ci_replay),
         _method("ci_ewc", build_ci_ewc),
         _method("joint", build_joint),
+        _method("slda", build_slda),
+        _method("ranpac", build_ranpac),
+        _method("klda", build_klda),
     )
 }
 """Rows in the paper's order."""

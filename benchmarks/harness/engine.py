@@ -138,6 +138,12 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
 
         task_free_metric = TaskFreeMetrics(ROUTERS)
         metrics.append(task_free_metric)
+    task_aware_metric = None
+    if method.task_free and not method.is_sdr:  # one head over the class ids: also scored given the task label
+        from avalanche_sdr.evaluation.task_aware import TaskAwareAccuracy
+
+        task_aware_metric = TaskAwareAccuracy()
+        metrics.append(task_aware_metric)
     evaluator = EvaluationPlugin(*metrics, loggers=[])
     strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
                             **dict(spec.options))
@@ -186,6 +192,9 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     extra = {"sdr_results": sdr} if method.is_sdr else {}
     if method.task_free:
         extra.update(task_free_results(strategy, task_free_metric, sum(accuracies) / len(accuracies)))
+    if task_aware_metric is not None:  # the final evaluation's (the last one run)
+        extra["task_aware"] = {"average_accuracy": task_aware_metric.result(),
+                               "task_accuracies": list(task_aware_metric.per_experience)}
     return {
         "run_id": spec.run_id,
         "method": spec.method,
@@ -261,7 +270,9 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     the repeat images that choice rests on
     (:func:`~avalanche_sdr.models.lda_router.evidence_images`). A class-incremental baseline
     (``metric`` None: one head over the class ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
-    average_accuracy, "routing": None}}}``.
+    average_accuracy, "routing": None}}}``; :func:`execute_run` adds its ``"task_aware"``,
+    ``{"average_accuracy", "task_accuracies"}``, the same head given each sample's task label
+    (:class:`~avalanche_sdr.evaluation.task_aware.TaskAwareAccuracy`).
     """
     if metric is None:
         return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}

@@ -92,18 +92,59 @@ def format_table(runs: Sequence[Dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _with_and_without_labels(run: Dict[str, Any]) -> Tuple[Any, Any, float]:
+    """A task-free row's (task-aware accuracy, task-free accuracy, memory MB), accuracies in
+    [0, 1] or ``None``: an SDR row's task-free accuracy and memory with its recommended
+    router (:data:`benchmarks.catalogue.SDR_ROUTER`; its task-aware accuracy is the run's
+    own), a one-head row's its own (``task_free["self"]``) and its ``task_aware`` score."""
+    from benchmarks.catalogue import SDR_ROUTER
+    from benchmarks.harness.engine import memory_mb_with_routers
+
+    scores = run.get("task_free") or {}
+    if SDR_ROUTER in scores:
+        return run["average_accuracy"], scores[SDR_ROUTER]["task_free"], memory_mb_with_routers(run, [SDR_ROUTER])
+    aware = (run.get("task_aware") or {}).get("average_accuracy")
+    return aware, scores.get("self", {}).get("task_free"), run["memory_mb"]
+
+
+def format_task_free_table(runs: Sequence[Dict[str, Any]]) -> str:
+    """The rows that predict with and without task labels (runs with ``task_free`` scores),
+    as a Markdown table: task-aware and task-free accuracy (%), memory (MB; an SDR row with
+    its recommended router's state only), wall (s), seeds; ``""`` when there is none. An
+    accuracy a row does not report (an older run file without ``task_aware``) is "–"."""
+    rows = [rs for rs in table_rows(runs) if all(r.get("task_free") for r in rs)]
+    if not rows:
+        return ""
+    lines = ["", "Prediction with and without task labels (task-free: SDR with its recommended router "
+             "`lda_weighted`, the other rows their one head over the class ids; memory of SDR with that "
+             "router's state only):", "",
+             "| Method | Task-aware acc (%) | Task-free acc (%) | Mem (MB) | Wall (s) | Seeds |",
+             "|---|---|---|---|---|---|"]
+    for rs in rows:
+        values = [_with_and_without_labels(r) for r in rs]
+        cells = [rs[0]["label"]]
+        for k in (0, 1):
+            column = [v[k] for v in values]
+            cells.append("–" if None in column else plus_minus([100 * a for a in column], 2))
+        cells += [plus_minus([v[2] for v in values], 2), plus_minus([r["wall_seconds"] for r in rs], 1),
+                  ",".join(str(r["seed"]) for r in rs)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 CSV_FIELDS = ["run_id", "method", "variant", "label", "stream", "preset", "seed", "average_accuracy",
               "memory_mb", "correct", "miss", "incorrect", "unique_tasks", "bwt", "forgetting", "avalanche_bwt",
               "wall_seconds", "evaluation_seconds"]
 
 
 def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "", notes: str = "") -> str:
-    """Write ``table2.md`` (``header``, the table, then ``notes``: e.g. the ``--tune``
+    """Write ``table2.md`` (``header``, the table and, where runs predict without task
+    labels, :func:`format_task_free_table`'s, then ``notes``: e.g. the ``--tune``
     section of :func:`benchmarks.tuning.format_notes`), ``runs.csv`` and ``runs.json`` to
-    ``out_dir``; return the table."""
+    ``out_dir``; return the tables."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = format_table(runs)
+    table = format_table(runs) + format_task_free_table(runs)
     (out_dir / "table2.md").write_text(header + table + notes)
     with open(out_dir / "runs.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
@@ -262,5 +303,5 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
     return written
 
 
-__all__ = ["CSV_FIELDS", "curve_key", "curve_label", "format_table", "mean_std", "pareto_front", "pareto_lines",
-           "plus_minus", "row_points", "signed_plus_minus", "table_rows", "write_outputs", "write_plots"]
+__all__ = ["CSV_FIELDS", "curve_key", "curve_label", "format_table", "format_task_free_table", "mean_std",
+           "pareto_front", "pareto_lines", "plus_minus", "row_points", "signed_plus_minus", "table_rows", "write_outputs", "write_plots"]

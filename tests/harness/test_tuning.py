@@ -186,6 +186,16 @@ def _probe(strategy, name):
         return strategy.train_epochs
     if name == "dgr_latent_dim":
         return strategy.generator_strategy.model.dim
+    if name == "slda_shrinkage":
+        return strategy.shrinkage_param
+    if name in ("ranpac_dim", "klda_dim"):
+        return strategy.model.features.out_dim
+    if name == "ranpac_ridge":
+        return strategy.model.ridge
+    if name == "klda_gamma":
+        return strategy.model.features.gamma_scale
+    if name == "klda_shrinkage":
+        return strategy.model.shrinkage
     raise KeyError(name)
 
 
@@ -198,7 +208,7 @@ def test_every_grid_value_reaches_the_strategy(method):
     from avalanche_sdr.models import small_cnn_backbone
 
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
-    benchmark = stream.factory(0)
+    benchmark = stream.factory(0, **({"original_class_ids": True} if METHODS[method].task_free else {}))
     backbone = small_cnn_backbone(in_channels=1, widths=(8, 8))
     grid, _ = tuning.resolved_grid(method, "smoke")
     for name, values in grid.items():
