@@ -304,4 +304,5 @@ def write_plots(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, log=print)
 
 
 __all__ = ["CSV_FIELDS", "curve_key", "curve_label", "format_table", "format_task_free_table", "mean_std",
-           "pareto_front", "pareto_lines", "plus_minus", "row_points", "signed_plus_minus", "table_rows", "write_outputs", "write_plots"]
+           "pareto_front", "pareto_lines", "plus_minus", "row_points", "signed_plus_minus", "table_rows",
+           "write_outputs", "write_plots"]

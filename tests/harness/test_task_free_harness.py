@@ -50,7 +50,8 @@ def test_runs_add_task_free_keys_only_to_task_free_rows(harness):
     assert counts["final"] == n_tasks and n_tasks <= counts["group"]
     assert runs["finetune"]["evaluated_experiences"] is None
     for name in ("ci_replay", "ci_ewc", "joint", "ci_replay_mem_sdr_task_free"):
-        assert set(runs[name]) == RUN_KEYS | {"task_free"}, name
+        assert set(runs[name]) == RUN_KEYS | {"task_free", "task_aware"}, name
+        assert runs[name]["task_aware"]["average_accuracy"] >= runs[name]["average_accuracy"], name
     for run in runs.values():
         assert 0.0 <= run["average_accuracy"] <= 1.0 and run["memory_mb"] > 0
     # Joint training has no per-experience curve; the others do, their BWT Avalanche's.
