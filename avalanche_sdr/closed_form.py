@@ -12,27 +12,25 @@ The learners, by name (:data:`CLOSED_FORM_LEARNERS`):
 - ``"ranpac"`` (:func:`ranpac_strategy`): RanPAC's closed-form stage (McDonnell et al.,
   NeurIPS 2023), without its first-session adaptation of the encoder: a frozen random
   projection ``h = relu(z W)`` of E0's features z (W [d, M] ~ N(0, 1)), the Gram matrix
-  ``G = sum h h^T`` and the class sums ``S`` (``S^T = H^T Y``, Y one-hot), prototypes
+  ``G = H^T H`` and the class sums ``S`` (``S^T = H^T Y``, Y one-hot), prototypes
   ``(G + lambda I)^-1 S^T`` with ``lambda = ridge * trace(G) / M``.
 - ``"klda"`` (:func:`klda_strategy`): KLDA (Momeni et al., 2025): random Fourier features
   of the Gaussian kernel ``exp(-gamma ||z - z'||^2)`` (``h = sqrt(2 / D) cos(z W + b)``,
   drawn by scikit-learn's ``RBFSampler``), then one linear discriminant analysis with a
-  shared covariance: from the same G and S, the within-class covariance ``(G - sum_c
-  n_c mu_c mu_c^T) / (N - C)``, shrunk to ``(1 - s) Sigma + s (trace(Sigma) / D) I``; score
+  shared covariance: the within-class covariance ``W / (N - C)`` (W the within-class
+  scatter), shrunk to ``(1 - s) Sigma + s (trace(Sigma) / D) I``; score
   ``h Sigma_s^-1 mu_c - mu_c^T Sigma_s^-1 mu_c / 2`` (equal priors). ``gamma`` is
   ``gamma_scale`` times scikit-learn's ``gamma="scale"``, ``1 / (d Var(z))``, with the
   variance of the first training experience's E0 features (the map is drawn then).
 
 A class no training data has reached scores the lowest finite value. Memory
 (:func:`~avalanche_sdr.evaluation.repository_memory_bytes`): E0, the random map and the
-running statistics (G, S and the class counts, float32; ``slda``: its means, counts and
+running statistics (the within-class scatter, S and the class counts, float32; ``slda``: its means, counts and
 covariance); the solved classifier is derived from them, recomputed when they change,
-and not counted (as ``slda``'s pseudo-inverse).
-
-Written by hand, the statistics and their solve (``ranpac``, ``klda``): scikit-learn's
-``LinearDiscriminantAnalysis`` and ridge regression fit on all the data at once, which a
-continual learner no longer holds, and Avalanche's ``StreamingLDA`` fits one sample at a
-time (a Python loop of [D, D] updates, minutes per stream at D = 2,048).
+and not counted (as ``slda``'s pseudo-inverse). The map and the solves:
+:mod:`avalanche_sdr.models.closed_form_heads` (written by hand, why: there). Why not
+Avalanche's ``StreamingLDA`` for ``klda`` too: it fits one sample at a time (a Python loop
+of [D, D] updates, minutes per stream at D = 2,048).
 """
 from __future__ import annotations
 
@@ -45,117 +43,8 @@ from torch import Tensor, nn
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.baselines import BaselineSettings, class_incremental_classes
-
-RELU = "relu"
-"""Kind of :class:`RandomFeatures`: RanPAC's ``relu(z W)``."""
-
-FOURIER = "fourier"
-"""Kind of :class:`RandomFeatures`: random Fourier features of a Gaussian kernel."""
-
-RIDGE = "ridge"
-"""Head of :class:`ClosedFormClassifier`: ridge-regression prototypes (RanPAC)."""
-
-LDA = "lda"
-"""Head of :class:`ClosedFormClassifier`: one shared-covariance LDA (KLDA)."""
-
-
-def _check_fraction(value: Any, name: str, *, closed_low: bool) -> float:
-    """``value`` as a float in (0, 1] (``closed_low``: [0, 1])."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            (0.0 <= value if closed_low else 0.0 < value) and value <= 1.0):
-        interval = "[0, 1]" if closed_low else "(0, 1]"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-    return float(value)
-
-
-def _check_positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-class RandomFeatures(nn.Module):
-    """A frozen random map of E0's features, z [N, d] -> h [N, M] float32.
-
-    ``kind`` :data:`RELU`: ``relu(z W)``, W [d, M] drawn N(0, 1) at construction from a
-    generator seeded with ``seed``. ``kind`` :data:`FOURIER`: ``sqrt(2 / M) cos(z W + b)``,
-    W and b drawn by scikit-learn's ``RBFSampler(gamma, n_components=M,
-    random_state=seed)`` when :meth:`calibrate` first sees features, ``gamma =
-    gamma_scale / (d Var(z))``. W and b are buffers (counted in memory).
-
-    :param kind: :data:`RELU` or :data:`FOURIER`.
-    :param in_dim: d, E0's feature size.
-    :param out_dim: M.
-    :param seed: seed of the draw.
-    :param gamma_scale: :data:`FOURIER` only: the kernel width as a multiple of
-        scikit-learn's ``gamma="scale"`` (positive).
-    :raises ValueError: an unknown kind, a non-positive size or ``gamma_scale``, or a
-        ``gamma_scale`` given to :data:`RELU`.
-    """
-
-    def __init__(self, kind: str, in_dim: int, out_dim: int, seed: int, gamma_scale: Optional[float] = None):
-        super().__init__()
-        if kind not in (RELU, FOURIER):
-            raise ValueError(f"kind must be {RELU!r} or {FOURIER!r}, got {kind!r}")
-        if kind == RELU and gamma_scale is not None:
-            raise ValueError("gamma_scale sets the Gaussian kernel of kind='fourier'; kind='relu' has none")
-        self.kind = kind
-        self.in_dim = check_int(in_dim, "in_dim")
-        self.out_dim = check_int(out_dim, "out_dim", hint=" (the number of random features)")
-        self.seed = check_int(seed, "seed", minimum=0)
-        self.gamma_scale = None if kind == RELU else _check_positive(1.0 if gamma_scale is None else gamma_scale,
-                                                                      "gamma_scale")
-        self.gamma: Optional[float] = None
-        """:data:`FOURIER`: the kernel's gamma once calibrated (else ``None``)."""
-        if kind == RELU:
-            weight = torch.randn(in_dim, out_dim, generator=torch.Generator().manual_seed(seed))
-            self.register_buffer("weight", weight)
-            self.register_buffer("offset", torch.zeros(0))
-        else:
-            self.register_buffer("weight", torch.zeros(in_dim, out_dim))
-            self.register_buffer("offset", torch.zeros(out_dim))
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether the map is drawn (:data:`RELU`: always)."""
-        return self.kind == RELU or self.gamma is not None
-
-    def calibrate(self, z: Tensor) -> None:
-        """:data:`FOURIER`: draw W and b for the first features seen (later calls do
-        nothing); :data:`RELU`: nothing.
-
-        :param z: [n, d] float E0 features (the first training experience's).
-        :raises ValueError: ``z`` is not [n, d], or has zero variance.
-        """
-        if self.calibrated:
-            return
-        if z.dim() != 2 or z.shape[1] != self.in_dim:
-            raise ValueError(f"features must be [n, {self.in_dim}], got {tuple(z.shape)}")
-        from sklearn.kernel_approximation import RBFSampler
-
-        variance = float(z.double().var(unbiased=False))
-        if not variance > 0:
-            raise ValueError("the first training features have zero variance: the kernel's width cannot be set "
-                             "from them (check that E0 is not constant on the data)")
-        gamma = self.gamma_scale / (self.in_dim * variance)
-        sampler = RBFSampler(gamma=gamma, n_components=self.out_dim, random_state=self.seed)
-        sampler.fit(z[:1].double().cpu().numpy())  # the draw reads the feature count only
-        self.weight.copy_(torch.from_numpy(sampler.random_weights_))
-        self.offset.copy_(torch.from_numpy(sampler.random_offset_))
-        self.gamma = gamma
-
-    def forward(self, z: Tensor) -> Tensor:
-        """:param z: [N, d] float. :return: h [N, M] float32.
-
-        :raises RuntimeError: a :data:`FOURIER` map not calibrated yet.
-        """
-        if not self.calibrated:
-            raise RuntimeError("the Fourier features are drawn from the first training data: call calibrate(z) "
-                               "(a ClosedFormStrategy does so when it trains) before mapping features")
-        z = z.float()
-        if self.kind == RELU:
-            return torch.relu(z @ self.weight)
-        return (2.0 / self.out_dim) ** 0.5 * torch.cos(z @ self.weight + self.offset)
+from avalanche_sdr.models.closed_form_heads import (FOURIER, LDA, RELU, RIDGE, RandomFeatures, accumulate,
+                                                    check_fraction, check_positive, solve_head)
 
 
 class ClosedFormClassifier(nn.Module):
@@ -163,9 +52,10 @@ class ClosedFormClassifier(nn.Module):
     solved in closed form from running statistics (module doc).
 
     ``forward(x [N, C, H, W]) -> scores [N, num_classes]`` float32 (no task labels).
-    Statistics (float32 buffers, each batch's sums computed in float64): ``gram`` [M, M]
-    ``sum h h^T``, ``sums`` [K, M] per-class ``sum h``, ``counts`` [K]. The solved head is
-    kept until they change (not a buffer).
+    Statistics (float32 buffers, each batch's computed in float64,
+    :func:`~avalanche_sdr.models.closed_form_heads.accumulate`): ``scatter`` [M, M] the
+    within-class scatter, ``sums`` [K, M] per-class ``sum h``, ``counts`` [K]. The solved
+    head is kept until they change (not a buffer).
 
     :param backbone: E0 with a ``feature_dim`` attribute; copied and frozen (eval mode
         always), not changed.
@@ -191,14 +81,14 @@ class ClosedFormClassifier(nn.Module):
             raise ValueError(f"the random features read {features.in_dim} inputs but E0 gives {dim} features")
         self.num_classes = check_int(num_classes, "num_classes")
         self.head = head
-        self.ridge = None if ridge is None else _check_positive(ridge, "ridge")
-        self.shrinkage = None if shrinkage is None else _check_fraction(shrinkage, "shrinkage", closed_low=True)
+        self.ridge = None if ridge is None else check_positive(ridge, "ridge")
+        self.shrinkage = None if shrinkage is None else check_fraction(shrinkage, "shrinkage", closed_low=True)
         self.backbone = copy.deepcopy(backbone).eval()
         for p in self.backbone.parameters():
             p.requires_grad_(False)
         self.features = features
         width = dim if features is None else features.out_dim
-        self.register_buffer("gram", torch.zeros(width, width))
+        self.register_buffer("scatter", torch.zeros(width, width))
         self.register_buffer("sums", torch.zeros(num_classes, width))
         self.register_buffer("counts", torch.zeros(num_classes))
         self._version = 0
@@ -232,38 +122,15 @@ class ClosedFormClassifier(nn.Module):
             raise ValueError(f"class ids must lie in 0..{self.num_classes - 1}, got {int(y.min())}..{int(y.max())}")
         if self.features is not None:
             self.features.calibrate(z)
-        h = self.expand(z).double()
-        self.gram += (h.T @ h).to(self.gram.dtype)
-        self.sums.index_add_(0, y, h.to(self.sums.dtype))
-        self.counts += torch.bincount(y, minlength=self.num_classes).to(self.counts.dtype)
+        accumulate(self.scatter, self.sums, self.counts, self.expand(z), y)
         self._version += 1
 
     def _solve(self) -> tuple:
-        """``(W [M, K] float32, b [K] float32, seen [K] bool)``, kept until the statistics change."""
-        if self._solved is not None and self._solved[0] == self._version:
-            return self._solved[1:]
-        gram, sums, counts = self.gram.double(), self.sums.double(), self.counts.double()
-        seen = counts > 0
-        width = gram.shape[0]
-        eye = torch.eye(width, dtype=torch.float64, device=gram.device)
-        weights = torch.zeros(width, self.num_classes, dtype=torch.float64, device=gram.device)
-        offsets = torch.zeros(self.num_classes, dtype=torch.float64, device=gram.device)
-        if bool(seen.any()):
-            if self.head == RIDGE:
-                scale = float(torch.trace(gram)) / width
-                regularised = gram + self.ridge * (scale if scale > 0 else 1.0) * eye
-                weights[:, seen] = torch.cholesky_solve(sums[seen].T, torch.linalg.cholesky(regularised))
-            else:
-                n = counts[seen]
-                means = sums[seen] / n[:, None]
-                within = gram - means.T @ (means * n[:, None])
-                covariance = within / max(float(n.sum()) - int(seen.sum()), 1.0)
-                scale = float(torch.trace(covariance)) / width
-                shrunk = (1 - self.shrinkage) * covariance + self.shrinkage * (scale if scale > 0 else 1.0) * eye
-                solved = torch.cholesky_solve(means.T, torch.linalg.cholesky(shrunk))
-                weights[:, seen] = solved
-                offsets[seen] = -0.5 * (means * solved.T).sum(1)
-        self._solved = (self._version, weights.float(), offsets.float(), seen)
+        """``(W [M, K] float32, b [K] float32, seen [K] bool)`` (:func:`solve_head`), kept
+        until the statistics change."""
+        if self._solved is None or self._solved[0] != self._version:
+            self._solved = (self._version,) + solve_head(self.head, self.scatter, self.sums, self.counts,
+                                                         ridge=self.ridge, shrinkage=self.shrinkage)
         return self._solved[1:]
 
     @torch.no_grad()
@@ -359,7 +226,7 @@ def slda_strategy(backbone: nn.Module, train_stream: Sequence, *, shrinkage: flo
     :param device: torch device.
     :raises ValueError: labels local to each task, or a shrinkage outside (0, 1].
     """
-    shrinkage = _check_fraction(shrinkage, "shrinkage", closed_low=False)
+    shrinkage = check_fraction(shrinkage, "shrinkage", closed_low=False)
     num_classes = class_incremental_classes(train_stream)
     model = copy.deepcopy(backbone).eval()
     for p in model.parameters():

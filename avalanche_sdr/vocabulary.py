@@ -51,7 +51,11 @@ ROUTER_LDA_WEIGHTED = "lda_weighted"
 terms chosen on the stream's own detected repeats
 (:func:`avalanche_sdr.routers.lda_router.record_repeat`); it shares the ``"lda"``
 router's state."""
-ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED)
+ROUTER_KERNEL_LDA = "kernel_lda"
+"""A task-free router: the closed-form learner ``klda`` over every (entry, class) pair,
+random Fourier features of E0's features and one shared-covariance LDA
+(:mod:`avalanche_sdr.routers.kernel_lda`)."""
+ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_KERNEL_LDA, ROUTER_LDA, ROUTER_LDA_WEIGHTED)
 """Every task-free router (``SDRStrategy(routers=...)``, ``model.predict(x, router)``)."""
 DEFAULT_ROUTER = ROUTER_LDA_WEIGHTED
 """The router ``model.predict(x)`` and ``strategy.predict(x)`` use when none is named:
@@ -80,6 +84,7 @@ __all__ = [
     "ROUTERS",
     "ROUTER_EXPERT_GATE",
     "ROUTER_GAUSSIAN",
+    "ROUTER_KERNEL_LDA",
     "ROUTER_LDA",
     "ROUTER_LDA_WEIGHTED",
     "SHARED_ROUTER_STATE",

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
-from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED
+from avalanche_sdr.vocabulary import (ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_KERNEL_LDA, ROUTER_LDA,
+                                      ROUTER_LDA_WEIGHTED)
 from benchmarks.catalogue import METHODS, SDR_ROUTER
 from benchmarks.catalogue import TASK_FREE_METHODS  # the harness methods whose runs this table reads
 
@@ -56,11 +57,12 @@ SDR_VIEWS: Tuple[Tuple[str, str], ...] = (
     (ROUTER_LDA, "SDR + LDA router, equal weights"),
     (ROUTER_GAUSSIAN, "SDR + Gaussian router"),
     (ROUTER_EXPERT_GATE, "SDR + Expert Gate routing"),
+    (ROUTER_KERNEL_LDA, "SDR + kernel LDA router (KLDA on E0, closed form)"),
     (ORACLE, "SDR, oracle task label (task-aware reference)"),
 )
 """The rows of an SDR run: its ``task_free`` entry (a router, or ``oracle``) and the label."""
 
-OPTIONAL_VIEWS = (ROUTER_LDA_WEIGHTED,)
+OPTIONAL_VIEWS = (ROUTER_LDA_WEIGHTED, ROUTER_KERNEL_LDA)
 """Views a run may lack (runs made before the router existed): a row is made only when
 every run of its group has it."""
 

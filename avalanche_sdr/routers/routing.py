@@ -14,7 +14,10 @@ its state lives in the repository (counted in memory, saved in checkpoints):
 - ``"gaussian"`` (:class:`~avalanche_sdr.routers.gaussian.GaussianRouter`): SDR's first
   router, class-conditional Gaussians in each entry's own space;
 - ``"expert_gate"`` (:class:`~avalanche_sdr.routers.expert_gate.ExpertGateRouter`): the
-  baseline.
+  baseline;
+- ``"kernel_lda"`` (:class:`~avalanche_sdr.routers.kernel_lda.KernelLDARouter`): the
+  closed-form learner KLDA over every (entry, class) unit, random Fourier features of
+  E0's features and one shared-covariance LDA.
 
 The functions taking a router name (:func:`route`, :func:`fit_router`, :func:`routable`,
 :func:`router_states`, :func:`state_router`) build the router from the registry and call
@@ -30,6 +33,7 @@ from avalanche_sdr.routers.base import Router, TaskFreePrediction, task_key
 from avalanche_sdr.routers.covariance import ledoit_wolf_covariance
 from avalanche_sdr.routers.expert_gate import ExpertGateRouter
 from avalanche_sdr.routers.gaussian import GaussianRouter
+from avalanche_sdr.routers.kernel_lda import KernelLDARouter
 from avalanche_sdr.routers.lda_router import LDARouter, LDAWeightedRouter
 from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
 
@@ -38,6 +42,7 @@ ROUTER_TYPES: Dict[str, type] = {
     ExpertGateRouter.name: ExpertGateRouter,
     LDARouter.name: LDARouter,
     LDAWeightedRouter.name: LDAWeightedRouter,
+    KernelLDARouter.name: KernelLDARouter,
 }
 """Router classes by name (the names of :data:`~avalanche_sdr.vocabulary.ROUTERS`);
 ``ROUTER_TYPES[name](**options)`` builds one."""

@@ -83,6 +83,30 @@ def test_statistics_add_up_so_two_fits_equal_one():
         torch.testing.assert_close(once(x), twice(x), rtol=1e-4, atol=1e-4)
 
 
+def test_the_scatter_is_the_within_class_scatter_and_stays_positive_in_float32():
+    from avalanche_sdr.models.closed_form_heads import accumulate
+
+    g = torch.Generator().manual_seed(0)
+    # features far from the origin against their spread (random Fourier features of a wide
+    # kernel are nearly constant): G - sum n mu mu^T loses the within-class part to float32
+    h = 10 + torch.randn(300, 40, generator=g, dtype=torch.float64) * 1e-2
+    y = torch.randint(0, 5, (300,), generator=g)
+    scatter, sums, counts = torch.zeros(40, 40), torch.zeros(5, 40), torch.zeros(5)
+    for part in torch.arange(300).split(37):  # batches of 37, every class spread over them
+        accumulate(scatter, sums, counts, h[part], y[part])
+    means = torch.stack([h[y == c].mean(0) for c in range(5)])
+    exact = (h - means[y]).T @ (h - means[y])
+    torch.testing.assert_close(scatter.double(), exact, rtol=1e-3, atol=1e-3 * float(exact.diagonal().mean()))
+    torch.testing.assert_close(sums.double(), torch.stack([h[y == c].sum(0) for c in range(5)]), rtol=1e-6, atol=0)
+    assert counts.tolist() == torch.bincount(y, minlength=5).float().tolist()
+    smallest = float(exact.diagonal().mean()) * 1e-3
+    assert float(torch.linalg.eigvalsh(scatter.double()).min()) > -smallest
+    # the difference of float32 moments, for contrast: far from positive semi-definite
+    gram = (h.float().T @ h.float()).double()
+    naive = gram - (sums.double() / counts.double()[:, None]).T @ sums.double()
+    assert float(torch.linalg.eigvalsh(naive).min()) < -smallest
+
+
 def test_a_class_never_trained_scores_lowest():
     x, y = _blobs(seed=4)
     for head, setting in ((closed_form.RIDGE, {"ridge": 1e-2}), (closed_form.LDA, {"shrinkage": 0.1})):
