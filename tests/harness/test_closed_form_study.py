@@ -1,0 +1,91 @@
+"""The study of docs/results/closed_form.md (``benchmarks/closed_form/``): the page's tables
+from run files, and the choice rules of the ``"kernel_lda"`` router, on hand-made runs.
+Fast (no training)."""
+import pytest
+
+from benchmarks.closed_form import router, table
+
+
+def _point(dim, gamma, shrinkage, accuracy):
+    return {"point": {"dim": dim, "gamma_scale": gamma, "shrinkage": shrinkage}, "accuracy": accuracy,
+            "memory_mb": dim * dim * 4 / 2**20, "combined": {"0.25": accuracy, "0.5": accuracy}}
+
+
+def _study(stream, weighted, accuracies):
+    points = [_point(d, g, s, a) for (d, g, s), a in zip([(512, 1.0, 0.01), (1024, 1.0, 0.01), (2048, 1.0, 0.01)],
+                                                        accuracies)]
+    return {"stream": stream, "seed": 0, "n": 100, "threads": 1, "lda_weighted": weighted, "points": points}
+
+
+def test_the_router_with_fewer_features_is_chosen_within_half_a_point_and_adopted_only_if_never_below():
+    runs = [_study("a", 70.0, [80.0, 80.8, 81.0]), _study("b", 90.0, [89.0, 89.4, 89.6])]
+    decision = router.choose(runs)
+    assert decision["means"] == pytest.approx([84.5, 85.1, 85.3])
+    assert decision["best"] == 2 and decision["chosen"] == 1  # 1024 is within 0.5 of the best mean, 512 is not
+    assert decision["per_stream"] == {"a": (80.8, 70.0), "b": (89.4, 90.0)}
+    assert not decision["adopted"]  # below lda_weighted on b
+    report = router.format_report(runs)
+    assert "kernel_lda D=1024 gamma=1x s=0.01 (chosen)" in report and "D=2048 gamma=1x s=0.01 (best)" in report
+    assert "Not adopted" in report and "validation split of b" in report
+    runs[1]["lda_weighted"] = 89.0
+    assert router.choose(runs)["adopted"]
+
+
+def test_the_router_grid_is_fixed_and_every_point_is_named():
+    points = router.grid_points()
+    assert len(points) == 27 and points[0] == {"dim": 512, "gamma_scale": 0.25, "shrinkage": 0.001}
+    assert router.point_name(points[-1]) == "kernel_lda D=2048 gamma=4x s=0.1"
+
+
+def _run(method, variant, seed, accuracy, memory=1.0, wall=10.0, **extra):
+    run = {"run_id": f"s_cpu_{method}_{variant}_seed{seed}", "method": method, "variant": variant, "seed": seed,
+           "stream": "s", "stream_label": "Stream", "preset": "cpu", "split": "test", "average_accuracy": accuracy,
+           "memory_mb": memory, "wall_seconds": wall, "source": f"/somewhere/docs/results/x/{method}.json"}
+    run.update(extra)
+    return run
+
+
+def _sdr(variant, seed, aware, free, kernel):
+    routers = {"gaussian": 0.1, "expert_gate": 0.1, "kernel_lda": 2.0, "lda": 0.5, "lda_weighted": 0.5}
+    return _run("sdr_task_free", variant, seed, aware, memory=4.0, wall=100.0,
+                task_free={"lda_weighted": {"task_free": free}, "kernel_lda": {"task_free": kernel},
+                           "lda": {"task_free": free}, "oracle": {"task_free": aware}},
+                router_memory_mb=routers,
+                router_fit_seconds={"gaussian": 1.0, "expert_gate": 2.0, "kernel_lda": 3.0, "lda": 4.0,
+                                    "lda_weighted": 5.0})
+
+
+def _runs():
+    runs = []
+    for seed in (0, 1):
+        runs += [_sdr("accumulate", seed, 0.99, 0.77, 0.80), _sdr("", seed, 0.98, 0.76, 0.80),
+                 _run("klda", "tuned", seed, 0.81, memory=17.0, task_aware={"average_accuracy": 0.98}),
+                 _run("slda", "", seed, 0.75, task_aware={"average_accuracy": 0.985}),
+                 _run("replay", "tuned", seed, 0.97), _run("ci_replay", "", seed, 0.68),
+                 _run("joint", "", seed, 0.80, task_aware={"average_accuracy": 0.98})]
+    runs.append(_run("replay", "tuned", 2, 0.95))  # no ci_replay run of seed 2: left out of the row
+    return runs
+
+
+def test_rows_read_each_learner_with_its_own_router_memory_and_wall():
+    rows = {r["label"]: r for r in table.stream_rows(_runs(), "s")}
+    sdr = rows["SDR recommended ([accumulate], router lda_weighted)"]
+    # memory and wall without the other routers: lda shares lda_weighted's state and fit
+    assert sdr["memory"] == [pytest.approx(4.0 - 0.1 - 0.1 - 2.0)] * 2
+    assert sdr["wall"] == [pytest.approx(100.0 - 1.0 - 2.0 - 3.0)] * 2
+    kernel = rows["SDR recommended ([accumulate], router kernel_lda)"]
+    assert kernel["free"] == [pytest.approx(80.0)] * 2 and kernel["memory"] == [pytest.approx(4.0 - 0.2 - 0.5)] * 2
+    assert rows["klda (random Fourier features + LDA) [tuned]"]["aware"] == [pytest.approx(98.0)] * 2
+    assert rows["slda (Avalanche StreamingLDA)"]["free"] == [pytest.approx(75.0)] * 2
+    er = rows["ER [tuned] (task-free: ER class-incremental)"]
+    assert er["seeds"] == [0, 1] and er["aware"] == [pytest.approx(97.0)] * 2 and er["free"] == [pytest.approx(68.0)] * 2
+
+
+def test_the_stream_table_gives_ratios_to_joint_sources_and_the_targets():
+    text = table.format_stream(_runs(), "s")
+    assert "| SDR head-only (router lda_weighted) | 98.00 ± 0.00 | 76.00 ± 0.00 |" in text
+    assert "| 1.000 / 0.950 |" in text  # head-only: 98 / 98 and 76 / 80
+    assert "`docs/results/x/klda.json`" in text and "/somewhere" not in text
+    assert "SDR recommended task-aware 99.00 % against the best closed-form row's 98.50 % (slda): **met**" in text
+    assert "router lda_weighted) task-free 77.00 % against 81.00 % (klda): **not met** (-4.00 points)" in text
+    assert "router kernel_lda) task-free 80.00 % against 81.00 % (klda): **not met**" in text
