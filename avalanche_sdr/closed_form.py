@@ -125,6 +125,11 @@ class ClosedFormClassifier(nn.Module):
         accumulate(self.scatter, self.sums, self.counts, self.expand(z), y)
         self._version += 1
 
+    def _load_from_state_dict(self, *args, **kwargs):
+        """Loading statistics (a checkpoint) makes the kept solution stale."""
+        super()._load_from_state_dict(*args, **kwargs)
+        self._version += 1
+
     def _solve(self) -> tuple:
         """``(W [M, K] float32, b [K] float32, seen [K] bool)`` (:func:`solve_head`), kept
         until the statistics change."""

@@ -107,6 +107,16 @@ def test_the_scatter_is_the_within_class_scatter_and_stays_positive_in_float32()
     assert float(torch.linalg.eigvalsh(naive).min()) < -smallest
 
 
+def test_loaded_statistics_are_solved_again():
+    x, y = _blobs(seed=6)
+    trained = closed_form.ClosedFormClassifier(_Identity(6), 4, closed_form.LDA, shrinkage=0.1)
+    trained.fit(x, y)
+    fresh = closed_form.ClosedFormClassifier(_Identity(6), 4, closed_form.LDA, shrinkage=0.1)
+    before = fresh(x)  # solved (nothing seen: every class scores lowest) and kept
+    fresh.load_state_dict(trained.state_dict())
+    assert not torch.equal(fresh(x), before) and torch.equal(fresh(x), trained(x))
+
+
 def test_a_class_never_trained_scores_lowest():
     x, y = _blobs(seed=4)
     for head, setting in ((closed_form.RIDGE, {"ridge": 1e-2}), (closed_form.LDA, {"shrinkage": 0.1})):
