@@ -18,10 +18,11 @@ given their true class id without task labels) of
 The choice (:func:`choose`; rules fixed before any run): the router's settings are the
 grid point whose mean validation accuracy over the runs given is within
 :data:`WITHIN` points of the best point's, with the fewest random features (memory
-grows as D^2), then the higher mean; that router is adopted as SDR's recommended one
+grows as D^2), then the higher mean; that router qualifies as SDR's recommended one
 only where it is at least as accurate as ``lda_weighted`` on every run's validation
 split (the rule that made ``lda_weighted`` the recommended router,
-docs/results/task_free.md).
+docs/results/task_free.md). Qualifying sets the router's defaults and its rows in the
+results; making it the library's default router is a separate change.
 
     python -m benchmarks.closed_form.router --stream fashion10 --seeds 0 --out results/closed_form_router
     python -m benchmarks.closed_form.router --stream emnist100 --seeds 0 --data-root EMNIST_ROOT \\
@@ -152,7 +153,8 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """The rules of the module doc over ``runs`` (:func:`validation_scores` results with
     ``"stream"`` and ``"seed"``): ``{"means": [mean % per grid point], "best": index,
     "chosen": index, "chosen_point", "per_stream": {stream: (kernel_lda %, lda_weighted %)},
-    "adopted": bool}`` (per stream: means over its seeds)."""
+    "adopted": bool}`` (per stream: means over its seeds; ``adopted``: it qualifies as the
+    recommended router)."""
     streams = sorted({r["stream"] for r in runs})
     n_points = len(runs[0]["points"])
 
@@ -197,9 +199,9 @@ def format_report(runs: Sequence[Dict[str, Any]]) -> str:
               f"dim={point['dim']}, gamma_scale={point['gamma_scale']:g}, shrinkage={point['shrinkage']:g}. "
               "Per stream (kernel_lda / lda_weighted, %): "
               + "; ".join(f"{s} {k:.2f} / {w:.2f}" for s, (k, w) in decision["per_stream"].items()) + ". "
-              + ("Adopted: at least as accurate as lda_weighted on every stream's validation split."
-                 if decision["adopted"] else
-                 "Not adopted as the recommended router: below lda_weighted on the validation split of "
+              + ("Qualifies as the recommended router: at least as accurate as lda_weighted on every stream's "
+                 "validation split." if decision["adopted"] else
+                 "Does not qualify as the recommended router: below lda_weighted on the validation split of "
                  + ", ".join(s for s, (k, w) in decision["per_stream"].items() if k < w) + ".")]
     return "\n".join(lines) + "\n"
 

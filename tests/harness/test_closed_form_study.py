@@ -26,7 +26,7 @@ def test_the_router_with_fewer_features_is_chosen_within_half_a_point_and_adopte
     assert not decision["adopted"]  # below lda_weighted on b
     report = router.format_report(runs)
     assert "kernel_lda D=1024 gamma=1x s=0.01 (chosen)" in report and "D=2048 gamma=1x s=0.01 (best)" in report
-    assert "Not adopted" in report and "validation split of b" in report
+    assert "Does not qualify" in report and "validation split of b" in report
     runs[1]["lda_weighted"] = 89.0
     assert router.choose(runs)["adopted"]
 
