@@ -2,8 +2,9 @@
 from run files, and the choice rules of the ``"kernel_lda"`` router, on hand-made runs.
 Fast (no training)."""
 import pytest
+import torch
 
-from benchmarks.closed_form import router, table
+from benchmarks.closed_form import offline, router, table
 
 
 def _point(dim, gamma, shrinkage, accuracy):
@@ -89,3 +90,47 @@ def test_the_stream_table_gives_ratios_to_joint_sources_and_the_targets():
     assert "SDR recommended task-aware 99.00 % against the best closed-form row's 98.50 % (slda): **met**" in text
     assert "router lda_weighted) task-free 77.00 % against 81.00 % (klda): **not met** (-4.00 points)" in text
     assert "router kernel_lda) task-free 80.00 % against 81.00 % (klda): **not met**" in text
+
+
+class _E0(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model.batched_features(x, None)
+
+
+def test_the_router_fitted_after_a_run_from_its_entry_map_answers_as_during_the_run(one_thread):
+    """benchmarks/closed_form/offline.py: the state and the scores of the router fitted
+    during an SDR run, from the run's entry map, E0 and stream alone."""
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr import SDRStrategy, build_sdr_model
+    from avalanche_sdr.benchmarks import MixedDigits
+    from avalanche_sdr.evaluation import TaskFreeMetrics
+    from avalanche_sdr.models import small_cnn_backbone
+    from avalanche_sdr.routers import KernelLDARouter
+    from avalanche_sdr.training import SDRSettings
+
+    benchmark = MixedDigits(seed=1, original_class_ids=True)
+    torch.manual_seed(0)
+    model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(8, 16)), in_channels=1, image_size=8,
+                            generator=None)
+    during = KernelLDARouter(dim=48, gamma_scale=0.5, shrinkage=0.01)
+    metric = TaskFreeMetrics((during,))
+    strategy = SDRStrategy(model=model, settings=SDRSettings(new_task_epochs=1, reuse_epochs=1, train_mb_size=32),
+                           detector="two_sample", routers=(during,),
+                           evaluator=EvaluationPlugin(accuracy_metrics(experience=True), metric, loggers=[]))
+    for experience in benchmark.train_stream:
+        strategy.train(experience, eval_streams=[])
+    strategy.eval(benchmark.test_stream)
+    run = {"sdr_results": {"tasks": [{"task": t, "entry": model.entry_of(t)}
+                                     for t in range(len(benchmark.train_stream))]}}
+    after = KernelLDARouter(dim=48, gamma_scale=0.5, shrinkage=0.01)
+    scored = offline.fit_and_score(run, benchmark, _E0(model), after)
+    assert scored["task_free"] == pytest.approx(metric.result()["kernel_lda"]["task_free"], abs=1e-9)
+    assert scored["routing"] == pytest.approx(metric.result()["kernel_lda"]["routing"], abs=1e-9)
+    counter_bytes = sum(t.numel() * t.element_size() for state in during.state_modules(model) for t in state.buffers())
+    assert scored["memory_mb"] == pytest.approx(counter_bytes / 2**20)
