@@ -136,14 +136,14 @@ def parse_args(argv=None):
                                      description=cli.description(__doc__))
     parser.add_argument("--runs", nargs="+", required=True, type=cli.existing_dir, metavar="DIR",
                         help="harness --out folders holding sdr_task_free runs (runs/*.json, else runs.json)")
-    parser.add_argument("--backbones", type=cli.existing_dir, default=None, metavar="DIR",
+    parser.add_argument("--backbones", type=cli.existing_dir, metavar="DIR",
                         help="a harness OUT/backbones folder with E0 of the small-CNN streams' runs")
     parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
                         help="dataset folder of the streams that need one (emnist100, cifar10)")
     parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
                         help="E0 checkpoint of the cifar_resnet20 streams (emnist100)")
-    parser.add_argument("--threads", type=cli.positive_int, default=1, metavar="N", help="torch threads (default 1)")
     parser.add_argument("--out", required=True, type=cli.output_dir, metavar="DIR", help="folder of the new run files")
+    parser.add_argument("--threads", type=cli.positive_int, default=1, metavar="N", help="torch threads (default 1)")
     return parser.parse_args(argv)
 
 
