@@ -8,8 +8,8 @@ sample std over the seeds every source of the row has:
   (:data:`benchmarks.catalogue.SDR_ROUTER`): task-aware = the run's accuracy (the true
   task label), task-free = that router's, memory and wall time with that router's state
   and fitting only (:func:`benchmarks.harness.engine.memory_mb_with_routers`,
-  :func:`wall_with_routers`); **SDR + kernel_lda**: the same runs read with the
-  ``"kernel_lda"`` router (where they have it); **SDR head-only**: ``sdr_task_free``.
+  :func:`wall_with_routers`); the same runs read with the ``"kernel_lda"`` router (where
+  they have it); **SDR head-only**: ``sdr_task_free``, with either router.
 - ``slda``, ``ranpac``, ``klda``: their ``[tuned]`` rows (else their own row, where
   tuning kept the preset's values): task-free = the run's accuracy, task-aware = its
   ``task_aware`` score.
@@ -116,19 +116,16 @@ def stream_rows(runs: Sequence[Dict[str, Any]], stream: str) -> List[Dict[str, A
     from benchmarks.harness.engine import memory_mb_with_routers
 
     rows = []
-    for variant, label in (("accumulate", "SDR recommended ([accumulate], router lda_weighted)"),
-                           ("", "SDR head-only (router lda_weighted)")):
+    for variant, name in (("accumulate", "SDR [accumulate]"), ("", "SDR head-only")):
         found = _find(runs, stream, "sdr_task_free", [variant])
-        if found:
-            rows.append(_row(label, [(r, 100 * r["average_accuracy"], 100 * r["task_free"][SDR_ROUTER]["task_free"],
-                                      memory_mb_with_routers(r, [SDR_ROUTER]), wall_with_routers(r, [SDR_ROUTER]))
-                                     for r in found]))
-        with_kernel = [r for r in found if KERNEL_ROUTER in r["task_free"]]
-        if with_kernel and len(with_kernel) == len(found):
-            rows.append(_row(label.replace("router lda_weighted", "router kernel_lda"),
-                             [(r, 100 * r["average_accuracy"], 100 * r["task_free"][KERNEL_ROUTER]["task_free"],
-                               memory_mb_with_routers(r, [KERNEL_ROUTER]), wall_with_routers(r, [KERNEL_ROUTER]))
-                              for r in with_kernel]))
+        for router in (SDR_ROUTER, KERNEL_ROUTER):
+            if not found or not all(router in r["task_free"] for r in found):
+                continue
+            label = ("SDR recommended ([accumulate], router lda_weighted)" if (variant, router) == (
+                "accumulate", SDR_ROUTER) else f"{name}, router {router}")
+            rows.append(dict(_row(label, [(r, 100 * r["average_accuracy"], 100 * r["task_free"][router]["task_free"],
+                                           memory_mb_with_routers(r, [router]), wall_with_routers(r, [router]))
+                                          for r in found]), sdr=variant))
     for name in CLOSED_FORM:
         found = _find(runs, stream, name, ["tuned", ""])
         if found:
@@ -180,7 +177,7 @@ def format_stream(runs: Sequence[Dict[str, Any]], stream: str) -> str:
         lines.append(f"| {row['label']} | {_cell(row['aware'], 2)} | {_cell(row['free'], 2)} | "
                      f"{_cell(row['memory'], 3)} | {_cell(row['wall'], 1)} | {ratio} | "
                      f"{','.join(map(str, row['seeds']))} |")
-    lines += ["", "Run files: " + "; ".join(f"{row['label'].split(' (')[0]}: " + ", ".join(
+    lines += ["", "Run files: " + "; ".join(f"{row['label']}: " + ", ".join(
         f"`{_relative(s)}`" for s in row["sources"]) for row in rows) + "."]
     lines += ["", comparison(rows)]
     return "\n".join(lines) + "\n"
@@ -194,9 +191,9 @@ def _relative(path: str) -> str:
 
 def comparison(rows: Sequence[Dict[str, Any]]) -> str:
     """The sentence of the issue's targets on one stream: SDR recommended's task-aware and
-    SDR's task-free accuracy (each SDR router row) against the best closed-form row."""
+    SDR [accumulate]'s task-free accuracy (with each router) against the best closed-form row."""
     closed = [r for r in rows if r["label"].split(" ")[0] in CLOSED_FORM]
-    sdr = [r for r in rows if r["label"].startswith("SDR recommended")]
+    sdr = [r for r in rows if r.get("sdr") == "accumulate"]
     if not closed or not sdr:
         return "(no SDR recommended row or no closed-form row: no comparison)"
     best_aware = max(closed, key=lambda r: _mean(r["aware"]) or -1)

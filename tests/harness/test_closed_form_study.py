@@ -74,7 +74,7 @@ def test_rows_read_each_learner_with_its_own_router_memory_and_wall():
     # memory and wall without the other routers: lda shares lda_weighted's state and fit
     assert sdr["memory"] == [pytest.approx(4.0 - 0.1 - 0.1 - 2.0)] * 2
     assert sdr["wall"] == [pytest.approx(100.0 - 1.0 - 2.0 - 3.0)] * 2
-    kernel = rows["SDR recommended ([accumulate], router kernel_lda)"]
+    kernel = rows["SDR [accumulate], router kernel_lda"]
     assert kernel["free"] == [pytest.approx(80.0)] * 2 and kernel["memory"] == [pytest.approx(4.0 - 0.2 - 0.5)] * 2
     assert rows["klda (random Fourier features + LDA) [tuned]"]["aware"] == [pytest.approx(98.0)] * 2
     assert rows["slda (Avalanche StreamingLDA)"]["free"] == [pytest.approx(75.0)] * 2
@@ -84,12 +84,12 @@ def test_rows_read_each_learner_with_its_own_router_memory_and_wall():
 
 def test_the_stream_table_gives_ratios_to_joint_sources_and_the_targets():
     text = table.format_stream(_runs(), "s")
-    assert "| SDR head-only (router lda_weighted) | 98.00 ± 0.00 | 76.00 ± 0.00 |" in text
+    assert "| SDR head-only, router lda_weighted | 98.00 ± 0.00 | 76.00 ± 0.00 |" in text
     assert "| 1.000 / 0.950 |" in text  # head-only: 98 / 98 and 76 / 80
     assert "`docs/results/x/klda.json`" in text and "/somewhere" not in text
     assert "SDR recommended task-aware 99.00 % against the best closed-form row's 98.50 % (slda): **met**" in text
     assert "router lda_weighted) task-free 77.00 % against 81.00 % (klda): **not met** (-4.00 points)" in text
-    assert "router kernel_lda) task-free 80.00 % against 81.00 % (klda): **not met**" in text
+    assert "SDR [accumulate], router kernel_lda task-free 80.00 % against 81.00 % (klda): **not met**" in text
 
 
 class _E0(torch.nn.Module):
