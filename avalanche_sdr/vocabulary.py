@@ -56,8 +56,6 @@ ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_LDA, ROUTER_LDA_WEIGHTED)
 DEFAULT_ROUTER = ROUTER_LDA_WEIGHTED
 """The router ``model.predict(x)`` and ``strategy.predict(x)`` use when none is named:
 SDR's recommended ``"lda_weighted"``."""
-SHARED_ROUTER_STATE = {ROUTER_LDA_WEIGHTED: ROUTER_LDA}
-"""Router -> the router whose state it reads (fitted once, counted once in memory)."""
 ORACLE = "oracle"
 """The true task label as a "router": the task-aware prediction, scored beside the
 routers (:class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, results files)."""
@@ -82,5 +80,4 @@ __all__ = [
     "ROUTER_GAUSSIAN",
     "ROUTER_LDA",
     "ROUTER_LDA_WEIGHTED",
-    "SHARED_ROUTER_STATE",
 ]

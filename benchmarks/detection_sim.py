@@ -70,7 +70,7 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
     import copy
 
     from avalanche_sdr.evaluation import classify_detection, detection_summary
-    from avalanche_sdr.models import build_sdr_model
+    from avalanche_sdr.models import TaskData, build_sdr_model
     from avalanche_sdr.training.data import check_task_data, read_task_data
 
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size,
@@ -88,20 +88,20 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
         start = time.perf_counter()
         if i < benchmark.n_warm_start:
             entry = model.create_entry(task)
-            model.add_head(task, c)
-            detector.remember(model, entry, task, x, y, c)
+            model.heads.add(task, c)
+            detector.remember(model, entry, TaskData(task, x, y))
             decisions.append("warm_start")
         else:
-            record = detector.detect(model, task, x, y, c)
+            data = TaskData(task, x, y)
+            record = detector.detect(model, data)
             if record.decision == "new":
                 entry = model.create_entry(task)
-                model.add_head(task, c)
-                cached = getattr(detector, "cached_features", None)
-                detector.remember(model, entry, task, x, y, c, features=cached(task) if cached else None)
+                model.heads.add(task, c)
+                detector.remember(model, entry, data)
                 reused_group = None
             else:
                 model.assign_task(task, record.reused_entry)
-                model.add_head(task, c)
+                model.heads.add(task, c)
                 reused_group = group_of_task[model.entry_creator[record.reused_entry]]
             outcome = classify_detection(group, groups_seen, reused_group)
             outcomes.append(outcome)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.training.presets import SDRSettings
 from benchmarks import catalogue
 from benchmarks.variants import UPDATE_FLAGS, Row
@@ -185,20 +186,20 @@ class Preset:
 
 
 def _presets() -> Dict[str, Preset]:
-    from avalanche_sdr.training.presets import CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, PAPER_SETTINGS
+    from avalanche_sdr.training.presets import CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, PAPER_SETTINGS
 
     return {
         # Everything (8 methods, 1 seed, digits) in a few minutes on 2 CPU cores.
         "smoke": Preset(
             "smoke", pretrain_epochs=5,
-            sdr=CPU_SETTINGS.replace(new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
-                                     reuse_lr=0.01, vae_epochs=10, vae_patience=3),
+            sdr=CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
+                                                reuse_lr=0.01, vae_epochs=10, vae_patience=3),
             elbo_samples=4, baselines=baselines.BaselineSettings(epochs=3), base_vae_epochs=10,
         ),
-        # CPU_SETTINGS, with the quickstart's head-only budget for tiny tasks.
+        # CPU_SETTINGS: the library's budget "cpu" (head-only reuse 10 epochs at lr 0.01).
         "cpu": Preset(
             "cpu", pretrain_epochs=20,
-            sdr=CPU_SMALL_TASK_SETTINGS,
+            sdr=CPU_SETTINGS,
             elbo_samples=8, baselines=baselines.BASELINE_SETTINGS["cpu"], base_vae_epochs=40,
         ),
         # The paper's epochs (supplementary §A.1); meant for a GPU.
@@ -250,24 +251,106 @@ def oracle_choice(task: int, task_groups: Sequence[int], entry_creator: Dict[int
     return None
 
 
-class OracleDetector:
-    """Drop-in for :class:`~avalanche_sdr.detection.SimilarTaskDetector` deciding from
-    ground truth handed over by the harness (never from the experience).
+class OracleDetector(Detector):
+    """A :class:`~avalanche_sdr.detection.base.Detector` deciding from ground truth handed
+    over by the harness (never from the experience); reads no generators.
 
     :param task_groups: ground-truth group of every task label (``stream_groups``).
     """
 
     rule = "oracle"
+    needs_generators = False
 
     def __init__(self, task_groups: Sequence[int]):
         self.task_groups = [int(g) for g in task_groups]
 
-    def detect(self, model, task: int, x, y, num_classes: int):
-        """Same contract as ``SimilarTaskDetector.detect``; scores are left empty."""
+    def detect(self, model, data):
+        """Same contract as ``Detector.detect``; scores are left empty."""
         from avalanche_sdr.detection.decision import DetectionRecord
 
-        reused = oracle_choice(int(task), self.task_groups, dict(model.entry_creator))
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule)
+        reused = oracle_choice(data.task, self.task_groups, dict(model.entry_creator))
+        return DetectionRecord.decided(model, task=data.task, entries=model.entries, reused=reused, rule=self.rule)
+
+
+INJECTION_SEED = 0xE44
+"""Base seed of the draws of :class:`ErringOracle` that choose the injected tasks and wrong
+entries (:mod:`benchmarks.reuse_errors`)."""
+
+
+class ErringOracle(Detector):
+    """Ground-truth decisions (:class:`benchmarks.methods.OracleDetector`), except that each
+    scored task, with probability ``rate``, reuses a wrong entry (module doc).
+
+    The draws come from a numpy Generator seeded by (:data:`INJECTION_SEED`, ``seed``, task),
+    so the injected tasks do not depend on the configuration or on earlier decisions,
+    only the wrong entry's choice among the candidates does.
+    """
+
+    rule = "erring_oracle"
+    needs_generators = False
+
+    def __init__(self, task_groups: Sequence[int], rate: float, seed: int):
+        self.oracle = OracleDetector(task_groups)
+        self.groups = [int(g) for g in task_groups]
+        self.rate, self.seed = float(rate), int(seed)
+        self.injected: Dict[int, int] = {}  # task -> the wrong entry it reused
+
+    def detect(self, model, data):
+        import numpy as np
+
+        from avalanche_sdr.detection.decision import DetectionRecord
+
+        task, num_classes = data.task, data.num_classes
+        rng = np.random.default_rng([INJECTION_SEED, self.seed, int(task)])
+        if rng.random() >= self.rate:
+            return self.oracle.detect(model, data)
+        wrong = [e for e in model.entries if self.groups[model.entry_creator[e]] != self.groups[int(task)]
+                 and model.heads.num_classes(model.entry_creator[e]) == num_classes]
+        if not wrong:
+            return self.oracle.detect(model, data)
+        entry = int(wrong[int(rng.integers(len(wrong)))])
+        self.injected[int(task)] = entry
+        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=entry, rule=self.rule)
+
+
+class AllNewDetector(Detector):
+    """Declares every task new: the all-new reference (memory of one entry per task)."""
+
+    rule = "all_new"
+    needs_generators = False
+
+    def detect(self, model, data):
+        """Same contract as ``Detector.detect``; always ``"new"``."""
+        from avalanche_sdr.detection import DetectionRecord
+
+        return DetectionRecord.decided(model, task=data.task, entries=list(model.entries), reused=None,
+                                       rule=self.rule)
+
+
+class TruthDetector(Detector):
+    """Ground-truth decisions: reuse the entry of the task's group (the first task of the
+    group created it), with the true class matching (``label_matching``) of a shuffled repeat."""
+
+    rule = "ground_truth"
+    needs_generators = False
+
+    def __init__(self, benchmark):
+        self.benchmark = benchmark
+
+    def detect(self, model, data):
+        from avalanche_sdr.detection.decision import DetectionRecord
+
+        task = data.task
+        groups = self.benchmark.stream_groups
+        creators = [e for e, t in model.entry_creator.items() if groups[t] == groups[int(task)]]
+        reused = creators[0] if creators else None
+        fields = {}
+        if reused is not None:
+            matching = self.benchmark.label_matching(int(task), model.entry_creator[reused])
+            if matching != list(range(len(matching))):
+                fields["class_permutation"] = matching
+        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule,
+                                       **fields)
 
 
 # --------------------------------------------------------------------- builders
@@ -560,5 +643,5 @@ def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
     return Row(row.method, row.variant, row.options + (("replay_mem_size", sizing.mem_size),)), sizing
 
 
-__all__ = ["METHODS", "PRESETS", "SDR_ROUTER", "STREAMS", "Method", "OracleDetector", "Preset", "StreamSpec",
-           "oracle_choice", "size_equal_memory"]
+__all__ = ["INJECTION_SEED", "METHODS", "PRESETS", "SDR_ROUTER", "STREAMS", "AllNewDetector", "ErringOracle", "Method",
+           "OracleDetector", "Preset", "StreamSpec", "TruthDetector", "oracle_choice", "size_equal_memory"]

@@ -3,15 +3,16 @@
 :class:`SDRSettings` is the single place where every training setting of SDR is
 named, given its default (the paper's value) and documented. The strategy, its
 plugin, the checkpoint fingerprint and the results' ``config`` all read an
-``SDRSettings``; adding a setting means adding one field here. ``PAPER_SETTINGS``
-holds the paper's values (meant for a GPU); ``CPU_SETTINGS`` and
-``CPU_SMALL_TASK_SETTINGS`` keep the method and shorten what is long.
+``SDRSettings``; adding a setting means adding one field here. The budgets by name
+(:data:`BUDGETS`), each the constant of its name: ``PAPER_SETTINGS`` holds the paper's
+values (meant for a GPU); ``CPU_SETTINGS`` (``"cpu"``) and ``CPU_LARGE_TASK_SETTINGS``
+(``"cpu_large_task"``) keep the method and shorten what is long.
 
 Use::
 
-    SDRStrategy(model=model, settings=CPU_SETTINGS)                  # a preset
-    SDRStrategy(model=model, settings=CPU_SETTINGS, reuse_epochs=10)  # one value changed
-    CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01)              # a new SDRSettings
+    SDRStrategy(model=model, settings="cpu")                   # a budget by name: CPU_SETTINGS
+    SDRStrategy(model=model, settings=CPU_SETTINGS, new_task_epochs=5)  # one value changed
+    CPU_SETTINGS.replace(reuse_epochs=5, reuse_lr=0.001)         # a new SDRSettings
 
 The values of each preset and why the CPU ones differ: docs/method.rst, sections
 "Training settings" and "Budget presets: the paper's values and the CPU presets".
@@ -269,27 +270,31 @@ PAPER_SETTINGS = SDRSettings()
 CPU_SETTINGS = SDRSettings(
     new_task_epochs=10,
     lr_milestones=(7,),
+    reuse_epochs=10,
+    reuse_lr=0.01,
     train_mb_size=32,
-    vae_epochs=20,
+    vae_epochs=40,
     vae_lr=2e-3,
     vae_mb_size=32,
     vae_patience=5,
 )
-"""The paper's method with shortened training for CPU runs (see the module doc)."""
+"""The budget ``"cpu"``: the paper's method with shortened training for CPU runs on tasks
+of a few hundred images or fewer (head-only training of a reused entry for 10 epochs at
+lr 0.01, generators up to 40 epochs); the budget of every CPU results page."""
 
-CPU_SMALL_TASK_SETTINGS = CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01, vae_epochs=40)
-"""``CPU_SETTINGS`` for tasks of a few hundred images or fewer: head-only training of a
-reused entry for 10 epochs at lr 0.01, generators up to 40 epochs (see the module doc)."""
+CPU_LARGE_TASK_SETTINGS = CPU_SETTINGS.replace(reuse_epochs=2, reuse_lr=0.001, vae_epochs=20)
+"""The budget ``"cpu_large_task"``: :data:`CPU_SETTINGS` with the paper's head-only reuse
+(2 epochs at lr 0.001) and generators up to 20 epochs, for tasks of thousands of images."""
 
 BUDGETS: Dict[str, SDRSettings] = {
     "paper": PAPER_SETTINGS,
-    "cpu": CPU_SMALL_TASK_SETTINGS,
-    "cpu_large_task": CPU_SETTINGS,
+    "cpu": CPU_SETTINGS,
+    "cpu_large_task": CPU_LARGE_TASK_SETTINGS,
 }
 """Budget presets by name, accepted wherever an :class:`SDRSettings` is (``settings="cpu"``):
-``"paper"`` is :data:`PAPER_SETTINGS`; ``"cpu"`` is :data:`CPU_SMALL_TASK_SETTINGS`, the
+``"paper"`` is :data:`PAPER_SETTINGS`; ``"cpu"`` is :data:`CPU_SETTINGS`, the
 budget of the harness's ``--preset cpu`` and of every CPU results page; ``"cpu_large_task"``
-is :data:`CPU_SETTINGS` (head-only reuse at the paper's 2 epochs, for tasks of thousands
+is :data:`CPU_LARGE_TASK_SETTINGS` (head-only reuse at the paper's 2 epochs, for tasks of thousands
 of images)."""
 
 
@@ -309,5 +314,5 @@ def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
     return settings
 
 
-__all__ = ["BUDGETS", "CPU_SETTINGS", "CPU_SMALL_TASK_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
+__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
            "SDRSettings", "UPDATE_OPTIONS", "resolve_settings"]

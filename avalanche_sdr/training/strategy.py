@@ -554,7 +554,7 @@ class SDRStrategy(SupervisedTemplate):
         if self.class_incremental is not None and not self.is_training:
             return self.class_incremental.scores(self)
         if self.frozen_features.uses_features(self):
-            return self.model.head_logits(self.sdr.current.task, self.mb_x)
+            return self.model.heads.logits(self.sdr.current.task, self.mb_x)
         return super().forward()
 
     def make_train_dataloader(self, **kwargs):

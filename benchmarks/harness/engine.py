@@ -235,9 +235,9 @@ def stream_bwt(strategy) -> Optional[float]:
 
 def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
     """MB of each router's state in an SDR repository
-    (:func:`avalanche_sdr.models.routing.router_states`), counted as the memory counter counts it."""
+    (:func:`avalanche_sdr.routers.routing.router_states`), counted as the memory counter counts it."""
     from avalanche_sdr.evaluation.memory import TensorByteCounter
-    from avalanche_sdr.models.routing import router_states
+    from avalanche_sdr.routers.routing import router_states
 
     mb = {}
     for router in routers:
@@ -257,9 +257,9 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     ``memory_mb``), ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
     after every task}`` (included in ``wall_seconds``), and with the ``"lda_weighted"``
     router ``"lda_weight"``, the weight it chose on the stream's repeats
-    (:func:`avalanche_sdr.models.lda_router.chosen_weight`), and ``"lda_evidence_images"``,
+    (:func:`avalanche_sdr.routers.lda_router.chosen_weight`), and ``"lda_evidence_images"``,
     the repeat images that choice rests on
-    (:func:`~avalanche_sdr.models.lda_router.evidence_images`). A class-incremental baseline
+    (:func:`~avalanche_sdr.routers.lda_router.evidence_images`). A class-incremental baseline
     (``metric`` None: one head over the class ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
@@ -278,10 +278,10 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
 def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:
     """A run's ``memory_mb`` less the state of every router not in ``keep``
     (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``).
-    A state two routers share (:data:`~avalanche_sdr.vocabulary.SHARED_ROUTER_STATE`) is
+    A state two routers share (routers of one ``state_name``) is
     counted once, and kept when either router is. A name in ``keep`` that is no router
     (``"oracle"``, a baseline's ``"self"``) keeps no router state."""
-    from avalanche_sdr.models.routing import state_router
+    from avalanche_sdr.routers.routing import state_router
 
     owners = {state_router(router): mb for router, mb in (run.get("router_memory_mb") or {}).items()}
     kept = {state_router(router) for router in keep if router in ROUTERS}

@@ -13,7 +13,7 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.models import small_cnn_backbone
 from benchmarks import detection_sim, detection_table
@@ -31,7 +31,7 @@ def digits():
 def test_replay_decides_as_the_strategy_does(digits, rule):
     benchmark, backbone = digits
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=1, image_size=8, generator=None)
-    settings = dict(CPU_SETTINGS, new_task_epochs=1, lr_milestones=(1,), reuse_epochs=1)
+    settings = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=1, lr_milestones=(1,), reuse_epochs=1)
     strategy = SDRStrategy(model=model, **settings, decision=rule,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     for experience in benchmark.train_stream:

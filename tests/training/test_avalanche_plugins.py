@@ -159,13 +159,13 @@ def test_importance_regularisers_train_and_keep_earlier_tasks(stream, probe, mak
     trained = dict(strategy.model.heads[str(N_TRAINED - 1)].named_parameters())
     if isinstance(plugin, P.MASPlugin):
         # Importances of the last head, computed from its gradients after training.
-        assert all(plugin.importance[f"heads.2.{k}"].data.abs().sum() > 0 for k in trained)
+        assert all(plugin.importance[f"heads.own.2.{k}"].data.abs().sum() > 0 for k in trained)
     else:
         # SI saved the trained head's final values. (Its importances are zero on a CPU
         # with any strategy: Avalanche 0.6.0 snapshots parameters with
         # detach().cpu().flatten(), a view of the parameter there.)
         for k, value in trained.items():
-            assert torch.equal(plugin.ewc_data[0][f"heads.2.{k}"].data, value.detach().flatten())
+            assert torch.equal(plugin.ewc_data[0][f"heads.own.2.{k}"].data, value.detach().flatten())
 
 
 def test_lwf_distils_every_earlier_head(stream, probe):

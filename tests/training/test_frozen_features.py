@@ -158,7 +158,7 @@ def test_evaluation_after_training_sees_images_and_the_model_forward(stream, bot
     task = experience.task_label
     x = torch.stack([experience.dataset[i][0] for i in range(4)])
     fast.model.eval()
-    expected = fast.model.head_logits(task, fast.model.features(x, fast.model.entry_of(task)))
+    expected = fast.model.heads.logits(task, fast.model.features(x, fast.model.entry_of(task)))
     assert torch.equal(fast.model(x, task), expected)
 
 

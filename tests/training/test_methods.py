@@ -13,7 +13,7 @@ from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.detection import SimilarTaskDetector, TwoSampleDetector, TwoSampleSettings
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.routers import LDAWeightedRouter
-from avalanche_sdr.training import (BUDGETS, CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, METHODS, PAPER_SETTINGS,
+from avalanche_sdr.training import (BUDGETS, CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, METHODS, PAPER_SETTINGS,
                                     SDRSettings)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -43,7 +43,7 @@ def _count(model) -> int:
 
 def test_the_presets_are_registries_of_objects_exported_from_the_package():
     assert list(METHODS) == ["paper", "recommended"] and avalanche_sdr.METHODS is METHODS
-    assert BUDGETS == {"paper": PAPER_SETTINGS, "cpu": CPU_SMALL_TASK_SETTINGS, "cpu_large_task": CPU_SETTINGS}
+    assert BUDGETS == {"paper": PAPER_SETTINGS, "cpu": CPU_SETTINGS, "cpu_large_task": CPU_LARGE_TASK_SETTINGS}
     assert avalanche_sdr.BUDGETS is BUDGETS
     recommended = METHODS["recommended"].defaults()
     assert isinstance(recommended["detector"], TwoSampleDetector) and recommended["detector"].settings.match_classes
@@ -63,7 +63,7 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
                                           evaluator=_quiet())
     assert strategy.method == "recommended" and not strategy.model.has_generators
     assert strategy.sdr.detector.settings == TwoSampleSettings(match_classes=True)
-    assert strategy.sdr.settings == CPU_SMALL_TASK_SETTINGS.replace(reuse="accumulate")
+    assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse="accumulate")
     assert strategy.sdr.routers == (LDAWeightedRouter(),)
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
                                       evaluator=_quiet())
@@ -142,7 +142,7 @@ def test_the_old_keywords_still_work_and_say_what_to_write_instead():
         model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
         strategy = SDRStrategy(model=model, detector=SimilarTaskDetector(rule="agreement", elbo_samples=8),
                                settings="cpu", evaluator=_quiet())
-    assert strategy.sdr.detector.elbo_samples == 8 and strategy.sdr.settings == CPU_SMALL_TASK_SETTINGS
+    assert strategy.sdr.detector.elbo_samples == 8 and strategy.sdr.settings == CPU_SETTINGS
 
 
 # ---------------------------------------------------------------------- same results
@@ -165,8 +165,8 @@ def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
         warnings.simplefilter("ignore", DeprecationWarning)
         explicit = _run(digits, 6, generator=None, decision="two_sample",
                         two_sample=TwoSampleSettings(match_classes=True),
-                        settings=CPU_SMALL_TASK_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
-    preset = _run(digits, 6, method="recommended", settings=CPU_SMALL_TASK_SETTINGS)
+                        settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
+    preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])
     assert preset[1] == explicit[1]  # same seed and threads: equal to the last digit
@@ -174,16 +174,15 @@ def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     assert preset[3].predict(torch.stack([digits.test_stream[0].dataset[i][0] for i in range(4)])).class_ids.shape == (4,)
 
 
-def test_class_count_filter_is_the_one_name_of_the_candidates_filter_and_the_old_one_warns():
-    with pytest.deprecated_call(match="write class_count_filter"):
-        old = TwoSampleSettings(match_class_count=False)
-    assert old == TwoSampleSettings(class_count_filter=False) and "match_class_count" not in old.to_dict()
-    with pytest.deprecated_call(match="write class_count_filter"):
-        assert SimilarTaskDetector(match_class_count=True).class_count_filter
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"SDRStrategy\(match_class_count=...\)"):
-        strategy = SDRStrategy(model=model, match_class_count=True, evaluator=_quiet())
-    assert strategy.sdr.detector.config()["class_count_filter"]
+def test_class_count_filter_is_the_one_name_of_the_candidates_filter():
+    from avalanche_sdr.detection import ExpertGateSettings
+
+    for build in (TwoSampleSettings, SimilarTaskDetector, ExpertGateSettings):
+        with pytest.raises(TypeError, match="match_class_count"):
+            build(match_class_count=False)
+    assert not TwoSampleSettings(class_count_filter=False).class_count_filter
+    assert "match_class_count" not in TwoSampleSettings().to_dict()
+    assert SimilarTaskDetector(class_count_filter=True).config()["class_count_filter"]
 
 
 def test_a_detector_object_refuses_thresholds_its_rule_does_not_read():

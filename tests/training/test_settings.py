@@ -12,7 +12,7 @@ from avalanche.logging import BaseLogger
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, PAPER_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
 from avalanche_sdr.evaluation import DecisionLogger
 from avalanche_sdr.models import small_cnn_backbone
@@ -22,7 +22,7 @@ from avalanche_sdr.training.strategy import DETECTOR_OPTIONS, benchmark_input_sh
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QUICK = CPU_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1, vae_epochs=2)
+QUICK = CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1, vae_epochs=2)
 
 
 def _model(generator=None):
@@ -39,38 +39,38 @@ def _quiet():
 # ------------------------------------------------------------------ SDRSettings
 def test_defaults_are_the_papers_and_the_cpu_preset_changes_only_what_is_long():
     assert SDRSettings() == PAPER_SETTINGS
-    changed = {k for k in SDRSettings.field_names() if CPU_SETTINGS[k] != PAPER_SETTINGS[k]}
+    changed = {k for k in SDRSettings.field_names() if CPU_LARGE_TASK_SETTINGS[k] != PAPER_SETTINGS[k]}
     assert changed == {"new_task_epochs", "lr_milestones", "train_mb_size", "vae_epochs", "vae_lr", "vae_mb_size",
                        "vae_patience"}
-    assert CPU_SETTINGS.reuse_epochs == 2 and CPU_SETTINGS.reuse_lr == 0.001  # the paper's head-only budget
+    assert CPU_LARGE_TASK_SETTINGS.reuse_epochs == 2 and CPU_LARGE_TASK_SETTINGS.reuse_lr == 0.001  # the paper's head-only budget
 
 
 def test_settings_are_frozen_checked_and_serialise_in_field_order():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        CPU_SETTINGS.reuse_epochs = 3
+        CPU_LARGE_TASK_SETTINGS.reuse_epochs = 3
     for bad, match in [(dict(lr_decay=0.0), "lr_decay"), (dict(new_task_lr=-1.0), "new_task_lr"),
                        (dict(train_mb_size=0), "train_mb_size"), (dict(lr_milestones=(5, 2)), "increasing"),
                        (dict(lr_milestones=7), "sequence"), (dict(reuse_epochs=1.5), "reuse_epochs")]:
         with pytest.raises(ValueError, match=match):
             SDRSettings(**bad)
     with pytest.raises(TypeError, match="unknown SDR setting.*'reuse_epoch'"):
-        CPU_SETTINGS.replace(reuse_epoch=3)
+        CPU_LARGE_TASK_SETTINGS.replace(reuse_epoch=3)
     assert SDRSettings(lr_milestones=[50]).lr_milestones == (50,)
-    as_json = json.loads(json.dumps(CPU_SETTINGS.to_dict()))
+    as_json = json.loads(json.dumps(CPU_LARGE_TASK_SETTINGS.to_dict()))
     assert list(as_json) == list(SDRSettings.field_names())
-    assert SDRSettings(**as_json) == CPU_SETTINGS  # a results config rebuilds its settings
-    assert dict(CPU_SETTINGS, reuse_epochs=5) == dict(CPU_SETTINGS.replace(reuse_epochs=5).to_dict())
+    assert SDRSettings(**as_json) == CPU_LARGE_TASK_SETTINGS  # a results config rebuilds its settings
+    assert dict(CPU_LARGE_TASK_SETTINGS, reuse_epochs=5) == dict(CPU_LARGE_TASK_SETTINGS.replace(reuse_epochs=5).to_dict())
 
 
 # ------------------------------------------------------------------ keyword routing
 def test_strategy_routes_settings_detector_options_and_avalanche_keywords():
-    strategy = SDRStrategy(model=_model(), settings=CPU_SETTINGS, reuse_epochs=7, decision="two_sample",
+    strategy = SDRStrategy(model=_model(), settings=CPU_LARGE_TASK_SETTINGS, reuse_epochs=7, decision="two_sample",
                            two_sample=TwoSampleSettings(alpha=0.05), eval_every=-1, evaluator=_quiet())
-    assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse_epochs=7)
+    assert strategy.sdr.settings == CPU_LARGE_TASK_SETTINGS.replace(reuse_epochs=7)
     assert isinstance(strategy.sdr.detector, TwoSampleDetector)
     assert strategy.sdr.detector.settings.alpha == 0.05
-    assert strategy.train_mb_size == CPU_SETTINGS.train_mb_size
-    assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_SETTINGS.eval_mb_size)  # None: chosen for the CPU
+    assert strategy.train_mb_size == CPU_LARGE_TASK_SETTINGS.train_mb_size
+    assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_LARGE_TASK_SETTINGS.eval_mb_size)  # None: chosen for the CPU
     # Settings given as keywords alone start from the paper's values.
     plain = SDRStrategy(model=_model(), new_task_epochs=3, decision="two_sample", evaluator=_quiet())
     assert plain.sdr.settings == PAPER_SETTINGS.replace(new_task_epochs=3)
@@ -86,7 +86,7 @@ def test_strategy_refuses_what_it_sets_itself_and_misspelt_keywords():
     with pytest.raises(ValueError, match="no effect with detector"):
         SDRStrategy(model=_model(), detector=TwoSampleDetector(), elbo_samples=4)
     with pytest.raises(TypeError, match="SDRSettings"):
-        SDRStrategy(model=_model(), settings=dict(CPU_SETTINGS), decision="two_sample")
+        SDRStrategy(model=_model(), settings=dict(CPU_LARGE_TASK_SETTINGS), decision="two_sample")
 
 
 def test_signature_lists_every_routed_keyword_once():
@@ -176,7 +176,7 @@ def test_method_page_table_shows_the_presets_values():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "method.rst").read_text(encoding="utf-8")
-    rows = text.split("``PAPER_SETTINGS``       ``CPU_SETTINGS``\n", 1)[1].split("\n", 1)[1].split("\n=")[0]
+    rows = text.split("``PAPER_SETTINGS``       ``CPU_LARGE_TASK_SETTINGS``\n", 1)[1].split("\n", 1)[1].split("\n=")[0]
     shown = set()
     for row in rows.splitlines():
         names = re.findall(r"``(\w+)``", row.split("  ")[0])
@@ -186,7 +186,7 @@ def test_method_page_table_shows_the_presets_values():
         if len(names) == 1:
             values = [(v,) for v in values]
         for i, name in enumerate(names):
-            assert (values[0][i], values[1][i]) == (PAPER_SETTINGS[name], CPU_SETTINGS[name]), name
+            assert (values[0][i], values[1][i]) == (PAPER_SETTINGS[name], CPU_LARGE_TASK_SETTINGS[name]), name
             shown.add(name)
     assert len(shown) >= 10 and shown <= set(SDRSettings.field_names())
 
@@ -199,5 +199,5 @@ def test_method_page_table_shows_the_presets_values():
 ])
 def test_learning_reuse_settings_are_checked(changes, message):
     with pytest.raises(ValueError, match=message):
-        CPU_SETTINGS.replace(**changes)
-    assert PAPER_SETTINGS.reuse == "head" and CPU_SETTINGS.reuse == "head"  # the paper's reuse by default
+        CPU_LARGE_TASK_SETTINGS.replace(**changes)
+    assert PAPER_SETTINGS.reuse == "head" and CPU_LARGE_TASK_SETTINGS.reuse == "head"  # the paper's reuse by default

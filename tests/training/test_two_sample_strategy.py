@@ -12,15 +12,15 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
-from avalanche_sdr.evaluation import repository_memory_bytes
+from avalanche_sdr.evaluation import entry_bytes, repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training import load_repository
 from avalanche_sdr.training.stream_runner import run_sdr_stream
 
 # A short budget: the decisions, not the accuracy, are under test here.
-SHORT = dict(CPU_SETTINGS, new_task_epochs=2, lr_milestones=(1,), reuse_epochs=2, reuse_lr=0.01, vae_epochs=3,
+SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=2, lr_milestones=(1,), reuse_epochs=2, reuse_lr=0.01, vae_epochs=3,
              vae_patience=2)
 
 
@@ -76,9 +76,9 @@ def test_entries_keep_their_detection_state_and_no_generator(finished):
         state_bytes = sum(t.numel() * t.element_size() for t in state.values())
         adapters = sum(t.numel() * t.element_size() for m in model.encoder.entry_modules(entry)
                        for t in list(m.parameters()) + list(m.buffers()))
-        assert model.entry_bytes(entry) == adapters + state_bytes
+        assert entry_bytes(model, entry) == adapters + state_bytes
     total = repository_memory_bytes(strategy)
-    assert total >= sum(model.entry_bytes(e) for e in model.entries)
+    assert total >= sum(entry_bytes(model, e) for e in model.entries)
 
 
 def test_checkpoint_restores_the_detection_state(finished):
