@@ -639,8 +639,9 @@ def mixed_similarity_benchmark(
         image for torchvision datasets without a transform of their own). None: no
         transform. Whatever it returns that is not a floating-point tensor (a PIL
         image, a uint8 tensor) is converted to float32 [C, H, W], uint8 values / 255.
-    :param eval_transform: the same for the ``"eval"`` group (deterministic, e.g.
-        ``Normalize``). None: no transform (not ``train_transform``).
+    :param eval_transform: the same for the ``"eval"`` group (deterministic, e.g. a
+        centre crop; a normalisation such as ``Normalize`` suits other models only:
+        SDR's take [0, 1] images and normalise inside). None: no transform (not ``train_transform``).
     :param in_memory: True: read every selected image into memory (through the
         dataset's ``__getitem__`` when it has transforms; images must share one shape
         and lie in [0, 1]); False: lazy; None: the default above.
