@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import inspect
+import sys
 import warnings
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -187,9 +188,17 @@ def _with_routed_keywords(init):
     return init
 
 
+_AVALANCHE_TEMPLATES = os.path.dirname(inspect.getfile(SupervisedTemplate))
+
+
 def _deprecated(old: str, new: str) -> None:
+    """Warn at the user's line: the first caller outside this module and Avalanche's templates."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and (frame.f_code.co_filename == __file__
+                                 or _AVALANCHE_TEMPLATES in frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
     warnings.warn(f"SDRStrategy({old}=...) is deprecated and will be removed in the next release; write {new}",
-                  DeprecationWarning, stacklevel=4)
+                  DeprecationWarning, stacklevel=level)
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -377,7 +386,8 @@ class SDRStrategy(SupervisedTemplate):
         generators on a repository without them; an option the chosen rule or router
         does not read; an ``eval_router`` that is not one of ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
-        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
+        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead); a
+        ``forward_transfer`` that is not a bool; a device torch does not know.
     """
 
     @_with_routed_keywords
@@ -472,6 +482,8 @@ class SDRStrategy(SupervisedTemplate):
         settings = SDRSettings(**dict(settings.to_dict(), **changes))  # router options moved onto the routers
         detector = cls._build_detector(detector, kwargs, defaults["detector"], preset)
         routers = cls._build_routers(defaults["routers"] if routers is None else routers, router_options)
+        if not isinstance(forward_transfer, bool):
+            raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
         sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
                         forward_transfer=forward_transfer, routers=routers)
         eval_router = check_eval_router(eval_router, sdr.routers)

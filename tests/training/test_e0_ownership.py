@@ -72,6 +72,8 @@ REFUSED = {
     "an option the detector does not read": (dict(detector="two_sample", elbo_samples=8), ValueError,
                                              "no effect", dict(detector="two_sample")),
     "n_warm_start 0": (dict(n_warm_start=0), ValueError, "n_warm_start", dict(n_warm_start=1)),
+    "forward_transfer not a bool": (dict(forward_transfer="no"), ValueError, "forward_transfer must be a bool",
+                                    dict(forward_transfer=False)),
     "a refused plugin": (dict(plugins=[_scheduler_plugin()]), ValueError, "LRSchedulerPlugin", dict(plugins=[])),
     "an unknown router": (dict(routers=("knn",)), ValueError, "unknown router", dict(routers=("lda",))),
     "eval_router not fitted": (dict(eval_router="gaussian"), ValueError, "eval_router",
