@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from avalanche_sdr._batching import check_batch_size
-from avalanche_sdr._checks import check_int
 from avalanche_sdr.vocabulary import DECISIONS  # allowed values of DetectionRecord.decision
 
 EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value")

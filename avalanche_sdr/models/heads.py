@@ -14,12 +14,20 @@ and maps tasks to entries; every change to the heads goes through the methods he
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from avalanche_sdr.models.stored import TensorStore
+
+UNTRAINED_HEAD_SEED = 0x5D2
+"""Base seed of the untrained heads that answer untrained tasks (task t: this + t)."""
+
+
+class UntrainedTaskWarning(UserWarning):
+    """A task that has not been trained was evaluated: E0 and an untrained head answer it."""
 
 
 class TaskHeads(nn.Module):
@@ -49,6 +57,12 @@ class TaskHeads(nn.Module):
         """Task -> the task whose head it answers through (:meth:`link`); tasks with a
         head of their own are absent."""
         self.register_buffer("_anchor", torch.zeros(0), persistent=False)  # follows .to(device)
+        # Untrained tasks (SDRModel.forward_single_task): class ids announced by an evaluation
+        # experience, and the untrained heads built for them. Plain attributes: not in the
+        # state_dict, the memory or any checkpoint.
+        self._announced: Dict[int, List[int]] = {}
+        self._untrained: Dict[Tuple[int, Tuple[int, ...]], nn.Module] = {}
+        self._warned: set = set()
 
     def _device(self):
         return self._anchor.device
@@ -213,6 +227,53 @@ class TaskHeads(nn.Module):
         return logits
 
 
+    # ------------------------------------------------------------------ untrained tasks
+    def announce(self, task: int, classes: Sequence[int]) -> None:
+        """Note the classes of a task without a head that an evaluation experience holds:
+        they size the untrained head that answers it (:meth:`untrained_logits`)."""
+        self._announced[int(task)] = [int(c) for c in classes]
+
+    def announced(self, task: int) -> bool:
+        """Whether an untrained ``task``'s classes were announced (:meth:`announce`)."""
+        return int(task) in self._announced
+
+    def forget_untrained(self, task: int) -> None:
+        """Drop what was kept to answer ``task`` untrained (it now trains a head)."""
+        self._announced.pop(int(task), None)
+        for cached in [k for k in self._untrained if k[0] == int(task)]:
+            del self._untrained[cached]
+
+    def untrained_logits(self, task: int, features: Tensor) -> Tensor:
+        """An untrained task's answer: a fresh, untrained head over its announced classes on
+        ``features`` (E0's, [N, D]), seeded with :data:`UNTRAINED_HEAD_SEED` + ``task``
+        without touching the global RNG, kept for the next call (not stored), logits at
+        the class-id columns; the first answer per task warns (:class:`UntrainedTaskWarning`).
+
+        :raises KeyError: the task's classes were never announced.
+        """
+        task = int(task)
+        classes = tuple(self._announced[task])
+        head = self._untrained.get((task, classes))
+        if head is None:
+            with torch.random.fork_rng(devices=[]):
+                torch.random.default_generator.manual_seed(UNTRAINED_HEAD_SEED + task)
+                head = self.build(len(classes))
+            head.requires_grad_(False)
+        if task not in self._warned:
+            self._warned.add(task)
+            warnings.warn(
+                f"task {task} has not been trained: it is answered by E0 features (no adapters) and an "
+                f"untrained head over its {len(classes)} classes {list(classes)} (chance-level predictions)",
+                UntrainedTaskWarning, stacklevel=3,
+            )
+        head = head.to(device=features.device)
+        self._untrained[(task, classes)] = head
+        logits = head(features)
+        if list(classes) != list(range(len(classes))):
+            logits = at_class_ids(logits, torch.tensor(classes))
+        return logits
+
+
 def at_class_ids(logits: Tensor, ids: Tensor) -> Tensor:
     """Local logits [N, c] -> [N, max id + 1] with column ids[k] = logits[:, k] and the
     lowest finite value of the dtype elsewhere."""
@@ -222,4 +283,4 @@ def at_class_ids(logits: Tensor, ids: Tensor) -> Tensor:
     return out.index_copy(1, ids, logits)
 
 
-__all__ = ["TaskHeads", "at_class_ids"]
+__all__ = ["TaskHeads", "UNTRAINED_HEAD_SEED", "UntrainedTaskWarning", "at_class_ids"]

@@ -25,7 +25,7 @@ contents".
 """
 from __future__ import annotations
 
-import warnings
+import copy
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -34,22 +34,16 @@ from torch import Tensor, nn
 from avalanche.models import MultiTaskModule
 
 from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr._checks import check_images
 from avalanche_sdr.models.eft import EFTEncoder
-from avalanche_sdr.models.heads import TaskHeads, at_class_ids
-from avalanche_sdr.models.stored import TensorSet, TensorStore
+from avalanche_sdr.models.heads import TaskHeads
+from avalanche_sdr.models.stored import TensorStore
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
-
-UNTRAINED_HEAD_SEED = 0x5D2
-"""Base seed of the untrained heads that answer untrained tasks (task t: this + t)."""
 
 _FORMER_KEYS = (("heads.", "heads.own."), ("head_class_ids.", "heads.ids."), ("head_permutations.", "heads.perms."))
 """``state_dict`` key prefixes of the repository before its heads had a module of their
 own -> the current ones (:meth:`SDRModel._load_from_state_dict` reads both)."""
-
-
-class UntrainedTaskWarning(UserWarning):
-    """A task that has not been trained was evaluated: E0 and an untrained head answer it."""
 
 
 class SDRModel(MultiTaskModule):
@@ -92,12 +86,6 @@ class SDRModel(MultiTaskModule):
         self.task_to_entry: Dict[int, int] = {}
         self.entry_creator: Dict[int, int] = {}
         self._entry_in_training: Optional[int] = None
-        # Untrained tasks (see forward_single_task): class ids announced by an
-        # evaluation experience, and the untrained heads built for them. Plain
-        # attributes: not in the state_dict, the memory or any checkpoint.
-        self._untrained_class_ids: Dict[int, List[int]] = {}
-        self._untrained_heads: Dict[Tuple[int, Tuple[int, ...]], nn.Module] = {}
-        self._warned_untrained: set = set()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Reads a ``state_dict`` of either key layout (:data:`_FORMER_KEYS`)."""
@@ -261,10 +249,17 @@ class SDRModel(MultiTaskModule):
             (:class:`~avalanche_sdr.routers.Router`) fitted into it.
         :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction`
             (``class_ids``, ``tasks``, ``entries``: int64 [N]).
-        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] or not finite.
+        :raises TypeError: ``x`` is not a float tensor of the model's dtype (uint8 or
+            0-255 pixels: ``x.float() / 255``; float64: ``x.float()``).
+        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] of the
+            repository's (C, H, W) (:attr:`input_shape`), on another device, not finite, or
+            with values far outside [0, 1] (:func:`~avalanche_sdr._checks.check_images`:
+            the message says what to do).
         :raises RuntimeError: the repository was not fitted with the router (the message
             says how to fit it).
         """
+        reference = next(self.encoder.parameters())
+        check_images(x, shape=self.input_shape, dtype=reference.dtype, device=reference.device)
         if router is None:
             router = DEFAULT_ROUTER
         if isinstance(router, str):
@@ -387,7 +382,7 @@ class SDRModel(MultiTaskModule):
         if not self.training:
             for task in experience.task_labels:
                 if not heads.is_trained(task):
-                    self._untrained_class_ids[int(task)] = classes
+                    heads.announce(task, classes)
             return
         for task in experience.task_labels:
             if int(task) not in self.task_to_entry:
@@ -403,9 +398,7 @@ class SDRModel(MultiTaskModule):
                                      f"{heads.owner(task)}'s head of {heads.num_classes(task)}")
             else:
                 heads.add(task, width)
-            self._untrained_class_ids.pop(int(task), None)
-            for cached in [k for k in self._untrained_heads if k[0] == int(task)]:
-                del self._untrained_heads[cached]
+            heads.forget_untrained(task)
 
     # ------------------------------------------------------------------ forward
     def features(self, x: Tensor, entry: Optional[int]) -> Tensor:
@@ -461,48 +454,25 @@ class SDRModel(MultiTaskModule):
         (no adapters) through a fresh, untrained head** with one output per class the
         evaluated experience announced in model adaptation (Avalanche does this
         before every evaluation experience). That head is initialised from a seed
-        derived from the task label (:data:`UNTRAINED_HEAD_SEED` + t) without
+        derived from the task label (:data:`~avalanche_sdr.models.heads.UNTRAINED_HEAD_SEED`
+        + t) without
         touching the global RNG, so the answer is reproducible; it is not stored in
         the repository (no memory, not in the ``state_dict`` or checkpoints). The
-        first such answer per task issues an :class:`UntrainedTaskWarning`.
+        first such answer per task issues an
+        :class:`~avalanche_sdr.models.heads.UntrainedTaskWarning`.
 
         :raises KeyError: an untrained task no evaluation experience announced.
         """
         if not self.heads.is_trained(task_label):
             if int(task_label) in self.task_to_entry:
                 raise KeyError(f"task {task_label} has no head yet")
-            return self._untrained_forward(x, int(task_label))
+            if not self.heads.announced(task_label):
+                raise KeyError(
+                    f"task {task_label} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}; "
+                    "an untrained task is answered (by E0 and an untrained head) only when evaluated through an "
+                    "Avalanche strategy, whose model adaptation announces the task's classes")
+            return self.heads.untrained_logits(task_label, self.features(x, None))
         return self.heads.logits(task_label, self.features(x, self.entry_of(task_label)))
-
-    def _untrained_forward(self, x: Tensor, task: int) -> Tensor:
-        """E0 features through the untrained head of ``task`` (see forward_single_task)."""
-        if task not in self._untrained_class_ids:
-            raise KeyError(
-                f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}; "
-                "an untrained task is answered (by E0 and an untrained head) only when evaluated through an "
-                "Avalanche strategy, whose model adaptation announces the task's classes"
-            )
-        classes = tuple(self._untrained_class_ids[task])
-        head = self._untrained_heads.get((task, classes))
-        if head is None:
-            with torch.random.fork_rng(devices=[]):
-                torch.random.default_generator.manual_seed(UNTRAINED_HEAD_SEED + task)
-                head = self.heads.build(len(classes))
-            head.requires_grad_(False)
-            self._untrained_heads[(task, classes)] = head
-        if task not in self._warned_untrained:
-            self._warned_untrained.add(task)
-            warnings.warn(
-                f"task {task} has not been trained: it is answered by E0 features (no adapters) and an "
-                f"untrained head over its {len(classes)} classes {list(classes)} (chance-level predictions)",
-                UntrainedTaskWarning, stacklevel=3,
-            )
-        head = head.to(device=x.device)
-        self._untrained_heads[(task, classes)] = head
-        logits = head(self.features(x, None))
-        if list(classes) != list(range(len(classes))):
-            logits = at_class_ids(logits, torch.tensor(classes))
-        return logits
 
     def forward_all_tasks(self, x: Tensor) -> Dict[int, Tensor]:
         """Every trained task's output, as Avalanche's ``MultiTaskModule.forward_all_tasks``.
@@ -615,10 +585,17 @@ def build_sdr_model(
     vae_width: int = 32,
     head_hidden: Optional[int] = None,
 ) -> SDRModel:
-    """Build an empty repository around a frozen backbone.
+    """Build an empty repository around a frozen copy of a backbone.
+
+    The repository wraps and freezes its own deep copy (``copy.deepcopy``) of
+    ``backbone`` and of ``base_vae``: the modules passed are never changed (their
+    weights, ``requires_grad`` flags, modes, classes and submodules stay as they were),
+    so the same E0 can build another repository or start a baseline
+    (:func:`~avalanche_sdr.baselines.make_multi_head_net`). Every argument is checked
+    before anything is copied or built.
 
     :param backbone: E0, a module with ``feature_dim`` (see
-        :mod:`avalanche_sdr.models.backbones`); wrapped and frozen in place.
+        :mod:`avalanche_sdr.models.backbones`); copied, not changed.
     :param in_channels: image channels C the generators model.
     :param image_size: image height == width the generators model.
     :param a: EFT channels per group of the 3x3 transformation (paper 8).
@@ -630,7 +607,8 @@ def build_sdr_model(
         "EFT for E and G"); ``None`` — no generators (only for detectors that do not
         use them, such as ``detector="two_sample"``): an entry is then its adapters,
         BatchNorm copies, detection state and heads.
-    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
+    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``; copied,
+        not changed.
     :param latent_dim: latent dimension of new VAEs (``"independent"``).
     :param vae_width: first-layer channels of new VAEs (``"independent"``).
     :param head_hidden: hidden width of the heads (``None``: linear heads).
@@ -645,16 +623,11 @@ def build_sdr_model(
             f"the backbone takes {backbone_channels}-channel images but in_channels={in_channels}; "
             "build both for the stream's images"
         )
-    encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
-    if generator is None:
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
-    if generator == "independent":
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
-    elif generator == "eft":
+    if generator not in (None, "independent", "eft"):
+        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+    if generator != "eft" and base_vae is not None:
+        raise ValueError("base_vae is only used with generator='eft'")
+    if generator == "eft":
         if base_vae is None:
             raise ValueError("generator='eft' needs base_vae, a (pretrained) ConvVAE to adapt")
         if (base_vae.in_channels, base_vae.image_size) != (in_channels, image_size):
@@ -662,10 +635,14 @@ def build_sdr_model(
                 f"base_vae models {base_vae.in_channels}x{base_vae.image_size}x{base_vae.image_size} "
                 f"images, the repository {in_channels}x{image_size}x{image_size}"
             )
-        bank = EFTVAEBank(base_vae, a=a, b=b, gamma=gamma)
+    encoder = EFTEncoder(copy.deepcopy(backbone), a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
+    if generator is None:
+        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
+    if generator == "independent":
+        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
     else:
-        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+        bank = EFTVAEBank(copy.deepcopy(base_vae), a=a, b=b, gamma=gamma)
     return SDRModel(encoder, bank, head_hidden=head_hidden)
 
 
-__all__ = ["SDRModel", "UNTRAINED_HEAD_SEED", "UntrainedTaskWarning", "build_sdr_model"]
+__all__ = ["SDRModel", "build_sdr_model"]

@@ -20,7 +20,6 @@ The values of each preset and why the CPU ones differ: docs/method.rst, sections
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from avalanche_sdr._batching import check_batch_size
@@ -37,7 +36,8 @@ class SDRSettings:
     :data:`PAPER_SETTINGS`. Values are checked when the object is built
     (:class:`ValueError` naming the field). Besides attribute access, an
     ``SDRSettings`` unpacks as keyword arguments (``dict(settings)``,
-    ``SDRStrategy(model=m, **settings)``) and converts with :meth:`to_dict` for JSON.
+    ``SDRSettings(**dict(settings, reuse_epochs=5))``) and converts with :meth:`to_dict`
+    for JSON. A strategy takes it whole, ``SDRStrategy(model=m, settings=settings)``.
     """
 
     new_task_epochs: int = 100
@@ -123,20 +123,8 @@ class SDRSettings:
     vae_patience: int = 20
     """Early-stopping patience of a generator, epochs without a better held-out ELBO
     (not in the paper)."""
-    router_exemplars: dataclasses.InitVar[Optional[int]] = None
-    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(exemplars=n),)``.
-    Given, it warns and is handed to the strategy's LDA routers (:attr:`router_options`)."""
-    router_evidence: dataclasses.InitVar[Optional[int]] = None
-    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(evidence=n),)``."""
 
-    def __post_init__(self, router_exemplars: Optional[int] = None, router_evidence: Optional[int] = None):
-        moved = {name: value for name, value in (("exemplars", router_exemplars), ("evidence", router_evidence))
-                 if value is not None}
-        for option in moved:
-            warnings.warn(f"SDRSettings.router_{option} is deprecated: the option moved onto the router; write "
-                          f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)",
-                          DeprecationWarning, stacklevel=4)
-        object.__setattr__(self, "router_options", moved)
+    def __post_init__(self):
         milestones = self.lr_milestones
         if isinstance(milestones, (int, float)) or not all(isinstance(m, int) and not isinstance(m, bool)
                                                            for m in milestones):
@@ -232,11 +220,10 @@ class SDRSettings:
 
         :raises TypeError: a name that is not a setting (the message lists them).
         """
-        unknown = sorted(set(changes) - set(self.field_names()) - set(DEPRECATED_ROUTER_SETTINGS))
+        unknown = sorted(set(changes) - set(self.field_names()))
         if unknown:
             raise TypeError(f"unknown SDR setting(s) {unknown}; the settings are {list(self.field_names())}")
-        moved = {f"router_{k}": v for k, v in self.router_options.items()}
-        return dataclasses.replace(self, **dict(moved, **changes))
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> Dict[str, Any]:
         """The settings as a plain dict in definition order (JSON-safe once the
@@ -260,9 +247,10 @@ UPDATE_OPTIONS = ("update_balance", "update_early_stop", "update_rollback")
 """The learning reuse's update options (:meth:`SDRSettings.update_option`); ``None`` means
 the mode's default, any other value is refused unless ``reuse="accumulate"``."""
 
-DEPRECATED_ROUTER_SETTINGS = ("router_exemplars", "router_evidence")
-"""Former settings that moved onto the LDA routers (``exemplars``, ``evidence``); still
-accepted, with a ``DeprecationWarning``, for one release."""
+REUSE_OPTIONS = ("reuse_guard", "guard_exemplars") + UPDATE_OPTIONS
+"""The learning reuse's options besides its schedule (``update_lr``, ``update_epochs``):
+set in ``settings`` (``SDRSettings(...)``, ``CPU_SETTINGS.replace(...)``), not as
+``SDRStrategy`` keywords."""
 
 PAPER_SETTINGS = SDRSettings()
 """The paper's training values (supplementary §A.1); meant for a GPU."""
@@ -314,5 +302,5 @@ def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
     return settings
 
 
-__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
+__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "PAPER_SETTINGS", "REUSE_OPTIONS",
            "SDRSettings", "UPDATE_OPTIONS", "resolve_settings"]

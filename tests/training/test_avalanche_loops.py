@@ -28,7 +28,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import InvalidTaskDataError, SDRSettings, load_repository, read_manifest
 from avalanche_sdr.training.data import check_task_data, local_labels
 

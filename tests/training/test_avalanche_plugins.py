@@ -20,7 +20,7 @@ from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.strategy import REFUSED_PLUGINS
 
@@ -218,7 +218,7 @@ def test_early_stopping_restores_the_best_epoch(stream):
     settings = SETTINGS.replace(new_task_epochs=8, lr_milestones=())
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), loggers=[])
     stopper = P.EarlyStoppingPlugin(patience=1, val_stream_name="test_stream", metric_name="Top1_Acc_Stream")
-    strategy = SDRStrategy(model=_model(), settings=settings, decision="two_sample", n_warm_start=N_TRAINED,
+    strategy = SDRStrategy(model=_model(), settings=settings, detector="two_sample", n_warm_start=N_TRAINED,
                            plugins=[stopper], evaluator=evaluator, eval_every=1)
     epochs = []
     with warnings.catch_warnings():

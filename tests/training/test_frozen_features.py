@@ -20,7 +20,7 @@ from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin, fixed_inputs, plugin_reads_inputs
 

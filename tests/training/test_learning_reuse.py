@@ -16,7 +16,7 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.evaluation.memory import entry_bytes
 from avalanche_sdr.models import small_cnn_backbone
@@ -34,8 +34,9 @@ def _strategy(stream, truth, reuse="accumulate", **kwargs):
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
                             generator=None)
     detector = kwargs.pop("detector", None) or truth(stream.stream_groups)
-    return SDRStrategy(model=model, **{**SHORT, **kwargs, "reuse": reuse}, detector=detector,
-                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+    settings = {name: kwargs.pop(name) for name in SDRSettings.field_names() if name in kwargs}
+    return SDRStrategy(model=model, settings=SDRSettings(**{**SHORT, **settings, "reuse": reuse}), detector=detector,
+                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **kwargs)
 
 
 def _entry_state(model, entry):

@@ -101,71 +101,37 @@ def test_two_sample_with_the_default_generator_trains_no_vae(digits):
 
 def test_an_explicit_generator_that_the_rule_never_reads_is_refused_naming_generator(digits):
     with pytest.raises(ValueError, match=r"generator='independent' trains a generator per entry that the "
-                                         r"'two_sample' rule never reads"):
+                                         r"'two_sample' detector never reads"):
         SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", generator="independent")
 
 
-def test_an_option_the_rule_does_not_read_is_refused_naming_option_and_rule():
+def test_a_detectors_options_live_on_the_detector():
+    """The detector is one keyword: its options are set when building it (by name, with
+    the registry's check; or as an object), never as strategy keywords."""
+    from avalanche_sdr.detection import make_detector
+
     model = build_sdr_model(_backbone(), in_channels=1, image_size=8, generator=None)
+    for flat in (dict(decision="two_sample"), dict(elbo_samples=8), dict(two_sample=TwoSampleSettings()),
+                 dict(thresholds=None), dict(match_class_count=True), dict(router_exemplars=5)):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            SDRStrategy(model=model, **flat)
     with pytest.raises(ValueError, match=r"\['elbo_samples'\] have no effect with the 'two_sample' rule"):
-        SDRStrategy(model=model, decision="two_sample", elbo_samples=8)
-    with pytest.raises(ValueError, match=r"\['two_sample'\] have no effect with the 'expert_gate' rule"):
-        SDRStrategy(model=model, detector="expert_gate", two_sample=TwoSampleSettings())
-    with pytest.raises(ValueError, match=r"\['thresholds'\] have no effect with the 'agreement' rule"):
-        SDRStrategy(model=build_sdr_model(_backbone(), in_channels=1, image_size=8), thresholds=None)
-    with pytest.raises(ValueError, match=r"have no effect with method='recommended' \(its detector is the "
-                                         r"'two_sample' rule\)"):
-        SDRStrategy(model=model, method="recommended", elbo_samples=8)
+        make_detector("two_sample", elbo_samples=8)
     with pytest.raises(ValueError, match="have no effect with detector=<a TwoSampleDetector object>"):
-        SDRStrategy(model=model, detector=TwoSampleDetector(), match_class_count=True)
-    with pytest.raises(TypeError, match="give the rule once"):
-        SDRStrategy(model=model, detector="two_sample", decision="two_sample")
-
-
-def test_the_old_keywords_still_work_and_say_what_to_write_instead():
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"write detector='calibrated'"):
-        strategy = SDRStrategy(model=model, decision="calibrated", evaluator=_quiet())
-    assert strategy.sdr.detector.rule == "calibrated"
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"SDRStrategy\(elbo_samples=...\) is deprecated .* write "
-                                      r"detector=SimilarTaskDetector\(rule='agreement', ...\)"):
-        strategy = SDRStrategy(model=model, elbo_samples=8, max_detection_samples=50, evaluator=_quiet())
-    assert (strategy.sdr.detector.elbo_samples, strategy.sdr.detector.max_samples) == (8, 50)
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8, generator=None)
-    settings = TwoSampleSettings(alpha=0.05)
-    with pytest.deprecated_call(match=r"write detector=TwoSampleDetector\(TwoSampleSettings\(...\)\)"):
-        strategy = SDRStrategy(model=model, decision="two_sample", two_sample=settings, evaluator=_quiet())
-    assert strategy.sdr.detector.settings == settings
+        make_detector(TwoSampleDetector(), settings=TwoSampleSettings())
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # the new keywords do not warn
+        warnings.simplefilter("error", DeprecationWarning)  # nothing of the library warns
         model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-        strategy = SDRStrategy(model=model, detector=SimilarTaskDetector(rule="agreement", elbo_samples=8),
+        strategy = SDRStrategy(model=model, detector=make_detector("agreement", elbo_samples=8, max_samples=50),
                                settings="cpu", evaluator=_quiet())
-    assert strategy.sdr.detector.elbo_samples == 8 and strategy.sdr.settings == CPU_SETTINGS
-
-
-# ---------------------------------------------------------------------- same results
-
-def _run(benchmark, n_experiences, **keywords):
-    seed_everything(0)
-    strategy = SDRStrategy.from_benchmark(_backbone(), benchmark, evaluator=_quiet(), **keywords)
-    accuracies = []
-    for experience in list(benchmark.train_stream)[:n_experiences]:
-        strategy.train(experience, eval_streams=[])
-    metrics = strategy.eval(list(benchmark.test_stream)[:n_experiences])
-    accuracies = {k: v for k, v in metrics.items() if k.startswith("Top1_Acc_Exp")}
-    decisions = [(r.decision, r.entry, r.class_permutation, r.entry_updated) for r in strategy.detection_records]
-    return decisions, accuracies, _count(strategy.model), strategy
+    assert (strategy.sdr.detector.elbo_samples, strategy.sdr.detector.max_samples) == (8, 50)
+    assert strategy.sdr.settings == CPU_SETTINGS
 
 
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        explicit = _run(digits, 6, generator=None, decision="two_sample",
-                        two_sample=TwoSampleSettings(match_classes=True),
-                        settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
+    explicit = _run(digits, 6, generator=None, detector=TwoSampleDetector(TwoSampleSettings(match_classes=True)),
+                    settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])

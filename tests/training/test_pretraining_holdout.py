@@ -125,8 +125,8 @@ def test_a_strategy_stores_the_warm_start_references_from_the_held_out_images(pr
     backbone = small_cnn_backbone(in_channels=1, widths=(8, 16))
     pretrain_backbone(backbone, warm, epochs=1, batch_size=16, verbose=False, holdout=holdout)
     model = build_sdr_model(backbone, in_channels=1, image_size=8, generator=None)
-    settings = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
-    strategy = SDRStrategy(model=model, **settings, evaluator=EvaluationPlugin(loggers=[]),
+    settings = CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
+    strategy = SDRStrategy(model=model, settings=settings, evaluator=EvaluationPlugin(loggers=[]),
                            detector=TwoSampleDetector(reference_holdout=holdout))
     for exp in warm:
         strategy.train(exp)

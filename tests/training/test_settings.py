@@ -18,7 +18,8 @@ from avalanche_sdr.evaluation import DecisionLogger
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.checkpoint import strategy_fingerprint
 from avalanche_sdr.training.sdr_plugin import REPORTED_VALUES
-from avalanche_sdr.training.strategy import DETECTOR_OPTIONS, benchmark_input_shape
+from avalanche_sdr.training.presets import REUSE_OPTIONS
+from avalanche_sdr.training.strategy import SETTING_KEYWORDS, benchmark_input_shape
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -64,40 +65,44 @@ def test_settings_are_frozen_checked_and_serialise_in_field_order():
 
 # ------------------------------------------------------------------ keyword routing
 def test_strategy_routes_settings_detector_options_and_avalanche_keywords():
-    strategy = SDRStrategy(model=_model(), settings=CPU_LARGE_TASK_SETTINGS, reuse_epochs=7, decision="two_sample",
-                           two_sample=TwoSampleSettings(alpha=0.05), eval_every=-1, evaluator=_quiet())
+    strategy = SDRStrategy(model=_model(), settings=CPU_LARGE_TASK_SETTINGS, reuse_epochs=7,
+                           detector=TwoSampleDetector(TwoSampleSettings(alpha=0.05)), eval_every=-1, evaluator=_quiet())
     assert strategy.sdr.settings == CPU_LARGE_TASK_SETTINGS.replace(reuse_epochs=7)
     assert isinstance(strategy.sdr.detector, TwoSampleDetector)
     assert strategy.sdr.detector.settings.alpha == 0.05
     assert strategy.train_mb_size == CPU_LARGE_TASK_SETTINGS.train_mb_size
     assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_LARGE_TASK_SETTINGS.eval_mb_size)  # None: chosen for the CPU
     # Settings given as keywords alone start from the paper's values.
-    plain = SDRStrategy(model=_model(), new_task_epochs=3, decision="two_sample", evaluator=_quiet())
+    plain = SDRStrategy(model=_model(), new_task_epochs=3, detector="two_sample", evaluator=_quiet())
     assert plain.sdr.settings == PAPER_SETTINGS.replace(new_task_epochs=3)
 
 
 def test_strategy_refuses_what_it_sets_itself_and_misspelt_keywords():
     with pytest.raises(TypeError, match="train_epochs"):
-        SDRStrategy(model=_model(), decision="two_sample", train_epochs=3)
+        SDRStrategy(model=_model(), detector="two_sample", train_epochs=3)
     with pytest.raises(TypeError, match="verbose"):
-        SDRStrategy(model=_model(), decision="two_sample", verbose=False)
+        SDRStrategy(model=_model(), detector="two_sample", verbose=False)
     with pytest.raises(TypeError, match="reuse_epoch"):  # Avalanche's misspelling guard still works
-        SDRStrategy(model=_model(), decision="two_sample", reuse_epoch=3)
-    with pytest.raises(ValueError, match="no effect with detector"):
+        SDRStrategy(model=_model(), detector="two_sample", reuse_epoch=3)
+    with pytest.raises(TypeError, match="elbo_samples"):  # a detector's option: set on the detector
         SDRStrategy(model=_model(), detector=TwoSampleDetector(), elbo_samples=4)
+    with pytest.raises(TypeError, match=r"\['reuse_guard'\] are options of the learning reuse, set in the settings: "
+                                        r"write settings=CPU_SETTINGS.replace\(reuse_guard=False\)"):
+        SDRStrategy(model=_model(), detector="two_sample", reuse="accumulate", reuse_guard=False)
     with pytest.raises(TypeError, match="SDRSettings"):
-        SDRStrategy(model=_model(), settings=dict(CPU_LARGE_TASK_SETTINGS), decision="two_sample")
+        SDRStrategy(model=_model(), settings=dict(CPU_LARGE_TASK_SETTINGS), detector="two_sample")
 
 
-def test_signature_lists_every_routed_keyword_once():
+def test_signature_lists_every_routed_keyword_once_and_at_most_25():
     parameters = inspect.signature(SDRStrategy.__init__).parameters
-    for name in SDRSettings.field_names() + DETECTOR_OPTIONS:
-        assert name in parameters
-    assert list(parameters).count("settings") == 1
+    keywords = [name for name, p in parameters.items() if p.kind == p.KEYWORD_ONLY]
+    assert set(SETTING_KEYWORDS) <= set(keywords) and not set(REUSE_OPTIONS) & set(keywords)
+    assert set(SETTING_KEYWORDS) | set(REUSE_OPTIONS) == set(SDRSettings.field_names())
+    assert len(keywords) == len(set(keywords)) <= 25
 
 
 def test_fingerprint_reads_the_settings_object():
-    strategy = SDRStrategy(model=_model(), settings=QUICK, decision="two_sample", n_warm_start=2, evaluator=_quiet())
+    strategy = SDRStrategy(model=_model(), settings=QUICK, detector="two_sample", n_warm_start=2, evaluator=_quiet())
     fingerprint = strategy_fingerprint(strategy)
     assert {k: fingerprint[k] for k in SDRSettings.field_names()} == json.loads(json.dumps(QUICK.to_dict()))
     assert fingerprint["n_warm_start"] == 2 and fingerprint["detector"]["rule"] == "two_sample"
@@ -107,7 +112,7 @@ def test_fingerprint_reads_the_settings_object():
 def test_from_benchmark_reads_the_image_shape(prototype_stream):
     assert benchmark_input_shape(prototype_stream) == (1, 8, 8)
     strategy = SDRStrategy.from_benchmark(small_cnn_backbone(in_channels=1, widths=(8, 16)), prototype_stream,
-                                          settings=QUICK, decision="two_sample", generator=None, a=4, b=8,
+                                          settings=QUICK, detector="two_sample", generator=None, a=4, b=8,
                                           evaluator=_quiet())
     model = strategy.model
     assert model.input_shape == (1, 8, 8) and not model.has_generators
@@ -141,7 +146,7 @@ class _Collect(BaseLogger):
 
 def test_every_experience_reports_its_decision_to_the_loggers(prototype_stream):
     collect, out = _Collect(), io.StringIO()
-    strategy = SDRStrategy(model=_model(), settings=QUICK, decision="two_sample", n_warm_start=2,
+    strategy = SDRStrategy(model=_model(), settings=QUICK, detector="two_sample", n_warm_start=2,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True),
                                                       loggers=[collect, DecisionLogger(out)]))
     experiences = list(prototype_stream.train_stream)[:4]

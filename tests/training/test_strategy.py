@@ -144,7 +144,7 @@ def test_calibrated_rule_detects_the_prototype_stream(prototype_stream, forward_
         latent_dim=4, vae_width=8,
     )
     strategy = SDRStrategy(
-        model=model, settings=FAST, decision="calibrated", forward_transfer=forward_transfer,
+        model=model, settings=FAST, detector="calibrated", forward_transfer=forward_transfer,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
     )
     results = run_sdr_stream(strategy, prototype_stream, seed=0)

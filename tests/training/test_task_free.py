@@ -232,23 +232,19 @@ def test_ledoit_wolf_from_moments_equals_the_estimate_from_residuals():
 def test_lda_router_without_stored_images_is_refused_before_training():
     with pytest.raises(ValueError, match="exemplars must be a positive int"):
         LDARouter(exemplars=0)
-    with pytest.raises(ValueError, match="exemplars must be a positive int"), pytest.deprecated_call():
-        SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",), router_exemplars=0)
 
 
-def test_the_deprecated_router_settings_reach_the_routers_given_by_name_and_are_refused_where_none_reads_them():
-    with pytest.deprecated_call(match=r"routers=\(LDAWeightedRouter\(exemplars=...\),\)"):
-        strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(router_exemplars=5, router_evidence=3),
-                               detector="two_sample", routers=("lda_weighted",), evaluator=EvaluationPlugin(loggers=[]))
+def test_router_options_live_on_the_router():
+    """The former settings router_exemplars and router_evidence are gone: a router's
+    options are set on the router object."""
+    for name in ("router_exemplars", "router_evidence"):
+        with pytest.raises(TypeError, match="unknown SDR setting"):
+            SETTINGS.replace(**{name: 5})
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",), **{name: 5})
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample",
+                           routers=(LDAWeightedRouter(exemplars=5, evidence=3),), evaluator=EvaluationPlugin(loggers=[]))
     assert strategy.sdr.routers == (LDAWeightedRouter(exemplars=5, evidence=3),)
-    assert "router_exemplars" not in strategy.sdr.settings.to_dict()
-    with pytest.deprecated_call():
-        strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",),
-                               router_exemplars=7, evaluator=EvaluationPlugin(loggers=[]))
-    assert strategy.sdr.routers == (LDARouter(exemplars=7),)
-    for routers, option in [(("gaussian",), "router_exemplars"), (("lda",), "router_evidence"), ((), "router_evidence")]:
-        with pytest.raises(ValueError, match=f"{option} has no effect"), pytest.deprecated_call():
-            SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=routers, **{option: 4})
 
 
 def test_routers_sharing_a_state_must_store_the_same_images():
@@ -368,7 +364,7 @@ def test_periodic_evaluation_routes_only_to_finished_tasks():
     training has a head but no router state yet: it is not a routing target until then."""
     benchmark = MixedDigits(seed=0, original_class_ids=True)
     metric = TaskFreeMetrics(routers=ROUTERS)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS, decision="two_sample", routers=ROUTERS,
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=ROUTERS,
                            evaluator=EvaluationPlugin(accuracy_metrics(stream=True), metric, loggers=[]),
                            eval_every=1)
     experiences = list(benchmark.train_stream)[:2]
@@ -392,7 +388,7 @@ def test_lda_router_kept_features_follow_a_learning_reuse_update():
     """With reuse="accumulate" an update moves an entry's features: what the router keeps
     of the stored images' features must be what a fresh computation gives."""
     benchmark = MixedDigits(seed=0, original_class_ids=True)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), decision="two_sample",
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), detector="two_sample",
                            routers=("lda",), evaluator=EvaluationPlugin(loggers=[]))
     for experience in list(benchmark.train_stream)[:6]:
         strategy.train(experience, eval_streams=[])
