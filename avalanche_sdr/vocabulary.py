@@ -26,9 +26,9 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 warm-start tasks)."""
 
 DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate", "small_task")
-"""Detector (decision rule) names ``SDRStrategy(detector=...)`` and the examples'
-``--decision`` accept (:data:`avalanche_sdr.detection.DETECTOR_TYPES` builds each). The
-rule is the detector; ``DetectionRecord.decision`` is its outcome (:data:`DECISIONS`)."""
+"""The names of :data:`avalanche_sdr.detection.DETECTOR_TYPES` (whose classes say what each
+detector does), for the command lines' ``--detector`` before torch is imported (a test
+checks the two agree). ``DetectionRecord.decision`` is a detector's outcome (:data:`DECISIONS`)."""
 
 REUSE_HEAD = "head"
 """The paper's reuse: a reused entry stays frozen, the repeat trains a new head of its own."""

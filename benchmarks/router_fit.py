@@ -5,8 +5,8 @@ with E entries, each created by one 2-class task of ``images`` random training i
 given random adapters (their features differ from E0's). :func:`router_fit_seconds` fits
 the router on tasks 0..E-2 untimed, then times the fit of task E-1 (the task that creates
 the E-th entry), alone and as in a run whose detector has already read E0's features of the
-task (the task's :class:`~avalanche_sdr.models.TaskData`; each on fresh copies of the repository, the least of
-three interleaved rounds), and, for
+task (kept by the task's :class:`~avalanche_sdr.models.TaskData`; each on fresh copies of
+the repository, the least of three interleaved rounds), and, for
 ``"lda_weighted"``, the routing of one repeat's evidence
 (:meth:`~avalanche_sdr.routers.Router.before_repeat`) and one refit of an entry updated by
 the learning reuse. Seconds are CPU seconds of this process (``time.process_time``: with

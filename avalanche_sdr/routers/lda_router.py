@@ -257,8 +257,8 @@ def _sample_space(model, entries: List[int], states: List[Dict[str, Tensor]]) ->
     trains: a new image adds a row (its features through every space), a new entry a
     column block, an entry whose features moved has its block replaced (``gram`` updated
     by the block's outer products). What has changed is read from content digests: each
-    entry's (:meth:`~avalanche_sdr.models.SDRModel.task_state_digest` of its creating
-    task, with E0's :meth:`~avalanche_sdr.models.SDRModel.backbone_state_digest`) and each
+    entry's (:func:`~avalanche_sdr.models.digests.task_state_digest` of its creating
+    task, with E0's :func:`~avalanche_sdr.models.digests.backbone_state_digest`) and each
     owner's stored images, so that a state or an entry loaded from elsewhere is not read
     as kept. Cost per update: the new features, and O(n^2) per changed column or row
     block; nothing of size W x W.

@@ -102,7 +102,7 @@ class SDRSettings:
     keeps ``learning_reuse.GUARD_HELDOUT_PER_CLASS`` further training images per class,
     never replayed (memory, checkpoints); an update that classifies fewer of them right
     than before it is undone (the entry's adapters, BatchNorm copies and head restored
-    exactly; ``DetectionRecord.update_rolled_back``)."""
+    exactly; ``ReuseRecord.update_rolled_back``)."""
     update_epochs: Optional[int] = None
     """``"accumulate"`` only: epochs of a learning-reuse update (``None``: ``reuse_epochs``,
     as before this option; :attr:`epochs_per_update`). A repeat's update continues an entry

@@ -369,7 +369,7 @@ class SDRStrategy(SupervisedTemplate):
     """
 
     def __new__(cls, *args, **kwargs):
-        _refuse_reuse_options(kwargs)
+        _refuse_reuse_options(kwargs)  # before Avalanche's check of misspelled keywords
         return super().__new__(cls)
 
     @_with_routed_keywords
@@ -452,7 +452,6 @@ class SDRStrategy(SupervisedTemplate):
                 "SDRStrategy has no verbose option: its per-task lines go to the evaluator's loggers "
                 "(silence them with evaluator=EvaluationPlugin(..., loggers=[]))"
             )
-        _refuse_reuse_options(kwargs)
         defaults = preset.defaults()
         changes = {k: kwargs.pop(k) for k in SETTING_KEYWORDS if k in kwargs}
         changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
@@ -566,8 +565,8 @@ class SDRStrategy(SupervisedTemplate):
         <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`);
         while a head-only experience trains on features computed once
         (:mod:`~avalanche_sdr.training.frozen_features`), the task's head on ``mb_x``
-        (features [B, D] float32): :meth:`SDRModel.head_logits
-        <avalanche_sdr.models.repository.SDRModel.head_logits>`."""
+        (features [B, D] float32): :meth:`TaskHeads.logits
+        <avalanche_sdr.models.heads.TaskHeads.logits>`."""
         if self.class_incremental is not None and not self.is_training:
             return self.class_incremental.scores(self)
         if self.frozen_features.uses_features(self):

@@ -265,7 +265,7 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     """
     if metric is None:
         return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}
-    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.routers import lda_router
 
     results = {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers),
                "router_fit_seconds": dict(strategy.sdr.router_seconds)}

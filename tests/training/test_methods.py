@@ -128,6 +128,18 @@ def test_a_detectors_options_live_on_the_detector():
     assert strategy.sdr.settings == CPU_SETTINGS
 
 
+def _run(benchmark, n_experiences, **keywords):
+    seed_everything(0)
+    strategy = SDRStrategy.from_benchmark(_backbone(), benchmark, evaluator=_quiet(), **keywords)
+    for experience in list(benchmark.train_stream)[:n_experiences]:
+        strategy.train(experience, eval_streams=[])
+    metrics = strategy.eval(list(benchmark.test_stream)[:n_experiences])
+    accuracies = {k: v for k, v in metrics.items() if k.startswith("Top1_Acc_Exp")}
+    decisions = [(r.decision, r.entry, r.class_permutation, u.entry_updated)
+                 for r, u in zip(strategy.detection_records, strategy.sdr.reuse_records)]
+    return decisions, accuracies, _count(strategy.model), strategy
+
+
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=TwoSampleDetector(TwoSampleSettings(match_classes=True)),
