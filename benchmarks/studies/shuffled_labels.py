@@ -2,16 +2,16 @@
 ``match_classes`` (issue #23, item 2), detection only.
 
 Streams: ``MixedDigits`` and ``MixedFashionMNIST`` 10 tasks as the harness builds them
-(``benchmarks.methods.STREAMS``, CPU-preset task sizes), each as is and with
+(``benchmarks.table2.methods.STREAMS``, CPU-preset task sizes), each as is and with
 ``shuffle_repeat_labels=True`` (every task after the first of its group carries its
 local labels in a seeded other order; 2-class groups: swapped). For each stream, seed,
 shuffle and ``TwoSampleSettings(match_classes=...)``, the rule's decisions over the whole
-stream are replayed without training (:func:`benchmarks.detection_sim.simulate`): the
+stream are replayed without training (:func:`benchmarks.studies.detection.sim.simulate`): the
 two-sample rule decides from E0's frozen features and the references it stored, never
 from the entries' adapters or heads, so an empty repository that receives, task by
 task, the entries its own decisions create makes the decisions a full ``SDRStrategy``
 run would (the same ``detect`` / ``remember`` calls, the training between them left
-out). E0 is the harness's (:func:`benchmarks.harness.engine.prepare_backbone`: the small CNN
+out). E0 is the harness's (:func:`benchmarks.table2.engine.prepare_backbone`: the small CNN
 pretrained on the stream's warm-start tasks, which are the first of their groups and
 therefore the same with and without the shuffle).
 
@@ -21,7 +21,7 @@ recorded ``class_permutation`` is compared with the ground truth
 (``MixedSimilarityBenchmark.label_matching`` between the task and the task that created
 the reused entry; an empty permutation is the identity).
 
-    python -m benchmarks.shuffled_labels --stream digits fashion10 --seeds 0 1 --out results/shuffled_labels
+    python -m benchmarks.studies.shuffled_labels --stream digits fashion10 --seeds 0 1 --out results/shuffled_labels
 
 Finished replays are kept in ``OUT/runs/*.json`` and skipped when the command runs
 again; the table is printed and written to ``OUT/shuffled_labels.md``.
@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Sequence
 from avalanche_sdr import cli
 
 STREAMS = ("digits", "fashion10")
-"""Harness streams this script replays (names of :data:`benchmarks.methods.STREAMS`)."""
+"""Harness streams this script replays (names of :data:`benchmarks.table2.methods.STREAMS`)."""
 
 
 def run_name(stream: str, seed: int, shuffled: bool, match: bool, threads: int) -> str:
@@ -69,11 +69,11 @@ def run(args) -> List[Dict[str, Any]]:
     import torch
 
     from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
-    from benchmarks.detection_sim import simulate
-    from benchmarks.methods import PRESETS
-    from benchmarks.methods import STREAMS as SPECS
-    from benchmarks.harness.engine import load_backbone, prepare_backbone
-    from benchmarks.harness.specs import RunSpec
+    from benchmarks.studies.detection.sim import simulate
+    from benchmarks.table2.methods import PRESETS
+    from benchmarks.table2.methods import STREAMS as SPECS
+    from benchmarks.table2.engine import load_backbone, prepare_backbone
+    from benchmarks.table2.specs import RunSpec
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -129,7 +129,7 @@ def summary_table(results: Sequence[Dict[str, Any]]) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.shuffled_labels",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.shuffled_labels",
                                      description=cli.description(__doc__))
     parser.add_argument("--stream", nargs="+", choices=STREAMS, default=list(STREAMS),
                         help="harness streams (default: digits fashion10)")

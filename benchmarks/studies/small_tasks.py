@@ -10,16 +10,16 @@ harness's ``prepare_backbone`` budget), cached under ``--backbones`` (default
 
 Two modes:
 
-- ``replay``: decisions only, no training (``benchmarks.detection_sim.simulate``: the
+- ``replay``: decisions only, no training (``benchmarks.studies.detection.sim.simulate``: the
   same ``detect``/``remember`` calls as a run); Correct / Miss / Incorrect, repeats
   reused, first tasks of a group reused (false reuses), per size and rule.
 - ``train``: full ``SDRStrategy`` runs (CPU budget, head-only reuse, no generators) with
   ``small_task``, ``two_sample`` and ``all_new`` (a detector that declares every task
   new): accuracy (mean final test accuracy over the tasks), memory (MB), detection.
 
-    python -m benchmarks.small_tasks replay --per-class 5 10 20 40 100 --seeds 0 1 2 --out results/small_tasks
-    python -m benchmarks.small_tasks train --per-class 10 --seeds 0 1 2 --out results/small_tasks
-    python -m benchmarks.small_tasks report --out results/small_tasks
+    python -m benchmarks.studies.small_tasks replay --per-class 5 10 20 40 100 --seeds 0 1 2 --out results/small_tasks
+    python -m benchmarks.studies.small_tasks train --per-class 10 --seeds 0 1 2 --out results/small_tasks
+    python -m benchmarks.studies.small_tasks report --out results/small_tasks
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def backbone(seed: int, per_class: int, out: Path):
 
 def replay(args) -> List[Dict[str, Any]]:
     """Decisions only, per (seed, size, rule); one JSON per run under ``OUT/runs``."""
-    from benchmarks.detection_sim import simulate
+    from benchmarks.studies.detection.sim import simulate
 
     results = []
     for seed in args.seeds:

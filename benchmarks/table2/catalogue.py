@@ -1,13 +1,13 @@
 """The names the harness's commands accept, importable without torch or Avalanche.
 
-The parsers of ``python -m benchmarks.table2``, ``benchmarks.detection_sim`` and
-``benchmarks.task_free`` build their choices and ``--help`` from here, so that
+The parsers of ``python -m benchmarks.table2``, ``benchmarks.studies.detection.sim`` and
+``benchmarks.studies.task_free.table`` build their choices and ``--help`` from here, so that
 ``--help`` and usage errors (exit code 2) come before anything heavy is imported:
-:mod:`benchmarks.methods`, which defines the same streams, presets and methods with
+:mod:`benchmarks.table2.methods`, which defines the same streams, presets and methods with
 their builders, imports torch and Avalanche (a second or more and ~700 MB).
 
-Labels and flags are defined here once: :mod:`benchmarks.methods` reads them when it
-builds its :data:`~benchmarks.methods.STREAMS` and :data:`~benchmarks.methods.METHODS`;
+Labels and flags are defined here once: :mod:`benchmarks.table2.methods` reads them when it
+builds its :data:`~benchmarks.table2.methods.STREAMS` and :data:`~benchmarks.table2.methods.METHODS`;
 ``tests/harness/test_catalogue.py`` checks that both offer the same names in the same
 order (and the same presets).
 """
@@ -21,7 +21,7 @@ from avalanche_sdr.vocabulary import REUSE_MODES, ROUTER_LDA_WEIGHTED  # plain s
 
 @dataclass(frozen=True)
 class StreamEntry:
-    """What a parser needs of a harness stream (:class:`benchmarks.methods.StreamSpec`).
+    """What a parser needs of a harness stream (:class:`benchmarks.table2.methods.StreamSpec`).
 
     :param label: human-readable stream name (``StreamSpec.label``).
     :param needs_data_root: the stream reads ``--data-root`` (no default location).
@@ -44,15 +44,15 @@ STREAMS: Dict[str, StreamEntry] = {
     "fashion50_small": StreamEntry("MixedFashionMNIST (50 tasks, 40 training images each)"),
     "cifar10": StreamEntry("MixedCIFAR10 (10 tasks, JPEG-re-encoded)", needs_data_root=True),
 }
-"""Harness streams (``--stream``), as :data:`benchmarks.methods.STREAMS`."""
+"""Harness streams (``--stream``), as :data:`benchmarks.table2.methods.STREAMS`."""
 
 PRESETS: Tuple[str, ...] = ("smoke", "cpu", "paper")
-"""Training budgets (``--preset``), the keys of :data:`benchmarks.methods.PRESETS`."""
+"""Training budgets (``--preset``), the keys of :data:`benchmarks.table2.methods.PRESETS`."""
 
 
 @dataclass(frozen=True)
 class MethodEntry:
-    """What a parser needs of a harness method (:class:`benchmarks.methods.Method`).
+    """What a parser needs of a harness method (:class:`benchmarks.table2.methods.Method`).
 
     :param label: row label (``Method.label``).
     :param task_free: the run reports task-free accuracies (``Method.task_free``).
@@ -90,7 +90,7 @@ METHODS: Dict[str, MethodEntry] = {
     "ci_ewc": MethodEntry("Online EWC, class-incremental", task_free=True),
     "joint": MethodEntry("Joint training (one head over class ids, upper bound)", task_free=True),
 }
-"""Harness methods (``--methods``) in the paper's order, as :data:`benchmarks.methods.METHODS`."""
+"""Harness methods (``--methods``) in the paper's order, as :data:`benchmarks.table2.methods.METHODS`."""
 
 TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
 """The methods whose runs report task-free accuracies, in row order."""
@@ -98,17 +98,17 @@ TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.item
 SDR_ROUTER = ROUTER_LDA_WEIGHTED
 """SDR's recommended task-free router: an equal-memory row sized to a task-free SDR run meets that
 run's memory with this router's state and without the other routers'
-(:func:`benchmarks.harness.engine.memory_mb_with_routers`; ``"lda_weighted"`` shares ``"lda"``'s
-state, so both size alike); the router ``benchmarks.task_free`` judges SDR by."""
+(:func:`benchmarks.table2.engine.memory_mb_with_routers`; ``"lda_weighted"`` shares ``"lda"``'s
+state, so both size alike); the router ``benchmarks.studies.task_free.table`` judges SDR by."""
 
 SWEPT_BASELINES: Tuple[str, ...] = ("replay",)
 """The baselines with ``--sweep`` variants (ER's buffer per class,
-:func:`benchmarks.variants.sweep_rows`); every SDR row has its own (EFT sizes)."""
+:func:`benchmarks.table2.variants.sweep_rows`); every SDR row has its own (EFT sizes)."""
 
 REUSES: Tuple[str, ...] = REUSE_MODES
 """What a detected repeat trains in the SDR rows (``--reuse``; ``SDRSettings.reuse``):
 ``head`` (the paper's, the rows as defined) and ``accumulate`` (the learning reuse, a
-variant row named after it, :func:`benchmarks.variants.reuse_rows`)."""
+variant row named after it, :func:`benchmarks.table2.variants.reuse_rows`)."""
 
 @dataclass(frozen=True)
 class MethodPresetEntry:
@@ -142,7 +142,7 @@ METHOD_PRESETS: Dict[str, MethodPresetEntry] = {
 """The library's method presets by name (``avalanche_sdr.training.METHODS``, whose module
 imports torch: the names are repeated here for the parser, and
 ``tests/harness/test_catalogue.py`` checks that they are the registry's keys), each as the
-harness rows that run it (:func:`benchmarks.harness.rows.method_preset_rows`)."""
+harness rows that run it (:func:`benchmarks.table2.equal_memory.method_preset_rows`)."""
 
 __all__ = ["METHODS", "METHOD_PRESETS", "MethodEntry", "MethodPresetEntry", "PRESETS", "REUSES", "SDR_ROUTER",
            "STREAMS", "SWEPT_BASELINES", "StreamEntry", "TASK_FREE_METHODS"]

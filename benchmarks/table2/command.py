@@ -1,14 +1,14 @@
 """Reproduce the layout of the paper's Table 2: SDR against Avalanche's strategies.
 
-Every method of :mod:`benchmarks.methods` runs on the SAME mixed stream (same seed, same
+Every method of :mod:`benchmarks.table2.methods` runs on the SAME mixed stream (same seed, same
 train/test data) from the SAME pretrained E0, one run per (method, seed), in a process
 pool or on Ray, each run's JSON written as it finishes (a rerun skips it); then
 ``table2.md`` (mean ± sample std over seeds), ``runs.csv``, ``runs.json`` and figures.
 Beside the methods' own rows: ``--method`` (the library's method presets), ``--protocol
 paper``, ``--sweep``, ``--reuse``, ``--equal-memory`` and ``--tune`` (validation-stream
-tuning of the baselines, :mod:`benchmarks.tuning`). What each run measures and each file
+tuning of the baselines, :mod:`benchmarks.table2.tuning`). What each run measures and each file
 holds: docs/reproducing.rst. This module is the command line; the engine is
-:mod:`benchmarks.harness`.
+:mod:`benchmarks.table2`.
 
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
@@ -28,18 +28,13 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
-from benchmarks import catalogue
-from benchmarks.harness.specs import RunSpec, pending_runs, referenced_variant, run_id, split_reference
-from benchmarks.tuning import TUNING_GRIDS, tunable, tuned_options
-from benchmarks.variants import UPDATE_FLAGS, UPDATE_VARIANT_WORDS, equal_memory_rows, harness_variant_rows
-
-if __name__ in ("__main__", "__mp_main__"):
-    # The command (or one of its spawned workers): hide the third-party warnings a user
-    # cannot act on before the engine imports Avalanche (avalanche_sdr.cli).
-    cli.install_warning_filters()
+from benchmarks.table2 import catalogue
+from benchmarks.table2.specs import RunSpec, pending_runs, referenced_variant, run_id, split_reference
+from benchmarks.table2.tuning import TUNING_GRIDS, tunable, tuned_options
+from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_VARIANT_WORDS, equal_memory_rows, harness_variant_rows
 
 # --------------------------------------------------------------------- command line
-# Names from benchmarks.catalogue: --help and usage errors come before torch is imported.
+# Names from benchmarks.table2.catalogue: --help and usage errors come before torch is imported.
 _PRESET_HELP = {
     "smoke": "a few epochs per task and method, capped task sizes: checks that a stream and every "
              "method run (not a result)",
@@ -158,7 +153,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="run nothing: write the table of the runs already in --out (those of "
                         "--methods and --seeds)")
     parser.add_argument("--tune", action="store_true",
-                        help="first choose the open baseline hyper-parameters (benchmarks/tuning.py: EWC "
+                        help="first choose the open baseline hyper-parameters (benchmarks/table2/tuning.py: EWC "
                         "lambda and decay, ER lr and epochs, DGR generator size) of --methods from a fixed "
                         "grid by validation-stream accuracy on the tuning seed (never the test stream; "
                         "OUT/tuning/, resumable), then add a '[tuned]' row per tuned method on every seed; "
@@ -292,18 +287,18 @@ def main(args: argparse.Namespace) -> str:
     :raises SystemExit: a run failed (no JSON), or ``--report-only`` found no run.
     """
     # The engine imports torch and Avalanche: only now that the arguments are checked.
-    from benchmarks.harness.engine import prepare_backbone
-    from benchmarks.harness.executors import load_runs, run_all
-    from benchmarks.harness.report import pareto_lines, write_outputs, write_plots
-    from benchmarks.harness.rows import equal_memory_ids, equal_memory_report, equal_memory_specs
-    from benchmarks.harness.tuning_runs import harness_tune
+    from benchmarks.table2.engine import prepare_backbone
+    from benchmarks.table2.executors import load_runs, run_all
+    from benchmarks.table2.report import pareto_lines, write_outputs, write_plots
+    from benchmarks.table2.equal_memory import equal_memory_ids, equal_memory_report, equal_memory_specs
+    from benchmarks.table2.tuning_runs import harness_tune
 
     start = time.perf_counter()
     out = Path(args.out)
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     header = (f"# Table 2 layout: {catalogue.STREAMS[args.stream].label}, preset `{args.preset}`\n\n"
               f"Mean ± sample std over seeds {' '.join(map(str, args.seeds))}.\n\n")
-    tuned, notes = {}, ""  # --tune: method -> chosen values (benchmarks.tuning), table2.md's notes
+    tuned, notes = {}, ""  # --tune: method -> chosen values (benchmarks.table2.tuning), table2.md's notes
     if args.tune:
         tuned, notes = harness_tune(args, out, threads)
     if args.report_only:
@@ -359,6 +354,3 @@ def main(args: argparse.Namespace) -> str:
 
 
 __all__ = ["main", "parse_args"]
-
-if __name__ == "__main__":
-    cli.run_cli(main, parse_args)

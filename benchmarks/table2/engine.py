@@ -17,8 +17,8 @@ from typing import Any, Dict, Optional, Sequence
 from avalanche_sdr import cli
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB
 from avalanche_sdr.vocabulary import ROUTER_LDA_WEIGHTED, ROUTERS
-from benchmarks.harness.specs import RunSpec, backbone_file
-from benchmarks.methods import METHODS, PRESETS, STREAMS
+from benchmarks.table2.specs import RunSpec, backbone_file
+from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
 
 
 def make_backbone(stream_name: str, weights: Optional[str] = None):
@@ -175,7 +175,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
                     curve.append(evaluate_group(strategy, benchmark.test_stream, benchmark.stream_groups, position,
                                                 int(experience.task_labels[0])))
                     evaluation_seconds += time.perf_counter() - tick
-        # A tuning run (benchmarks.tuning) is scored on valid_stream: test_stream is never read.
+        # A tuning run (benchmarks.table2.tuning) is scored on valid_stream: test_stream is never read.
         scored = benchmark.valid_stream if spec.split == "valid" else benchmark.test_stream
         accuracies = final_test_accuracies(strategy, scored if spec.tasks is None else scored[:spec.tasks])
         memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
@@ -249,7 +249,7 @@ def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
 
 
 def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, Any]:
-    """The run JSON keys of a task-free row (:attr:`benchmarks.methods.Method.task_free`).
+    """The run JSON keys of a task-free row (:attr:`benchmarks.table2.methods.Method.task_free`).
 
     SDR (``metric``: its :class:`~avalanche_sdr.evaluation.TaskFreeMetrics`): ``"task_free"``,
     ``{router or "oracle": {"task_free": acc, "routing": acc}}`` (means over the test

@@ -1,6 +1,6 @@
 """The ``--equal-memory`` rows of a harness call: ER rows sized after the first phase so
 that their memory meets a reference run's (the call's other rows:
-:func:`benchmarks.variants.harness_variant_rows`), and the sizing's record,
+:func:`benchmarks.table2.variants.harness_variant_rows`), and the sizing's record,
 ``OUT/equal_memory.json``.
 """
 from __future__ import annotations
@@ -13,21 +13,21 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB
-from benchmarks.harness.engine import load_backbone, memory_mb_with_routers, prepare_backbone
-from benchmarks.harness.specs import (RunSpec, backbone_file, referenced_variant, run_id, split_reference,
+from benchmarks.table2.engine import load_backbone, memory_mb_with_routers, prepare_backbone
+from benchmarks.table2.specs import (RunSpec, backbone_file, referenced_variant, run_id, split_reference,
                                       tuned_equal_memory_variant)
-from benchmarks.methods import METHODS, PRESETS, SDR_ROUTER, STREAMS, size_equal_memory
-from benchmarks.variants import Row, equal_memory_rows
-from benchmarks.tuning import tuned_options
+from benchmarks.table2.methods import METHODS, PRESETS, SDR_ROUTER, STREAMS, size_equal_memory
+from benchmarks.table2.variants import Row, equal_memory_rows
+from benchmarks.table2.tuning import tuned_options
 
 
 def equal_memory_targets(ref: str, protocols: Sequence[str] = ("ours",),
                          tuned: Optional[Dict[str, Dict[str, Any]]] = None, tuned_only: bool = False) -> List[Row]:
     """The ER rows sized to reference ``ref`` (``METHOD`` or ``METHOD:VARIANT``,
-    :func:`split_reference`), before sizing: :func:`benchmarks.variants.equal_memory_rows` of
+    :func:`split_reference`), before sizing: :func:`benchmarks.table2.variants.equal_memory_rows` of
     its method (variant ``mem_<method>``, under each protocol; ``mem_<method>_<variant>`` for
     a variant reference), then, where ``tuned`` (the ``--tune`` choices that get a
-    ``[tuned]`` row, :func:`benchmarks.harness.tuning_runs.harness_tune`) has ``replay`` and the
+    ``[tuned]`` row, :func:`benchmarks.table2.tuning_runs.harness_tune`) has ``replay`` and the
     reference is not task-free, ER with the tuned options as its ``[tuned]`` row has them
     (variant :func:`tuned_equal_memory_variant`, ``mem_<...>_tuned``); with ``tuned_only``
     (``--tuned-only``) that row alone."""
@@ -57,12 +57,12 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print,
     protocol (and with ``tuned``, the tuned ER row; :func:`equal_memory_targets`) with its
     buffer sized so that its memory after the stream meets the reference run's
     (``OUT/runs/<reference run id>.json``, its ``memory_mb``; a reference ``METHOD:VARIANT``
-    is the run of that variant row; :func:`benchmarks.methods.size_equal_memory`, on the
+    is the run of that variant row; :func:`benchmarks.table2.methods.size_equal_memory`, on the
     network the row's options give: the tuned options hold no network option, so the tuned
     row gets the ``ours`` row's size). A task-free reference (``sdr_task_free``)
     gets one class-incremental ER row (``ci_replay``, sized on the stream with the class ids)
     whose target is the reference's memory with SDR's own router only
-    (:func:`memory_mb_with_routers` keeping :data:`benchmarks.methods.SDR_ROUTER`).
+    (:func:`memory_mb_with_routers` keeping :data:`benchmarks.table2.methods.SDR_ROUTER`).
 
     :param pretrain: make E0 where its file is missing (:func:`prepare_backbone`); ``False``
         (``--report-only``): never train, a seed without its E0 file gets ``no_backbone``.

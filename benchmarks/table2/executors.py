@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
-from benchmarks.harness import engine
-from benchmarks.harness.specs import RunSpec, pending_runs
+from benchmarks.table2 import engine
+from benchmarks.table2.specs import RunSpec, pending_runs
 
 
 def _job(spec: RunSpec) -> Dict[str, Any]:

@@ -18,8 +18,8 @@ task so that the second task is detected, tiny E0 and VAEs) so that the check it
 is tested on a CPU in CI; where no paper stream's data is found it runs scikit-learn's
 digits (``MixedDigits``) instead and says so. Its numbers measure nothing.
 
-    python -m benchmarks.gpu_check --device cuda --tasks 4 --data-root DATA --out results/gpu_check
-    python -m benchmarks.gpu_check --device cpu --tasks 2 --tiny --out /tmp/gpu_check
+    python -m benchmarks.table2.gpu_check --device cuda --tasks 4 --data-root DATA --out results/gpu_check
+    python -m benchmarks.table2.gpu_check --device cpu --tasks 2 --tiny --out /tmp/gpu_check
 """
 from __future__ import annotations
 
@@ -523,7 +523,7 @@ def main(args) -> int:
     os.makedirs(out, exist_ok=True)
     sdr, baseline = _settings(args.tiny)
     report: Dict[str, Any] = {
-        "command": "python -m benchmarks.gpu_check " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.table2.gpu_check " + " ".join(sys.argv[1:]),
         "environment": environment(device, threads), "tasks": args.tasks, "tiny": args.tiny, "seed": args.seed,
         "run_seconds": args.run_seconds, "settings": sdr.to_dict(), "baseline_settings": dataclasses.asdict(baseline),
         "streams": [], "notes": [],

@@ -9,7 +9,7 @@ can serve several builders. The baselines' models and strategies are the library
 their keyword arguments, and defines the streams (:data:`STREAMS`), the budgets
 (:data:`PRESETS`) and the rows (:data:`METHODS`, in the paper's order); the variants'
 options (``--protocol``, ``--sweep``, ``--reuse``, ``--equal-memory``) are
-:mod:`benchmarks.variants`'. Names and labels come from :mod:`benchmarks.catalogue`.
+:mod:`benchmarks.table2.variants`'. Names and labels come from :mod:`benchmarks.table2.catalogue`.
 
 What each row is (the paper's Table 2 names, the rows beyond the paper, the task-free
 rows, why Avalanche's ``ExpertGateStrategy`` is not a row) and each variant:
@@ -24,8 +24,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
-from benchmarks import catalogue
-from benchmarks.variants import UPDATE_FLAGS, Row
+from benchmarks.table2 import catalogue
+from benchmarks.table2.variants import UPDATE_FLAGS, Row
 
 # --------------------------------------------------------------------- settings
 
@@ -73,7 +73,7 @@ class StreamSpec:
         every task (same images and tasks; the task-free rows, :attr:`Method.task_free`).
         ``shuffle_repeat_labels``: every task after the first of its group carries its
         local labels in a seeded other order (same images and tasks;
-        ``benchmarks/shuffled_labels.py``)."""
+        ``benchmarks/studies/shuffled_labels.py``)."""
         sizes = sizes or self.fixed_sizes or (self.capped_sizes if capped else None)
         ids = {"original_class_ids": True} if original_class_ids else {}
         if shuffle_repeat_labels:
@@ -129,7 +129,7 @@ def _cifar10(seed: int, sizes, data_root: str, **options):
 
 def _stream(name: str, factory: Callable[[int], Any], *sizes: int, **options) -> StreamSpec:
     """The :class:`StreamSpec` of ``name`` with its label, E0 family and data-root need
-    read from :data:`benchmarks.catalogue.STREAMS` (defined there once, for the parsers)."""
+    read from :data:`benchmarks.table2.catalogue.STREAMS` (defined there once, for the parsers)."""
     entry = catalogue.STREAMS[name]
     return StreamSpec(name, entry.label, factory, *sizes, backbone=entry.backbone,
                       needs_data_root=entry.needs_data_root, **options)
@@ -278,9 +278,9 @@ SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head", **dict.fromkeys(UPDATE_FLAGS)}
 of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a detected
 repeat trains (``SDRSettings.reuse``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
 paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`reuse_rows`);
-the learning reuse's update options (the names of :data:`benchmarks.variants.UPDATE_FLAGS`,
+the learning reuse's update options (the names of :data:`benchmarks.table2.variants.UPDATE_FLAGS`,
 ``SDRSettings`` fields of the same names; ``None``: the library's default; ``--update-balance``
-..., :func:`benchmarks.variants.update_rows`)."""
+..., :func:`benchmarks.table2.variants.update_rows`)."""
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
@@ -499,7 +499,7 @@ class Method:
 
 def _method(name: str, build: Callable[..., Any]) -> Method:
     """The :class:`Method` ``name`` with its label and flags read from
-    :data:`benchmarks.catalogue.METHODS` (defined there once, for the parsers)."""
+    :data:`benchmarks.table2.catalogue.METHODS` (defined there once, for the parsers)."""
     entry = catalogue.METHODS[name]
     return Method(name, entry.label, build, entry.is_sdr, task_free=entry.task_free)
 
@@ -534,13 +534,13 @@ METHODS: Dict[str, Method] = {
 
 
 SDR_ROUTER = catalogue.SDR_ROUTER
-"""SDR's recommended task-free router (:data:`benchmarks.catalogue.SDR_ROUTER`, defined there
+"""SDR's recommended task-free router (:data:`benchmarks.table2.catalogue.SDR_ROUTER`, defined there
 once): an equal-memory row sized to a task-free SDR run meets that run's memory with this
 router's state only."""
 
 
 def size_equal_memory(row: Row, backbone, benchmark, target_bytes: int):
-    """Size ER's buffer for ``row`` (an :func:`benchmarks.variants.equal_memory_rows` row) on ``benchmark`` so
+    """Size ER's buffer for ``row`` (an :func:`benchmarks.table2.variants.equal_memory_rows` row) on ``benchmark`` so
     that its memory after the stream meets ``target_bytes``
     (:func:`avalanche_sdr.baselines.size_replay_buffer`, on the network the row's options
     give; a ``ci_replay`` row: one head over the class ids, ``benchmark`` built with

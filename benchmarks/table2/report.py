@@ -1,6 +1,6 @@
 """The harness's report: ``table2.md`` (the paper's Table 2 layout, mean ± sample std over
 seeds), ``runs.csv``, ``runs.json``, the accuracy-memory Pareto front and the figures in
-``OUT/plots/``, all from run dicts (the run JSONs of :mod:`benchmarks.harness.executors`).
+``OUT/plots/``, all from run dicts (the run JSONs of :mod:`benchmarks.table2.executors`).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from avalanche_sdr import cli
 from avalanche_sdr.vocabulary import REUSE_MODES
-from benchmarks.methods import METHODS
-from benchmarks.variants import MEMORY_KNOBS, PROTOCOLS, REUSE_DEFAULT, row_reuse
+from benchmarks.table2.methods import METHODS
+from benchmarks.table2.variants import MEMORY_KNOBS, PROTOCOLS, REUSE_DEFAULT, row_reuse
 
 
 def mean_std(values: Sequence[float]) -> tuple:
@@ -99,7 +99,7 @@ CSV_FIELDS = ["run_id", "method", "variant", "label", "stream", "preset", "seed"
 
 def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: str = "", notes: str = "") -> str:
     """Write ``table2.md`` (``header``, the table, then ``notes``: e.g. the ``--tune``
-    section of :func:`benchmarks.tuning.format_notes`), ``runs.csv`` and ``runs.json`` to
+    section of :func:`benchmarks.table2.tuning.format_notes`), ``runs.csv`` and ``runs.json`` to
     ``out_dir``; return the table."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +119,7 @@ def write_outputs(runs: Sequence[Dict[str, Any]], out_dir: os.PathLike, header: 
 
 def curve_key(method: str, options: Dict[str, Any]) -> Tuple[str, str]:
     """The accuracy-memory curve a row belongs to: its method and its options other than
-    the memory knobs (:data:`benchmarks.methods.MEMORY_KNOBS`), e.g. ER under the paper's
+    the memory knobs (:data:`benchmarks.table2.methods.MEMORY_KNOBS`), e.g. ER under the paper's
     protocol is a curve of its own."""
     fixed = {k: v for k, v in (options or {}).items() if k not in MEMORY_KNOBS}
     return method, json.dumps(fixed, sort_keys=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, List, Optional, Tuple
 
-from benchmarks import catalogue
-from benchmarks.tuning import TUNED_VARIANT
+from benchmarks.table2 import catalogue
+from benchmarks.table2.tuning import TUNED_VARIANT
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class RunSpec:
     fields, SDR's EFT ``a`` / ``b``); ``""`` with no options is the method as the
     preset defines it. A variant is a row of its own in the table. ``split`` is the
     stream the run is scored on: ``"test"`` (every table row) or ``"valid"`` (a tuning run
-    of :mod:`benchmarks.harness.tuning_runs`; baselines only; ``test_stream`` is never read).
+    of :mod:`benchmarks.table2.tuning_runs`; baselines only; ``test_stream`` is never read).
     ``tasks`` (tuning runs only): train on the first ``tasks`` experiences of
     ``train_stream`` and score the first ``tasks`` of the validation stream; ``None``: the
     whole stream.
@@ -58,7 +58,7 @@ def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpe
 
 
 def backbone_file(stream: str, preset: str, seed: int, out_dir: os.PathLike) -> Path:
-    """Where :func:`benchmarks.harness.engine.prepare_backbone` keeps E0 of (stream, preset, seed)."""
+    """Where :func:`benchmarks.table2.engine.prepare_backbone` keeps E0 of (stream, preset, seed)."""
     return Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
 
 
@@ -77,7 +77,7 @@ def equal_memory_variant(ref: str) -> str:
 
 
 def referenced_variant(ref: str, variant: str) -> str:
-    """The variant of an ER row of :func:`benchmarks.variants.equal_memory_rows` of ``ref``'s
+    """The variant of an ER row of :func:`benchmarks.table2.variants.equal_memory_rows` of ``ref``'s
     method (``mem_<method>[_<protocol>]``) for ``ref``: ``mem_<method>_<variant>[_<protocol>]``
     for a variant reference, else unchanged."""
     method, ref_variant = split_reference(ref)

@@ -9,7 +9,7 @@ on one seed. No tuning run reads ``test_stream``. Where the best point sits at a
 axis' edge, values beyond it are added (:func:`search`, ``--tune-extend``); ties go to
 the first point scored (:func:`select`). The search is a function of the scores alone,
 so it is replayed from the tuning runs on disk
-(:mod:`benchmarks.harness.tuning_runs` runs them and writes the choice).
+(:mod:`benchmarks.table2.tuning_runs` runs them and writes the choice).
 :func:`format_notes` is the section ``table2.md`` ends with.
 
 Why each grid is what it is, the extension rule and the files:
@@ -123,7 +123,7 @@ SPLIT = "valid"
 def _axes(method: str, preset: str, grids: Optional[Mapping[str, Mapping[str, Any]]] = None
           ) -> Tuple[Dict[str, Axis], Dict[str, Optional[float]]]:
     """The axes of ``method``'s grid and, per :class:`Times` axis, the preset's value it scales."""
-    from benchmarks.methods import PRESETS
+    from benchmarks.table2.methods import PRESETS
 
     grids = TUNING_GRIDS if grids is None else grids
     settings = PRESETS[preset].baselines
@@ -329,7 +329,7 @@ def same_as_preset(entry: Mapping[str, Any]) -> bool:
     """Whether a chosen entry's values are its preset's own: then its ``[tuned]`` row would
     repeat the untuned row run for run (the runs are deterministic), so the harness makes
     none and the notes say so."""
-    from benchmarks.methods import PRESETS
+    from benchmarks.table2.methods import PRESETS
 
     if entry.get("options") is None:
         return False
@@ -360,7 +360,7 @@ def format_notes(chosen: Mapping[str, Mapping[str, Any]]) -> str:
         "",
         f"The rows marked `[tuned]` use the values chosen here on every seed; the other rows keep "
         f"preset `{entries[0]['preset']}`'s values. Each baseline hyper-parameter below was chosen "
-        f"from a grid fixed in advance (`benchmarks/tuning.py`) by the mean task-aware accuracy on the "
+        f"from a grid fixed in advance (`benchmarks/table2/tuning.py`) by the mean task-aware accuracy on the "
         f"benchmark's validation stream (`valid_stream`) after the last task, trained on "
         f"{trained} on tuning seed {', '.join(map(str, seeds))} only; no tuning run reads the "
         f"test stream. Ties go to the first point in the order listed.",

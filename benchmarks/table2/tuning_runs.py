@@ -1,11 +1,11 @@
-"""``--tune``'s runs: the tuning runs of :mod:`benchmarks.tuning`'s search, executed as
+"""``--tune``'s runs: the tuning runs of :mod:`benchmarks.table2.tuning`'s search, executed as
 harness runs scored on the validation stream into ``OUT/tuning/``, the choice written to
 ``OUT/tuning/chosen_<stream>_<preset>.json``, and the step of ``python -m
 benchmarks.table2 --tune`` (:func:`harness_tune`).
 
-A tuning run is a harness run (:class:`~benchmarks.harness.specs.RunSpec` with
+A tuning run is a harness run (:class:`~benchmarks.table2.specs.RunSpec` with
 ``split="valid"``, one grid point's values as its ``options``): built, trained and timed
-as a table row is (:func:`benchmarks.harness.engine.execute_run`, one code path), then
+as a table row is (:func:`benchmarks.table2.engine.execute_run`, one code path), then
 scored on ``valid_stream`` instead of the test stream. Runs resume: a rerun skips every
 finished tuning run and replays the search from their scores.
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from avalanche_sdr import cli
-from benchmarks.harness.engine import prepare_backbone
-from benchmarks.harness.executors import executor_results
-from benchmarks.harness.specs import RunSpec, pending_runs, run_id, tuned_equal_memory_variant
-from benchmarks.methods import METHODS
-from benchmarks.tuning import (DEFAULT_EXTEND, SPLIT, TUNED_VARIANT, Search, format_notes, grid_variant,
+from benchmarks.table2.engine import prepare_backbone
+from benchmarks.table2.executors import executor_results
+from benchmarks.table2.specs import RunSpec, pending_runs, run_id, tuned_equal_memory_variant
+from benchmarks.table2.methods import METHODS
+from benchmarks.table2.tuning import (DEFAULT_EXTEND, SPLIT, TUNED_VARIANT, Search, format_notes, grid_variant,
                                same_as_preset, search, tunable)
 
 
@@ -50,7 +50,7 @@ def run_tuning(specs: Sequence[Any], out_dir, *, jobs: int = 1, executor: str = 
 
     :param executor: ``"local"`` (the harness's process pool of ``jobs`` workers),
         ``"ray"`` (its Ray tasks) or ``"inline"`` (this process, one run after another;
-        :func:`benchmarks.harness.executors.executor_results`).
+        :func:`benchmarks.table2.executors.executor_results`).
     :param backbone: the E0 file for the runs to execute (or a function that makes it,
         called only if a run is pending); ``None``: the specs' own ``backbone_path``.
     """
@@ -208,7 +208,7 @@ def check_tuned_runs(out_dir, stream: str, preset: str, seeds: Sequence[int],
     """Refuse ``[tuned]`` runs in ``OUT/runs`` made with other values than the chosen ones
     (e.g. before the grid or the tuning seed changed): they would be skipped, not rerun.
     The same for ER's tuned equal-memory rows of the references ``equal_memory``
-    (``--equal-memory``; :func:`benchmarks.harness.specs.tuned_equal_memory_variant`), whose options
+    (``--equal-memory``; :func:`benchmarks.table2.specs.tuned_equal_memory_variant`), whose options
     are the chosen ones plus their sized ``replay_mem_size``.
 
     :raises SystemExit: naming the stale files to delete.

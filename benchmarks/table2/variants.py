@@ -1,8 +1,8 @@
 """The rows of the Table 2 harness beside the methods' own: the variants a call adds
 (``--protocol``, ``--sweep``, ``--reuse``, ``--equal-memory``), as :class:`Row` objects of a
 method, a variant name and the options its builder gets. Plain Python (no torch): the
-methods are named through :mod:`benchmarks.catalogue`; their builders
-(:mod:`benchmarks.methods`) read the options. What each variant is: docs/reproducing.rst,
+methods are named through :mod:`benchmarks.table2.catalogue`; their builders
+(:mod:`benchmarks.table2.methods`) read the options. What each variant is: docs/reproducing.rst,
 "The harness's rows and variants".
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_HEAD
-from benchmarks import catalogue
+from benchmarks.table2 import catalogue
 
 Options = Tuple[Tuple[str, Any], ...]
 
@@ -20,7 +20,7 @@ PROTOCOLS: Dict[str, Dict[str, Options]] = {
     "paper": {"ewc": (("shared_head", True),), "replay": (("shared_head", True),)},
 }
 """Builder options of each protocol (``--protocol``), by method. ``ours``: the rows as
-:mod:`benchmarks.methods` defines them (EWC and ER on one head per task). ``paper``: EWC and ER on ONE shared head
+:mod:`benchmarks.table2.methods` defines them (EWC and ER on one head per task). ``paper``: EWC and ER on ONE shared head
 over local labels (``SingleHeadNet``), as the paper's Table 2 memory and accuracies suggest
 (docs/reproducing.rst, "The paper's protocol", says what is stated and what inferred); a
 row whose network a protocol changes is the variant named after the protocol (``paper``).
@@ -183,7 +183,7 @@ def equal_memory_rows(reference: str, protocols: Sequence[str] = ("ours",)) -> L
 
 def method_preset_rows(names: Sequence[str], task_free: bool = False) -> List[Row]:
     """The rows of the library's method presets ``names`` (``--method``,
-    :data:`benchmarks.catalogue.METHOD_PRESETS`): each preset's SDR row under its reuse
+    :data:`benchmarks.table2.catalogue.METHOD_PRESETS`): each preset's SDR row under its reuse
     (:func:`reuse_rows`: ``recommended`` is ``sdr_two_sample_nogen``'s
     variant ``accumulate``, the run ``<stream>_<preset>_sdr_two_sample_nogen_accumulate_seed<k>``)
     and, with ``task_free`` (the call has task-free rows), its task-free row the same way.

@@ -1,6 +1,6 @@
-"""benchmarks.catalogue (the names the harness's parsers offer, importable without
-torch) agrees with benchmarks.methods (the streams, presets and methods themselves)."""
-from benchmarks import catalogue, methods, variants
+"""benchmarks.table2.catalogue (the names the harness's parsers offer, importable without
+torch) agrees with benchmarks.table2.methods (the streams, presets and methods themselves)."""
+from benchmarks.table2 import catalogue, methods, variants
 
 
 def test_streams_agree():

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py: the tiny CPU run of the GPU check, its outputs, its argument checks."""
+"""benchmarks/table2/gpu_check.py: the tiny CPU run of the GPU check, its outputs, its argument checks."""
 import json
 import os
 import subprocess
@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.gpu_check import METHODS, PAPER_STREAMS, device_check, parse_args, run_stream, same_device
+from benchmarks.table2.gpu_check import METHODS, PAPER_STREAMS, device_check, parse_args, run_stream, same_device
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _command(*args):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "benchmarks.table2.gpu_check", *args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """``python -m benchmarks.gpu_check --device cpu --tasks 2 --tiny --out TMP``, as CI runs it."""
+    """``python -m benchmarks.table2.gpu_check --device cpu --tasks 2 --tiny --out TMP``, as CI runs it."""
     out = tmp_path_factory.mktemp("gpu_check")
     done = _command("--device", "cpu", "--tasks", "2", "--tiny", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]

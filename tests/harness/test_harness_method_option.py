@@ -11,11 +11,12 @@ import sys
 import pytest
 
 from avalanche_sdr import training
-from benchmarks import catalogue, table2
-from benchmarks.cli_startup import REPO_ROOT, command_env
-from benchmarks.harness import executors
-from benchmarks.methods import METHODS
-from benchmarks.variants import Row, harness_variant_rows
+from benchmarks.table2 import catalogue
+from benchmarks.table2 import command as table2
+from benchmarks.studies.where_the_time_goes.cli_startup import REPO_ROOT, command_env
+from benchmarks.table2 import executors
+from benchmarks.table2.methods import METHODS
+from benchmarks.table2.variants import Row, harness_variant_rows
 
 ACCUMULATE = (("reuse", "accumulate"),)
 
@@ -115,7 +116,7 @@ def test_each_presets_row_builds_the_librarys_preset(name):
     from avalanche_sdr.detection import make_detector
     from avalanche_sdr.detection.registry import detector_rule
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     entry, preset = catalogue.METHOD_PRESETS[name], training.METHODS[name]
     (row,) = [r for r in _rows(["--method", name]) if r.method == entry.method]

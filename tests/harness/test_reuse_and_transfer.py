@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from benchmarks import table2
-from benchmarks.harness import engine
-from benchmarks.harness.report import curve_key, curve_label, format_table, table_rows, write_plots
-from benchmarks.harness.specs import RunSpec, run_id
-from benchmarks.methods import METHODS
-from benchmarks.variants import Row, harness_rows, harness_variant_rows, reuse_rows
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import engine
+from benchmarks.table2.report import curve_key, curve_label, format_table, table_rows, write_plots
+from benchmarks.table2.specs import RunSpec, run_id
+from benchmarks.table2.methods import METHODS
+from benchmarks.table2.variants import Row, harness_rows, harness_variant_rows, reuse_rows
 
 ACC = (("reuse", "accumulate"),)
 
@@ -62,7 +62,7 @@ def test_sdr_builders_get_the_reuse():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
     benchmark = stream.factory(0)

@@ -14,7 +14,7 @@ the calibrated rule for the consistency vote's entry:
   ``C p``, ``ratio``: S over its permuted-label mean, for the p-vote's entry;
 - ``why``: a short reading of which evidence failed.
 
-    python -m benchmarks.detection_errors results/table2/runs/*.json --errors-only
+    python -m benchmarks.studies.calibrated.errors results/table2/runs/*.json --errors-only
 """
 from __future__ import annotations
 

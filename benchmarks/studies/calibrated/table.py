@@ -9,7 +9,7 @@ for the tasks that trained a new entry after the warm start: the training accura
 their first epoch and the number of epochs until the training accuracy first reached
 90 % (a task that never did counts as its number of epochs).
 
-    python -m benchmarks.calibrated_table results/fashion10 results/fashion50 results/emnist100
+    python -m benchmarks.studies.calibrated.table results/fashion10 results/fashion50 results/emnist100
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def epochs_to(curve: Sequence[float], target: float = TARGET_ACCURACY) -> int:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
-    """``mean ± std`` of the non-NaN values (:func:`benchmarks.harness.report.mean_std`), "–" if none."""
-    from benchmarks.harness.report import mean_std  # imports torch and Avalanche: not before the arguments are parsed
+    """``mean ± std`` of the non-NaN values (:func:`benchmarks.table2.report.mean_std`), "–" if none."""
+    from benchmarks.table2.report import mean_std  # imports torch and Avalanche: not before the arguments are parsed
 
     values = [v for v in values if not math.isnan(v)]
     if not values:

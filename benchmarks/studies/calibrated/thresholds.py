@@ -17,7 +17,7 @@ Among the combinations with the most right decisions, the one printed first is t
 most permissive (it keeps the most reuse, i.e. memory savings): smallest margin and
 lift, largest gap.
 
-    python -m benchmarks.calibrate_thresholds results/fashion10/runs/*_sdr_seed*.json
+    python -m benchmarks.studies.calibrated.thresholds results/fashion10/runs/*_sdr_seed*.json
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
-from benchmarks.detection_errors import has_records, tasks_of
+from benchmarks.studies.calibrated.errors import has_records, tasks_of
 
 if TYPE_CHECKING:  # imported where used: the parser runs before torch is imported
     from avalanche_sdr.detection.calibrated import CalibrationThresholds

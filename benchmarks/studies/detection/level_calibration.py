@@ -14,7 +14,7 @@ warm-start image ("old"), and without a held-out share of them
   (holdout E0), and, as controls, other fresh images under each E0. ``DRAWS`` draws of a
   task's class size per class; the share of p < alpha, per class and Bonferroni-combined.
 - ``decide``: the two-sample rule's decisions replayed without training
-  (:func:`benchmarks.detection_sim.simulate`), with and without ``match_classes``, on
+  (:func:`benchmarks.studies.detection.sim.simulate`), with and without ``match_classes``, on
   both E0s; Correct / Miss / Incorrect, and the false-new rate of repeats of warm-start
   groups and of the other groups, separately.
 
@@ -23,8 +23,8 @@ classes, 100 images a class per task), ``emnist5`` (EMNIST bymerge from the shar
 groups of 5 classes) and ``fashion60`` (Fashion-MNIST, 5 groups of 2 classes, 60 images per
 task). One JSON per (command, stream, seed) under ``OUT/runs``; ``--report`` prints tables.
 
-    python -m benchmarks.level_calibration --stream fashion5 --seeds 0 1 2 --out results/level
-    python -m benchmarks.level_calibration --report --out results/level
+    python -m benchmarks.studies.detection.level_calibration --stream fashion5 --seeds 0 1 2 --out results/level
+    python -m benchmarks.studies.detection.level_calibration --report --out results/level
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from avalanche_sdr import cli
 
 EPOCHS = 20
-"""E0 pretraining epochs (the harness's CPU preset, ``benchmarks.methods.PRESETS["cpu"]``)."""
+"""E0 pretraining epochs (the harness's CPU preset, ``benchmarks.table2.methods.PRESETS["cpu"]``)."""
 
 DRAWS = 200
 """True-null draws per warm-start class in the calibration."""
@@ -215,12 +215,12 @@ RULES = {
 
 def decide(benchmark, e0s, holdout) -> Dict[str, Any]:
     """Replay the two-sample rule (:data:`RULES`) over the stream; per rule the
-    :func:`benchmarks.detection_sim.simulate` summary plus the false-new rate of repeats
+    :func:`benchmarks.studies.detection.sim.simulate` summary plus the false-new rate of repeats
     of warm-start groups and of other groups."""
     from dataclasses import replace
 
     from avalanche_sdr.detection import DEFAULT_TWO_SAMPLE, TwoSampleDetector
-    from benchmarks.detection_sim import simulate
+    from benchmarks.studies.detection.sim import simulate
 
     stream = list(benchmark.train_stream)
     warm_groups = {int(stream[i].group) for i in range(benchmark.n_warm_start)}
@@ -340,7 +340,7 @@ def report(runs: Sequence[Dict[str, Any]]) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.level_calibration",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.detection.level_calibration",
                                      description=cli.description(__doc__))
     parser.add_argument("--stream", choices=sorted(STREAMS), help="stream of this script (module doc)")
     parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",

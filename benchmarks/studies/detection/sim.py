@@ -18,14 +18,14 @@ share of tasks whose group is new that were declared new (``power`` in the run
 JSONs: the rule's power on this stream), the share of repeats declared new (the
 false-new rate, ``false_new``), and detection seconds.
 
-E0 is the harness's (:func:`benchmarks.harness.engine.prepare_backbone`: the small CNN
+E0 is the harness's (:func:`benchmarks.table2.engine.prepare_backbone`: the small CNN
 pretrained on the CPU-preset warm-start tasks of the stream and seed, or the CIFAR-10
 ResNet-20 for EMNIST), cached under ``OUT/backbones``; ``--train-per-task`` then
 changes only the size of the stream's tasks, not E0 (on digits it sets the number of
 splits, ``round(252 / N)``, since its task size follows them).
 
-    python -m benchmarks.detection_sim --stream fashion10 --seeds 0 1 2 3 4 --out results/detection_sim
-    python -m benchmarks.detection_sim --stream fashion50 --train-per-task 20 50 100 300 1000 --seeds 0 1
+    python -m benchmarks.studies.detection.sim --stream fashion10 --seeds 0 1 2 3 4 --out results/detection_sim
+    python -m benchmarks.studies.detection.sim --stream fashion50 --train-per-task 20 50 100 300 1000 --seeds 0 1
 """
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
 
 
 def _benchmark(stream_name: str, seed: int, train_per_task: Optional[int], data_root: Optional[str]):
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream = STREAMS[stream_name]
     if train_per_task is None:
@@ -145,9 +145,9 @@ def _benchmark(stream_name: str, seed: int, train_per_task: Optional[int], data_
 def run(args) -> List[Dict[str, Any]]:
     import torch
 
-    from benchmarks.methods import STREAMS
-    from benchmarks.harness.engine import load_backbone, prepare_backbone
-    from benchmarks.harness.specs import RunSpec
+    from benchmarks.table2.methods import STREAMS
+    from benchmarks.table2.engine import load_backbone, prepare_backbone
+    from benchmarks.table2.specs import RunSpec
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -180,7 +180,7 @@ def run(args) -> List[Dict[str, Any]]:
 
 def summary_table(results: Sequence[Dict[str, Any]]) -> str:
     """Markdown: one row per (stream, size, rule, torch threads), mean over seeds."""
-    from benchmarks.harness.report import mean_std
+    from benchmarks.table2.report import mean_std
 
     rows: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in results:
@@ -226,9 +226,9 @@ def thread_check(runs_dir) -> str:
 
 
 def parse_args(argv=None):
-    from benchmarks.catalogue import STREAMS  # names only: no torch before the arguments are checked
+    from benchmarks.table2.catalogue import STREAMS  # names only: no torch before the arguments are checked
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_sim",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.detection.sim",
                                      description=cli.description(__doc__))
     parser.add_argument("--stream", choices=sorted(STREAMS), required=True,
                         help="harness stream (as for benchmarks.table2 --stream)")

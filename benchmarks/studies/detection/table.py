@@ -7,7 +7,7 @@ share of the run's wall time spent in detection (runs that did not record their
 detection time show "–"). A compact overview table (rows = rules, columns = streams)
 comes first, then the per-stream tables, then the bytes one entry costs per component.
 
-    python -m benchmarks.detection_table docs/results/detection/*/runs docs/results/table2_fashion10_cpu/runs.json
+    python -m benchmarks.studies.detection.table docs/results/detection/*/runs docs/results/table2_fashion10_cpu/runs.json
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Sequence
 from avalanche_sdr import cli
 
 if __name__ == "__main__":
-    cli.install_warning_filters()  # before benchmarks.harness.report imports Avalanche
+    cli.install_warning_filters()  # before benchmarks.table2.report imports Avalanche
 
-# benchmarks.harness.report and avalanche_sdr.evaluation import torch and Avalanche: they are
+# benchmarks.table2.report and avalanche_sdr.evaluation import torch and Avalanche: they are
 # imported by the functions that need them, after the arguments are parsed.
 
 RULE_ROWS = ("sdr", "sdr_calibrated", "sdr_expert_gate", "sdr_two_sample", "sdr_two_sample_nogen",
@@ -60,7 +60,7 @@ def read_runs(sources: Sequence[str]) -> List[Dict[str, Any]]:
 
 
 def _pm(values: Sequence[float], digits: int) -> str:
-    from benchmarks.harness.report import mean_std
+    from benchmarks.table2.report import mean_std
 
     if not values:
         return "–"
@@ -165,7 +165,7 @@ def entry_memory_table() -> str:
 
 
 def main(argv=None) -> str:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.detection_table",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.detection.table",
                                      description=cli.description(__doc__))
     parser.add_argument("sources", nargs="+", type=cli.existing_path, metavar="SOURCE",
                         help="folders of run JSONs (a benchmarks.table2 OUT/runs) or runs.json files")

@@ -35,7 +35,7 @@ change"), updates balanced (``update_balanced``; "–" in runs written before it
 recorded), rolled back and epochs kept. Finished runs are kept in
 ``OUT/runs/*.json`` and skipped when the command runs again.
 
-    python -m benchmarks.reuse_balance --seeds 0 1 2 --out results/reuse_balance
+    python -m benchmarks.studies.learning_reuse.balance --seeds 0 1 2 --out results/reuse_balance
 """
 from __future__ import annotations
 
@@ -125,8 +125,8 @@ def backbone_for(kind: str, seed: int, experiences, out: Path):
 
     from avalanche_sdr import seed_everything
     from avalanche_sdr.training import pretrain_backbone
-    from benchmarks.harness.engine import make_backbone
-    from benchmarks.methods import PRESETS
+    from benchmarks.table2.engine import make_backbone
+    from benchmarks.table2.methods import PRESETS
 
     path = out / "backbones" / f"{kind}_seed{seed}.pt"
     backbone = make_backbone("fashion10")
@@ -165,7 +165,7 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
-    from benchmarks.methods import PRESETS
+    from benchmarks.table2.methods import PRESETS
 
     benchmark, experiences = build_stream(kind, seed, data_root)
     backbone = backbone_for(kind, seed, experiences, out)
@@ -241,7 +241,7 @@ def report(runs: Sequence[Dict[str, Any]]) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reuse_balance", description=cli.description(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.learning_reuse.balance", description=cli.description(__doc__))
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="streams (default: both)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
                         help="what a repeat trains (default: all)")

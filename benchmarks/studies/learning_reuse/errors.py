@@ -4,7 +4,7 @@ With ``reuse="accumulate"`` a reuse trains the reused entry, so a *wrong* reuse 
 of another group mapped to the entry) can damage the earlier tasks that answer through
 it. This script injects wrong reuses on purpose and measures the damage:
 
-- decisions come from ground truth (:class:`benchmarks.methods.OracleDetector`), except
+- decisions come from ground truth (:class:`benchmarks.table2.methods.OracleDetector`), except
   that each scored task, with probability ``rate`` (a seeded draw per task, the same
   tasks for every configuration of a seed), instead reuses a wrong entry: one, drawn
   uniformly, created by a task of another group with the same class count;
@@ -17,8 +17,8 @@ it. This script injects wrong reuses on purpose and measures the damage:
 
 Usage::
 
-    python -m benchmarks.reuse_errors --stream fashion50 --seeds 0 1 --rates 0 0.05 0.2 --out results/reuse_errors
-    python -m benchmarks.reuse_errors --out results/reuse_errors --report-only
+    python -m benchmarks.studies.learning_reuse.errors --stream fashion50 --seeds 0 1 --rates 0 0.05 0.2 --out results/reuse_errors
+    python -m benchmarks.studies.learning_reuse.errors --out results/reuse_errors --report-only
 
 Finished runs are kept in ``OUT/runs/*.json`` and skipped when the command runs again;
 the table is written to ``OUT/reuse_errors.md``. Argument parsing imports neither torch
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from benchmarks import catalogue
+from benchmarks.table2 import catalogue
 
 CONFIGS = ("head", "accumulate", "accumulate_noguard")
 """Configurations: the paper's reuse, the learning reuse with its guard, without it."""
@@ -44,7 +44,7 @@ INJECTION_SEED = 0xE44
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.reuse_errors",
+        prog="python -m benchmarks.studies.learning_reuse.errors",
         description="Inject wrong reuses at chosen rates and measure what they cost earlier tasks, for the "
                     "paper's head-only reuse and the learning reuse with and without its guard.",
     )
@@ -74,7 +74,7 @@ def run_id(stream: str, preset: str, config: str, rate: float, seed: int) -> str
 
 
 class ErringOracle:
-    """Ground-truth decisions (:class:`benchmarks.methods.OracleDetector`), except that each
+    """Ground-truth decisions (:class:`benchmarks.table2.methods.OracleDetector`), except that each
     scored task, with probability ``rate``, reuses a wrong entry (module doc).
 
     The draws come from a numpy Generator seeded by (``INJECTION_SEED``, ``seed``, task),
@@ -86,7 +86,7 @@ class ErringOracle:
     needs_generators = False
 
     def __init__(self, task_groups: Sequence[int], rate: float, seed: int):
-        from benchmarks.methods import OracleDetector
+        from benchmarks.table2.methods import OracleDetector
 
         self.oracle = OracleDetector(task_groups)
         self.groups = [int(g) for g in task_groups]
@@ -119,9 +119,9 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
 
     from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
     from avalanche_sdr.training.stream_runner import run_sdr_stream
-    from benchmarks.methods import PRESETS, STREAMS
-    from benchmarks.harness.engine import load_backbone, prepare_backbone
-    from benchmarks.harness.specs import RunSpec
+    from benchmarks.table2.methods import PRESETS, STREAMS
+    from benchmarks.table2.engine import load_backbone, prepare_backbone
+    from benchmarks.table2.specs import RunSpec
 
     torch.set_num_threads(threads)
     stream, preset = STREAMS[stream_name], PRESETS[preset_name]

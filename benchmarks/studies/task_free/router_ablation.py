@@ -26,8 +26,8 @@ reuse an entry never changes after its creating task, so fitting the ``"lda"`` r
 after the stream, task by task in stream order (and gathering the evidence of each
 repeat before fitting it), stores exactly what fitting it during training would.
 
-    python -m benchmarks.router_ablation --stream digits fashion10 --seeds 0 --out results/router_ablation.md
-    python -m benchmarks.router_ablation --stream emnist100 --seeds 0 --data-root EMNIST_ROOT \\
+    python -m benchmarks.studies.task_free.router_ablation --stream digits fashion10 --seeds 0 --out results/router_ablation.md
+    python -m benchmarks.studies.task_free.router_ablation --stream emnist100 --seeds 0 --data-root EMNIST_ROOT \\
         --backbone-weights resnet20-12fca82f.th --out results/router_ablation_emnist.md
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from avalanche_sdr import cli
 from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED
-from benchmarks.catalogue import STREAMS as STREAM_NAMES
+from benchmarks.table2.catalogue import STREAMS as STREAM_NAMES
 
 if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
@@ -61,7 +61,7 @@ advance (about 5, 10 and 20 repeats of 100 images)."""
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.router_ablation", description=cli.description(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.task_free.router_ablation", description=cli.description(__doc__))
     parser.add_argument("--stream", nargs="+", required=True, choices=sorted(STREAM_NAMES), metavar="STREAM",
                         help=f"harness streams ({', '.join(sorted(STREAM_NAMES))})")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="seeds (default: 0)")
@@ -89,9 +89,9 @@ def trained_model(stream: str, seed: int, data_root, weights, work: Path):
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from benchmarks.harness.engine import load_run, prepare_backbone
-    from benchmarks.harness.specs import RunSpec
-    from benchmarks.methods import METHODS, PRESETS, STREAMS
+    from benchmarks.table2.engine import load_run, prepare_backbone
+    from benchmarks.table2.specs import RunSpec
+    from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
 
     backbone_path = prepare_backbone(stream, "cpu", seed, work, data_root=data_root, weights=weights)
     spec = RunSpec(stream=stream, preset="cpu", method="sdr_task_free", seed=seed,

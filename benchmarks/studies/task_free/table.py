@@ -3,12 +3,12 @@ from the run JSONs of the Table 2 harness's task-free rows.
 
 Reads ``DIR/runs/*.json`` of one or more ``benchmarks.table2 --out`` folders (or folders
 of run JSONs), keeps the runs of the task-free methods
-(:attr:`benchmarks.methods.Method.task_free`, scored on the test stream) and writes one
+(:attr:`benchmarks.table2.methods.Method.task_free`, scored on the test stream) and writes one
 Markdown table per stream and preset, mean ± sample std over seeds: a row per SDR router
 (:data:`SDR_VIEWS`, ``sdr_task_free`` predicting without task labels) and the oracle
 task label, then the class-incremental baselines ``ci_replay`` (with ``mem_sdr_task_free``,
 its buffer sized to SDR's memory with the state of its recommended router only,
-:data:`benchmarks.catalogue.SDR_ROUTER`), ``ci_ewc`` and ``joint`` (one head over the
+:data:`benchmarks.table2.catalogue.SDR_ROUTER`), ``ci_ewc`` and ``joint`` (one head over the
 class ids, so their accuracy is task-free); other variants get a row each.
 
 Columns: Routing acc (%) (SDR rows), Task-free acc (%), Task-aware acc (%) (SDR rows),
@@ -20,7 +20,7 @@ class-incremental baseline whose memory is at least SDR's (within
 
     python -m benchmarks.table2 --stream fashion10 --preset cpu --seeds 0 1 --jobs 2 \\
         --methods sdr_task_free ci_replay ci_ewc joint --equal-memory sdr_task_free --out results/fashion10_task_free
-    python -m benchmarks.task_free --runs results/fashion10_task_free --out results/task_free.md
+    python -m benchmarks.studies.task_free.table --runs results/fashion10_task_free --out results/task_free.md
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from avalanche_sdr.vocabulary import ORACLE, ROUTER_EXPERT_GATE, ROUTER_GAUSSIAN, ROUTER_LDA, ROUTER_LDA_WEIGHTED
-from benchmarks.catalogue import METHODS, SDR_ROUTER
-from benchmarks.catalogue import TASK_FREE_METHODS  # the harness methods whose runs this table reads
+from benchmarks.table2.catalogue import METHODS, SDR_ROUTER
+from benchmarks.table2.catalogue import TASK_FREE_METHODS  # the harness methods whose runs this table reads
 
 if __name__ in ("__main__", "__mp_main__"):
     cli.install_warning_filters()  # before Avalanche is imported
@@ -42,7 +42,7 @@ if __name__ in ("__main__", "__mp_main__"):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.task_free", description=cli.description(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.task_free.table", description=cli.description(__doc__))
     parser.add_argument("--runs", nargs="+", required=True, type=cli.existing_dir, metavar="DIR",
                         help="benchmarks.table2 --out folders (one per stream) holding runs of "
                         f"{', '.join(TASK_FREE_METHODS)}")
@@ -167,13 +167,13 @@ def _row_label(method: str, variant: str, view: str) -> str:
 
 def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The table's rows: per method and variant in the Table 2 order
-    (:func:`benchmarks.harness.report.table_rows`: the methods' order, a method's own row first,
+    (:func:`benchmarks.table2.report.table_rows`: the methods' order, a method's own row first,
     then its variants by memory), one row per SDR view (:data:`SDR_VIEWS`) or one for a
     baseline. Each row: ``key`` (method, variant, view), ``label`` and the per-seed values
     in seed order, ``seeds``, ``routing``, ``task_free``, ``task_aware`` (%; ``None`` where
     the row has none) and ``memory_mb``."""
-    from benchmarks.harness.engine import memory_mb_with_routers
-    from benchmarks.harness.report import table_rows
+    from benchmarks.table2.engine import memory_mb_with_routers
+    from benchmarks.table2.report import table_rows
 
     rows = []
     for rs in table_rows(runs):
@@ -195,7 +195,7 @@ def task_free_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _cell(values: Optional[Sequence[float]], digits: int) -> str:
-    from benchmarks.harness.report import plus_minus
+    from benchmarks.table2.report import plus_minus
 
     return "–" if values is None else plus_minus(values, digits)
 
@@ -216,7 +216,7 @@ def summary_sentence(rows: Sequence[Dict[str, Any]]) -> str:
     """One sentence from the rows' means: SDR with its recommended router's task-free accuracy minus
     joint training's, and whether it is above every class-incremental baseline whose
     memory is at least SDR's (within :data:`MEMORY_TOLERANCE`)."""
-    from benchmarks.harness.report import mean_std
+    from benchmarks.table2.report import mean_std
 
     by_key = {row["key"]: row for row in rows}
     sdr = by_key.get(SDR_ROW)

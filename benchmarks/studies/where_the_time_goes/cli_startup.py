@@ -10,7 +10,7 @@ the largest max RSS (MB, from ``os.wait4`` on that child alone), the targets, th
 machine's load average before and after, and the OpenMP / MKL thread settings the
 children inherit (the commands import no torch, so they set no torch thread count).
 
-    python -m benchmarks.cli_startup [--repeats 3] [--only quickstart table2]
+    python -m benchmarks.studies.where_the_time_goes.cli_startup [--repeats 3] [--only quickstart table2]
 
 :data:`ENTRY_POINTS` is also what ``tests/examples/test_cli_startup.py`` checks:
 each command leaves none of :data:`HEAVY_MODULES` in ``sys.modules`` (not a timing).
@@ -30,7 +30,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from avalanche_sdr import cli
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 TARGET_SECONDS = 1.5
 """Most wall seconds a command may take to print its --help or a usage error."""
@@ -71,23 +71,23 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     *(EntryPoint(name, f"examples/{name}.py", ("--seed", "-1"))
       for name in ("quickstart", "fashion_mnist", "fashion_mnist_50", "emnist_100", "cifar10_10", "cifar100_40")),
     EntryPoint("table2", "benchmarks.table2", ("--seeds", "-1")),
-    EntryPoint("detection_sim", "benchmarks.detection_sim", ("--stream", "digits", "--seeds", "-1")),
-    EntryPoint("detection_table", "benchmarks.detection_table", (_MISSING,)),
-    EntryPoint("task_free", "benchmarks.task_free", ("--runs", _MISSING, "--out", "task_free.md")),
-    EntryPoint("calibrate_thresholds", "benchmarks.calibrate_thresholds", ("--top", "x", "results.json")),
-    EntryPoint("calibrated_table", "benchmarks.calibrated_table", ()),
-    EntryPoint("detection_errors", "benchmarks.detection_errors", ()),
-    EntryPoint("detection_speed", "benchmarks.detection_speed", ("--sizes", "x")),
-    EntryPoint("cli_startup", "benchmarks.cli_startup", ("--repeats", "0")),
-    EntryPoint("reuse_errors", "benchmarks.reuse_errors", ("--rates", "2", "--out", "x")),
-    EntryPoint("shuffled_labels", "benchmarks.shuffled_labels", ("--seeds", "-1")),
-    EntryPoint("router_ablation", "benchmarks.router_ablation",
+    EntryPoint("detection_sim", "benchmarks.studies.detection.sim", ("--stream", "digits", "--seeds", "-1")),
+    EntryPoint("detection_table", "benchmarks.studies.detection.table", (_MISSING,)),
+    EntryPoint("task_free", "benchmarks.studies.task_free.table", ("--runs", _MISSING, "--out", "task_free.md")),
+    EntryPoint("calibrate_thresholds", "benchmarks.studies.calibrated.thresholds", ("--top", "x", "results.json")),
+    EntryPoint("calibrated_table", "benchmarks.studies.calibrated.table", ()),
+    EntryPoint("detection_errors", "benchmarks.studies.calibrated.errors", ()),
+    EntryPoint("detection_speed", "benchmarks.studies.where_the_time_goes.detection_speed", ("--sizes", "x")),
+    EntryPoint("cli_startup", "benchmarks.studies.where_the_time_goes.cli_startup", ("--repeats", "0")),
+    EntryPoint("reuse_errors", "benchmarks.studies.learning_reuse.errors", ("--rates", "2", "--out", "x")),
+    EntryPoint("shuffled_labels", "benchmarks.studies.shuffled_labels", ("--seeds", "-1")),
+    EntryPoint("router_ablation", "benchmarks.studies.task_free.router_ablation",
                ("--stream", "digits", "--per-class", "5", "--out", "x.md")),
-    EntryPoint("gpu_check", "benchmarks.gpu_check", ("--tasks", "0")),
+    EntryPoint("gpu_check", "benchmarks.table2.gpu_check", ("--tasks", "0")),
     EntryPoint("plots", "avalanche_sdr.plots", (_MISSING + ".json", "--out", "figures")),
 )
-"""Every command line of the repository with a parser. ``benchmarks.methods``,
-``benchmarks.tuning`` and the modules of ``benchmarks.harness`` have none
+"""Every command line of the repository with a parser. ``benchmarks.table2.methods``,
+``benchmarks.table2.tuning`` and the modules of ``benchmarks.table2`` have none
 (``benchmarks.table2`` runs them)."""
 
 
@@ -122,7 +122,7 @@ def _threads_note() -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cli_startup", description=cli.description(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.where_the_time_goes.cli_startup", description=cli.description(__doc__))
     parser.add_argument("--repeats", type=cli.positive_int, default=3, metavar="N",
                         help="runs of each command (default 3): the median wall time and the largest max RSS")
     parser.add_argument("--only", nargs="+", choices=[e.name for e in ENTRY_POINTS], default=None, metavar="NAME",

@@ -1,6 +1,6 @@
 """Where the time goes (issue #38): the cost ratios of SDR against Avalanche's Naive, in one process.
 
-On one stream and seed, with the Table 2 harness's engine (:func:`benchmarks.harness.engine.execute_run`,
+On one stream and seed, with the Table 2 harness's engine (:func:`benchmarks.table2.engine.execute_run`,
 the same runs and clocks as ``python -m benchmarks.table2``), this prints and writes:
 
 * the wall and CPU seconds of Finetune (Avalanche's ``Naive`` on one shared head), SDR
@@ -11,7 +11,7 @@ the same runs and clocks as ``python -m benchmarks.table2``), this prints and wr
   evaluation) against the stream's length, and what re-evaluating every task of the
   group after every experience would have passed;
 * the CPU seconds of one router fit after a task against the number of entries E, on a
-  synthetic repository (:func:`benchmarks.router_fit.router_fit_seconds`);
+  synthetic repository (:func:`benchmarks.studies.where_the_time_goes.router_fit.router_fit_seconds`);
 * images per second of training (a new entry's adapters and head) and of evaluation
   (a task-aware forward at the preset's ``eval_mb_size``), and the evaluation rate of the
   runs themselves;
@@ -20,7 +20,7 @@ the same runs and clocks as ``python -m benchmarks.table2``), this prints and wr
 A benchmark, not a test: its numbers depend on the machine and its load (CPU seconds are
 the comparable figure on a shared machine). Results: docs/results/where_the_time_goes.md.
 
-Usage: ``python -m benchmarks.cost --stream fashion10 [--seed 0] [--threads 1] [--out DIR]``;
+Usage: ``python -m benchmarks.studies.where_the_time_goes.cost --stream fashion10 [--seed 0] [--threads 1] [--out DIR]``;
 ``--quick``: the digits stream, the smoke preset and E up to 4 (seconds, a check that it runs).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
-from benchmarks import catalogue
+from benchmarks.table2 import catalogue
 
 ROWS = (
     ("finetune", "", ()),
@@ -124,13 +124,13 @@ def measure_runs(args, out: Path, log: Callable[[str], None] = print, rows: Sequ
     """Every row of ``rows`` (default :data:`ROWS`) on ``args.stream`` (one E0, made or loaded
     once), in this process.
 
-    Each result is the run JSON of :func:`~benchmarks.harness.engine.execute_run` (written to
+    Each result is the run JSON of :func:`~benchmarks.table2.engine.execute_run` (written to
     ``out/runs``) with ``cpu_seconds`` (CPU seconds of the whole call: stream build and run),
     ``setup_cpu_seconds`` (CPU seconds of building the same run's stream and E0 again alone,
-    :func:`~benchmarks.harness.engine.load_run`) and ``loadavg`` before and after.
+    :func:`~benchmarks.table2.engine.load_run`) and ``loadavg`` before and after.
     """
-    from benchmarks.harness.engine import execute_run, load_run, prepare_backbone
-    from benchmarks.harness.specs import RunSpec
+    from benchmarks.table2.engine import execute_run, load_run, prepare_backbone
+    from benchmarks.table2.specs import RunSpec
 
     backbone = prepare_backbone(args.stream, args.preset, args.seed, out, device=args.device,
                                 data_root=args.data_root)
@@ -229,8 +229,8 @@ def throughput(stream_name: str, preset_name: str, backbone_path: str, seed: int
 
     from avalanche_sdr import build_sdr_model
     from avalanche_sdr.dataset_tensors import experience_tensors
-    from benchmarks.harness.engine import make_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.engine import make_backbone
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream, settings = STREAMS[stream_name], PRESETS[preset_name].sdr
     cli.seed_everything(seed)
@@ -310,7 +310,7 @@ def markdown(report: Dict[str, Any]) -> str:
         lines += ["", "| row | router | fit s (whole run) | fit s per task |", "|---|---|---:|---:|"]
         lines += [f"| {r['row']} | {r['router']} | {_f(r['seconds'])} | {_f(r['per_task'], 3)} |"
                   for r in report["router_runs"]]
-    lines += ["", f"Router `{report['router']}` on a synthetic repository (benchmarks.router_fit), CPU seconds: "
+    lines += ["", f"Router `{report['router']}` on a synthetic repository (benchmarks.studies.where_the_time_goes.router_fit), CPU seconds: "
                   "the fit of the task that creates the E-th entry, one repeat's evidence, one refit after a "
                   "learning-reuse update:", "",
               "| E | fit CPU s | fit after detection CPU s | evidence CPU s | refit CPU s |", "|---:|---:|---:|---:|---:|"]
@@ -330,8 +330,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     print the Markdown; return the report."""
     cli.set_threads(args.threads, args.device)
     from avalanche_sdr.vocabulary import DEFAULT_ROUTER
-    from benchmarks.harness.specs import backbone_file
-    from benchmarks.router_fit import router_fit_seconds
+    from benchmarks.table2.specs import backbone_file
+    from benchmarks.studies.where_the_time_goes.router_fit import router_fit_seconds
 
     out = Path(args.out)
     loadavg_before = list(os.getloadavg())

@@ -1,4 +1,4 @@
-"""Per-run CPU seconds through benchmarks/cost.py's measure_runs, with whatever avalanche_sdr
+"""Per-run CPU seconds through benchmarks/studies/where_the_time_goes/cost.py's measure_runs, with whatever avalanche_sdr
 PYTHONPATH gives (used for the baseline worktree). argv: stream out rows(comma list method[:variant])"""
 import importlib.util, sys, types, json
 from pathlib import Path

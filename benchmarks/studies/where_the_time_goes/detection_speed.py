@@ -20,7 +20,7 @@ cannot avoid.
 
 Usage, from the repository root (the package installed, e.g. ``pip install -e .``)::
 
-    python -m benchmarks.detection_speed [--sizes 1000 2000 4000] [--dim 512]
+    python -m benchmarks.studies.where_the_time_goes.detection_speed [--sizes 1000 2000 4000] [--dim 512]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Wall ms of each op of one entry forward of the CPU preset's small CNN at batch 64 (shares only; PYTHONPATH=. python THIS)."""
 import time, torch, torch.nn.functional as F
 torch.set_num_threads(1)
-from benchmarks.router_fit import synthetic_repository
+from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 model, data = synthetic_repository(2, 600, 0)
 model.eval()
 import os

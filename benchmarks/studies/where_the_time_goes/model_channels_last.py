@@ -2,7 +2,7 @@
 import time, torch, copy, os
 torch.set_num_threads(1)
 from cpu_timing import best_cpu_ms
-from benchmarks.router_fit import synthetic_repository
+from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 model, data = synthetic_repository(4, 600, 0)
 model.eval()
 m2 = copy.deepcopy(model).to(memory_format=torch.channels_last)

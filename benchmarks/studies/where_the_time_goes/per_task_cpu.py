@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from avalanche.training.templates import base as avalanche_base
 
-from benchmarks.harness.engine import execute_run, prepare_backbone
-from benchmarks.harness.specs import RunSpec
+from benchmarks.table2.engine import execute_run, prepare_backbone
+from benchmarks.table2.specs import RunSpec
 
 torch.set_num_threads(1)
 calls = []

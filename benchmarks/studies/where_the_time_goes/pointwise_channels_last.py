@@ -2,7 +2,7 @@
 import time, torch, os
 torch.set_num_threads(1)
 from cpu_timing import best_cpu_ms
-from benchmarks.router_fit import synthetic_repository
+from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 from avalanche_sdr.models import eft
 model, data = synthetic_repository(4, 600, 0)
 model.eval()

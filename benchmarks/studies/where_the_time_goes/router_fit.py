@@ -13,7 +13,7 @@ the learning reuse. Seconds are CPU seconds of this process (``time.process_time
 one torch thread, the work done, little changed by other processes' load). A benchmark,
 not a test: the seconds depend on the machine.
 
-    python -m benchmarks.router_fit --entries 4 8 16 32 48 --threads 1
+    python -m benchmarks.studies.where_the_time_goes.router_fit --entries 4 8 16 32 48 --threads 1
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fit the lda_weighted router on E synthetic tasks; save its discriminants, offsets, evidence and refit for a bit-identity check between two trees (PYTHONPATH=<tree> python THIS E OUT)."""
 import sys, time, os, torch
 torch.set_num_threads(1)
-from benchmarks.router_fit import synthetic_repository
+from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 from avalanche_sdr.routers import make_router
 E = int(sys.argv[1]); out = sys.argv[2]
 model, data = synthetic_repository(E, 600, 0)

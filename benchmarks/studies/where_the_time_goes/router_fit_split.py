@@ -1,7 +1,7 @@
 """CPU seconds of one LDA router fit at E entries, split into feature passes and the rest (PYTHONPATH=. python THIS E)."""
 import time, sys, os, torch
 torch.set_num_threads(1)
-from benchmarks.router_fit import synthetic_repository
+from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 from avalanche_sdr.routers import make_router, lda_router as L
 E = int(sys.argv[1]) if len(sys.argv) > 1 else 32
 acc = {"feat": 0.0, "n": 0, "imgs": 0}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Wall time of README.md's test command (the fast suite) in a fresh clone and a fresh virtual
 # environment, on an idle machine or at load 5 (four busy processes beside the test run).
-# Usage, from a checkout: bash benchmarks/time_test_command.sh idle|load5
+# Usage, from a checkout: bash benchmarks/studies/where_the_time_goes/time_test_command.sh idle|load5
 # Run it on an otherwise quiet machine: the load it states is the load it adds.
 set -euo pipefail
 mode=${1:-idle}
 case "$mode" in idle|load5) ;; *) echo "usage: $0 idle|load5" >&2; exit 2 ;; esac
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../../.." && pwd)
 work=$(mktemp -d)
 git clone -q "$repo" "$work/avalanche-sdr" && cd "$work/avalanche-sdr"
 python -m venv "$work/venv" && . "$work/venv/bin/activate"
