@@ -56,13 +56,31 @@ class MethodEntry:
 
     :param label: row label (``Method.label``).
     :param task_free: the run reports task-free accuracies (``Method.task_free``).
-    :param is_sdr: an ``SDRStrategy`` row, with detection outcomes and ``--reuse`` /
-        ``--sweep`` variants (``Method.is_sdr``).
+    :param is_sdr: an ``SDRStrategy`` row, with detection outcomes and ``--sweep``
+        variants (``Method.is_sdr``).
+    :param method_preset: the row is the library's method preset of this name exactly,
+        ``SDRStrategy.from_benchmark(..., method=NAME)`` with the library's own defaults
+        (a name of ``avalanche_sdr.training.METHODS``; ``None``: a row the harness
+        configures). Such a row takes no ``--reuse`` nor update option (its preset's
+        are the library's) and is run only when ``--methods`` names it.
     """
 
     label: str
     task_free: bool = False
     is_sdr: bool = False
+    method_preset: Optional[str] = None
+
+    @property
+    def takes_reuse(self) -> bool:
+        """``--reuse`` (and the update options) act on the row: an SDR row the harness configures."""
+        return self.is_sdr and self.method_preset is None
+
+    @property
+    def default(self) -> bool:
+        """A row of a call without ``--methods``: every row but the library's method presets
+        (whose configurations the rows ``sdr`` and ``sdr_two_sample_nogen [accumulate]`` run
+        with the harness's settings)."""
+        return self.method_preset is None
 
 
 METHODS: Dict[str, MethodEntry] = {
@@ -89,8 +107,17 @@ METHODS: Dict[str, MethodEntry] = {
     "ci_replay": MethodEntry("ER, class-incremental (one head over class ids)", task_free=True),
     "ci_ewc": MethodEntry("Online EWC, class-incremental", task_free=True),
     "joint": MethodEntry("Joint training (one head over class ids, upper bound)", task_free=True),
+    "sdr_paper": MethodEntry("SDR, method='paper' (the library's preset)", is_sdr=True, method_preset="paper"),
+    "sdr_recommended": MethodEntry("SDR, method='recommended' (the library's preset)", task_free=True, is_sdr=True,
+                                   method_preset="recommended"),
 }
-"""Harness methods (``--methods``) in the paper's order, as :data:`benchmarks.table2.methods.METHODS`."""
+"""Harness methods (``--methods``) in the paper's order, then the library's method presets,
+as :data:`benchmarks.table2.methods.METHODS`. ``sdr_recommended`` is task-free: the
+recommended preset predicts without task labels (its router ``lda_weighted``), on the
+stream with the dataset's class ids."""
+
+DEFAULT_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.default)
+"""The rows of a call without ``--methods`` (:attr:`MethodEntry.default`)."""
 
 TASK_FREE_METHODS: Tuple[str, ...] = tuple(name for name, method in METHODS.items() if method.task_free)
 """The methods whose runs report task-free accuracies, in row order."""
@@ -110,39 +137,5 @@ REUSES: Tuple[str, ...] = REUSE_MODES
 ``head`` (the paper's, the rows as defined) and ``accumulate`` (the learning reuse, a
 variant row named after it, :func:`benchmarks.table2.variants.reuse_rows`)."""
 
-@dataclass(frozen=True)
-class MethodPresetEntry:
-    """The harness rows of one of the library's method presets (``--method NAME``,
-    ``SDRStrategy(method=NAME)``).
-
-    :param method: the harness method of its row (a key of :data:`METHODS`).
-    :param reuse: the row's reuse (:data:`REUSES`; other than ``head``, the variant row
-        named after it, as ``--reuse`` makes it).
-    :param task_free_method: the harness method of its row where a call has task-free rows
-        (:data:`TASK_FREE_METHODS`), under the same reuse; ``None``: the harness has none.
-    :param summary: one line for ``--help``.
-    """
-
-    method: str
-    reuse: str
-    task_free_method: Optional[str]
-    summary: str
-
-
-METHOD_PRESETS: Dict[str, MethodPresetEntry] = {
-    "paper": MethodPresetEntry(
-        "sdr", "head", None, "the paper's SDR: agreement rule, a VAE per entry, head-only reuse (row sdr)"),
-    "recommended": MethodPresetEntry(
-        "sdr_two_sample_nogen", "accumulate", "sdr_task_free",
-        "two-sample test, no generators, learning reuse (row sdr_two_sample_nogen [accumulate]); with a "
-        f"task-free row in --methods also sdr_task_free [accumulate], read with its router {SDR_ROUTER}; "
-        "the rows test classes in the stream's order, as the results pages measured, where the library's "
-        "preset matches them in any order"),
-}
-"""The library's method presets by name (``avalanche_sdr.training.METHODS``, whose module
-imports torch: the names are repeated here for the parser, and
-``tests/harness/test_catalogue.py`` checks that they are the registry's keys), each as the
-harness rows that run it (:func:`benchmarks.table2.equal_memory.method_preset_rows`)."""
-
-__all__ = ["METHODS", "METHOD_PRESETS", "MethodEntry", "MethodPresetEntry", "PRESETS", "REUSES", "SDR_ROUTER",
-           "STREAMS", "SWEPT_BASELINES", "StreamEntry", "TASK_FREE_METHODS"]
+__all__ = ["DEFAULT_METHODS", "METHODS", "MethodEntry", "PRESETS", "REUSES", "SDR_ROUTER", "STREAMS",
+           "SWEPT_BASELINES", "StreamEntry", "TASK_FREE_METHODS"]

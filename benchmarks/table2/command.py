@@ -4,16 +4,18 @@ Every method of :mod:`benchmarks.table2.methods` runs on the SAME mixed stream (
 train/test data) from the SAME pretrained E0, one run per (method, seed), in a process
 pool or on Ray, each run's JSON written as it finishes (a rerun skips it); then
 ``table2.md`` (mean ± sample std over seeds), ``runs.csv``, ``runs.json`` and figures.
-Beside the methods' own rows: ``--method`` (the library's method presets), ``--protocol
-paper``, ``--sweep``, ``--reuse``, ``--equal-memory`` and ``--tune`` (validation-stream
-tuning of the baselines, :mod:`benchmarks.table2.tuning`). What each run measures and each file
-holds: docs/reproducing.rst. This module is the command line; the engine is
+Beside the methods' own rows: ``--protocol paper``, ``--sweep``, ``--reuse``,
+``--equal-memory`` and ``--tune`` (validation-stream tuning of the baselines,
+:mod:`benchmarks.table2.tuning`). The rows ``sdr_paper`` and ``sdr_recommended`` are the
+library's method presets exactly (``SDRStrategy.from_benchmark(..., method=NAME)``). What
+each run measures and each file holds: docs/reproducing.rst. This module is the command
+line (``python -m benchmarks.table2`` runs it); the engine is the rest of
 :mod:`benchmarks.table2`.
 
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 1 2 --jobs 2 --out results/table2
     python -m benchmarks.table2 --stream digits --preset smoke --seeds 0 --methods ewc replay --tune --out results/tuned
-    python -m benchmarks.table2 --preset smoke --method paper recommended --methods replay --out results/methods
+    python -m benchmarks.table2 --preset smoke --methods sdr_paper sdr_recommended replay --out results/methods
     python -m benchmarks.table2 --preset smoke --methods optimal replay --reuse head accumulate --out results/reuse
     python -m benchmarks.table2 --preset smoke --methods sdr_two_sample_nogen replay --reuse head accumulate \
         --tune --equal-memory sdr_two_sample_nogen sdr_two_sample_nogen:accumulate --out results/equal
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import textwrap
 import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
@@ -63,12 +64,9 @@ def _epilog() -> str:
     lines += [f"  {name:<16} {spec.label}: {_stream_data(name)}" for name, spec in sorted(catalogue.STREAMS.items())]
     lines += ["", "presets (--preset):"]
     lines += [f"  {name:<16} {_PRESET_HELP.get(name, '')}" for name in catalogue.PRESETS]
-    lines += ["", "methods (--methods; default: all of them, or with --method none):"]
+    lines += ["", "methods (--methods; default: all of them but the library's method presets, the last rows):"]
     lines += [f"  {name:<21} {method.label}" for name, method in catalogue.METHODS.items()]
-    lines += ["", "method presets (--method; the library's SDRStrategy(method=NAME)):"]
-    for name, entry in catalogue.METHOD_PRESETS.items():
-        lines += textwrap.wrap(entry.summary, 100, initial_indent=f"  {name:<21} ", subsequent_indent=" " * 24)
-    lines += ["", "reuse (--reuse; SDR rows only):",
+    lines += ["", "reuse (--reuse; the SDR rows but the library's method presets, which keep their own):",
               f"  {'head':<21} the paper's: a repeat trains a new head on the reused entry, which stays frozen",
               f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head"]
     lines += ["", "the learning reuse's updates (accumulate rows only; default: the library's defaults):",
@@ -116,13 +114,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--preset", choices=catalogue.PRESETS, default="smoke",
                         help="training budget of every method: smoke (default), cpu or paper (see below)")
     parser.add_argument("--methods", nargs="+", choices=list(catalogue.METHODS), default=None, metavar="METHOD",
-                        help="the rows of the table, one run per method and seed (default: all, or with --method "
-                        "none; list below)")
-    parser.add_argument("--method", nargs="+", choices=list(catalogue.METHOD_PRESETS), default=[], metavar="NAME",
-                        help="add the SDR row(s) of the library's method preset NAME, SDRStrategy(method=NAME) "
-                        "(list below): paper, the row sdr; recommended, the row sdr_two_sample_nogen [accumulate] "
-                        "and, where --methods has a task-free method, sdr_task_free [accumulate]; "
-                        "'--method paper recommended' gives both; beside the rows of --methods")
+                        help="the rows of the table, one run per method and seed (default: all but sdr_paper and "
+                        "sdr_recommended, the library's method presets SDRStrategy(method=NAME) exactly; list below)")
     parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
                         help="seeds, one stream order and one E0 each (default: 0); the table gives mean ± std")
     parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
@@ -179,7 +172,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--reuse", nargs="+", choices=catalogue.REUSES, default=None,
                         help="what a detected repeat trains in every SDR row of --methods (list below): head "
                         "(default) and/or accumulate (variant row 'accumulate'); '--reuse head accumulate' gives "
-                        "both rows; other methods, and the rows of --method, are unaffected")
+                        "both rows; other methods, and the library's method presets (sdr_paper, "
+                        "sdr_recommended), are unaffected")
     for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs
         parser.add_argument(_update_flag(name), choices=["default"] + list(UPDATE_FLAGS[name]), default="default",
                             dest=name,
@@ -211,9 +205,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             if any(r.method == method and r.variant == variant for r in rows):
                 continue
             names = [f"{method}:{r.variant}" if r.variant else method for r in rows if r.method == method]
-            parser.error(f"--equal-memory {ref}: not a row of this call (--protocol, --sweep, --reuse and "
-                         f"--method give {method} the rows {', '.join(names)}; a variant row is named "
-                         "METHOD:VARIANT)")
+            parser.error(f"--equal-memory {ref}: not a row of this call (--protocol, --sweep and --reuse "
+                         f"give {method} the rows {', '.join(names)}; a variant row is named METHOD:VARIANT)")
         made: Dict[Tuple[str, str], str] = {}
         for ref in args.equal_memory:
             for row in equal_memory_rows(split_reference(ref)[0], args.protocol):
@@ -247,17 +240,10 @@ def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     that would not act on any row of the call, and an ``--equal-memory`` reference that is
     not one of its methods."""
     if args.methods is None:
-        args.methods = [] if args.method else list(catalogue.METHODS)
-    task_free = [m for m in args.methods if catalogue.METHODS[m].task_free]
-    for name in args.method:
-        if task_free and catalogue.METHOD_PRESETS[name].task_free_method is None:
-            others = [n for n, e in catalogue.METHOD_PRESETS.items() if e.task_free_method]
-            parser.error(f"--method {name}: the harness has no task-free row of this preset, and --methods has the "
-                         f"task-free method(s) {', '.join(task_free)}; drop them, or use --method "
-                         + " or ".join(others))
-    if args.reuse is not None and not any(catalogue.METHODS[m].is_sdr for m in args.methods):
-        parser.error("--reuse: no SDR row in --methods to apply it to"
-                     + (" (the rows of --method carry their preset's reuse)" if args.method else ""))
+        args.methods = list(catalogue.DEFAULT_METHODS)
+    if args.reuse is not None and not any(catalogue.METHODS[m].takes_reuse for m in args.methods):
+        parser.error("--reuse: no SDR row in --methods to apply it to (the library's method presets sdr_paper and "
+                     "sdr_recommended keep their own reuse)")
     args.reuse = args.reuse or [catalogue.REUSES[0]]
     args.update_options = {name: getattr(args, name) for name in UPDATE_FLAGS
                            if getattr(args, name, "default") != "default"}
@@ -265,18 +251,13 @@ def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             dict(r.options).get("reuse") == "accumulate"
             for r in harness_variant_rows(argparse.Namespace(**dict(vars(args), update_options=None)))):
         flags = " ".join(f"{_update_flag(n)} {v}" for n, v in args.update_options.items())
-        parser.error(f"{flags}: no learning-reuse row in this call to apply it to (add --reuse accumulate, "
-                     "or --method recommended)")
+        parser.error(f"{flags}: no learning-reuse row in this call to apply it to (add --reuse accumulate; the "
+                     "library's method preset sdr_recommended keeps its own update options)")
     if args.sweep and not any(m in catalogue.SWEPT_BASELINES or catalogue.METHODS[m].is_sdr for m in args.methods):
-        parser.error("--sweep: none of --methods has memory-knob variants (replay and the SDR rows have; "
-                     "the rows of --method are their preset's, not swept)")
-    presets = [catalogue.METHOD_PRESETS[name] for name in args.method]
-    preset_methods = {e.method for e in presets} | ({e.task_free_method for e in presets} if task_free else set())
-    missing = [ref for ref in args.equal_memory
-               if split_reference(ref)[0] not in args.methods and split_reference(ref)[0] not in preset_methods]
+        parser.error("--sweep: none of --methods has memory-knob variants (replay and the SDR rows have)")
+    missing = [ref for ref in args.equal_memory if split_reference(ref)[0] not in args.methods]
     if missing:
-        parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods (or be a row of "
-                     "--method)")
+        parser.error(f"--equal-memory {' '.join(missing)}: a reference must also be in --methods")
 
 
 def main(args: argparse.Namespace) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence
 from avalanche_sdr import cli
 from avalanche_sdr.evaluation.memory import BYTES_PER_MB
 from avalanche_sdr.vocabulary import ROUTER_LDA_WEIGHTED, ROUTERS
-from benchmarks.table2.specs import RunSpec, backbone_file
+from benchmarks.table2.specs import RunProbe, RunSpec, backbone_file
 from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
 
 
@@ -105,12 +105,41 @@ def load_run(spec: RunSpec):
     return benchmark, load_backbone(spec)
 
 
-def execute_run(spec: RunSpec) -> Dict[str, Any]:
-    """Run one method on one seed; return its result dict (JSON-safe)."""
+def build_strategy(spec: RunSpec, benchmark, backbone, metrics: Sequence[Any] = ()):
+    """The strategy of ``spec``'s method on ``benchmark`` and E0 ``backbone`` (as
+    :func:`load_run` gives them), with an evaluator of ``metrics`` (plus, for a task-free
+    SDR row, the task-free metric of the row's routers, :attr:`Method.routers`).
+
+    :return: ``(strategy, task_free_metric or None)``.
+    """
+    from avalanche.training.plugins import EvaluationPlugin
+
+    method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
+    metrics = list(metrics)
+    task_free_metric = None
+    if method.task_free and method.is_sdr:  # SDR's routers, scored without task labels
+        from avalanche_sdr.evaluation import TaskFreeMetrics
+
+        task_free_metric = TaskFreeMetrics(method.routers)
+        metrics.append(task_free_metric)
+    evaluator = EvaluationPlugin(*metrics, loggers=[])
+    strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
+                            **dict(spec.options))
+    return strategy, task_free_metric
+
+
+def execute_run(spec: RunSpec, probe: Optional[RunProbe] = None) -> Dict[str, Any]:
+    """Run one method on one seed; return its result dict (JSON-safe).
+
+    :param probe: ``None`` (every table row): the run as docs/reproducing.rst defines it.
+        A :class:`RunProbe`: the run trains the first ``spec.tasks`` tasks (all with
+        ``None``) one by one, calling the probe's hooks, and is scored on the test tasks
+        it trained, without group curve; its result has ``"tasks_trained"`` and the
+        probe's keys (:meth:`RunProbe.finish`).
+    """
     import avalanche.training  # noqa: F401  (imported before the clock starts, for every method)
     import torch
     from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics
-    from avalanche.training.plugins import EvaluationPlugin
 
     import avalanche_sdr  # noqa: F401
     from avalanche_sdr.evaluation import repository_memory_bytes
@@ -119,31 +148,35 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
 
     if spec.threads:
         torch.set_num_threads(spec.threads)
-    method, stream, preset = METHODS[spec.method], STREAMS[spec.stream], PRESETS[spec.preset]
+    method, stream = METHODS[spec.method], STREAMS[spec.stream]
     if spec.split not in ("test", "valid") or (spec.split == "valid" and method.is_sdr):
         raise ValueError(f"{spec.run_id}: split {spec.split!r} (validation runs are for baselines only)")
-    if spec.tasks is not None and spec.split != "valid":
-        raise ValueError(f"{spec.run_id}: a run on the first {spec.tasks} task(s) must be a tuning run (split='valid')")
+    if spec.tasks is not None and spec.split != "valid" and probe is None:
+        raise ValueError(f"{spec.run_id}: a run on the first {spec.tasks} task(s) must be a tuning run "
+                         "(split='valid') or a probed run (probe=...)")
+    if probe is not None and spec.method in NO_CURVE_METHODS:
+        raise ValueError(f"{spec.run_id}: {spec.method} trains once on the whole stream: it has no tasks to probe")
     benchmark, backbone = load_run(spec)
     start = time.perf_counter()
     metrics = [accuracy_metrics(experience=True)]
     # The group curve and BWT (docs/reproducing.rst): test runs trained experience by experience.
-    curve_measured = spec.split == "test" and spec.method not in NO_CURVE_METHODS
+    curve_measured = spec.split == "test" and spec.method not in NO_CURVE_METHODS and probe is None
     if curve_measured:
         metrics += bwt_metrics(experience=False, stream=True)
-    task_free_metric = None
-    if method.task_free and method.is_sdr:  # SDR's routers, scored without task labels
-        from avalanche_sdr.evaluation import TaskFreeMetrics
-        from avalanche_sdr.vocabulary import ROUTERS
-
-        task_free_metric = TaskFreeMetrics(ROUTERS)
-        metrics.append(task_free_metric)
-    evaluator = EvaluationPlugin(*metrics, loggers=[])
-    strategy = method.build(backbone, benchmark, stream, preset, evaluator=evaluator, device=spec.device,
-                            **dict(spec.options))
+    strategy, task_free_metric = build_strategy(spec, benchmark, backbone, metrics)
     detection = None
     curve, evaluation_seconds, evaluated_experiences = None, 0.0, None
-    if method.is_sdr:
+    extra: Dict[str, Any] = {}
+    if probe is not None:
+        trained = _probed_tasks(spec, strategy, benchmark, probe)
+        accuracies = final_test_accuracies(strategy, benchmark.test_stream[:trained])
+        memory_mb = repository_memory_bytes(strategy) / BYTES_PER_MB
+        extra["tasks_trained"] = trained
+        if method.is_sdr:
+            records = strategy.detection_records
+            detection = {"decisions": [r.decision for r in records],
+                         "detection_seconds": sum(r.detection_seconds for r in records)}
+    elif method.is_sdr:
         timings: Dict[str, float] = {}
         sdr = run_sdr_stream(strategy, benchmark, seed=spec.seed, timings=timings)
         curve, evaluation_seconds = sdr["group_curve"], timings["evaluation_seconds"]
@@ -158,6 +191,7 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
                          records=[t["detection"] for t in sdr["tasks"]],
                          train_accuracy_per_epoch=[t["train_accuracy_per_epoch"] for t in sdr["tasks"]],
                          detection_seconds=sum(r.detection_seconds for r in strategy.detection_records))
+        extra["sdr_results"] = sdr
     else:
         trained = benchmark.train_stream
         if spec.tasks is not None:  # tuning on a prefix: the first `tasks` experiences
@@ -183,10 +217,9 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
     transfer = {"bwt": None, "forgetting": None, "avalanche_bwt": None, "group_curve": curve}
     if curve is not None:
         transfer.update(transfer_summary(curve, accuracies), avalanche_bwt=stream_bwt(strategy))
-    extra = {"sdr_results": sdr} if method.is_sdr else {}
     if method.task_free:
         extra.update(task_free_results(strategy, task_free_metric, sum(accuracies) / len(accuracies)))
-    return {
+    run = {
         "run_id": spec.run_id,
         "method": spec.method,
         "variant": spec.variant,
@@ -213,6 +246,30 @@ def execute_run(spec: RunSpec) -> Dict[str, Any]:
         **({"tasks": spec.tasks} if spec.tasks is not None else {}),
         **extra,
     }
+    if probe is not None:
+        run.update(probe.finish(spec, strategy, run))
+    return run
+
+
+def _probed_tasks(spec: RunSpec, strategy, benchmark, probe: RunProbe) -> int:
+    """Train the first ``spec.tasks`` tasks of ``benchmark`` (all with ``None``) one by one
+    under ``probe`` (:meth:`RunProbe.before_task` may stop earlier); return how many trained."""
+    tasks = benchmark.train_stream
+    if spec.tasks is not None:
+        if not 0 < spec.tasks <= len(tasks):
+            raise ValueError(f"{spec.run_id}: tasks {spec.tasks} not in 1..{len(tasks)}")
+        tasks = tasks[:spec.tasks]
+    probe.start(spec, strategy, benchmark)
+    trained = 0
+    for index, experience in enumerate(tasks):
+        if not probe.before_task(index, experience):
+            break
+        strategy.train(experience, eval_streams=[])
+        probe.after_task(index, experience, strategy)
+        trained += 1
+    if not trained:
+        raise ValueError(f"{spec.run_id}: the probe stopped the run before its first task")
+    return trained
 
 
 NO_CURVE_METHODS = frozenset({"joint"})
@@ -235,9 +292,9 @@ def stream_bwt(strategy) -> Optional[float]:
 
 def router_memory_mb(model, routers: Sequence[str]) -> Dict[str, float]:
     """MB of each router's state in an SDR repository
-    (:func:`avalanche_sdr.models.routing.router_states`), counted as the memory counter counts it."""
+    (:func:`avalanche_sdr.routers.routing.router_states`), counted as the memory counter counts it."""
     from avalanche_sdr.evaluation.memory import TensorByteCounter
-    from avalanche_sdr.models.routing import router_states
+    from avalanche_sdr.routers.routing import router_states
 
     mb = {}
     for router in routers:
@@ -257,15 +314,15 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
     ``memory_mb``), ``"router_fit_seconds"``, ``{router: wall seconds of its fitting
     after every task}`` (included in ``wall_seconds``), and with the ``"lda_weighted"``
     router ``"lda_weight"``, the weight it chose on the stream's repeats
-    (:func:`avalanche_sdr.models.lda_router.chosen_weight`), and ``"lda_evidence_images"``,
+    (:func:`avalanche_sdr.routers.lda_router.chosen_weight`), and ``"lda_evidence_images"``,
     the repeat images that choice rests on
-    (:func:`~avalanche_sdr.models.lda_router.evidence_images`). A class-incremental baseline
+    (:func:`~avalanche_sdr.routers.lda_router.evidence_images`). A class-incremental baseline
     (``metric`` None: one head over the class ids, so its accuracy is task-free): ``{"task_free": {"self": {"task_free":
     average_accuracy, "routing": None}}}``.
     """
     if metric is None:
         return {"task_free": {"self": {"task_free": average_accuracy, "routing": None}}}
-    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.routers import lda_router
 
     results = {"task_free": metric.result(), "router_memory_mb": router_memory_mb(strategy.model, metric.routers),
                "router_fit_seconds": dict(strategy.sdr.router_seconds)}
@@ -278,16 +335,17 @@ def task_free_results(strategy, metric, average_accuracy: float) -> Dict[str, An
 def memory_mb_with_routers(run: Dict[str, Any], keep: Sequence[str] = ()) -> float:
     """A run's ``memory_mb`` less the state of every router not in ``keep``
     (``router_memory_mb`` of a task-free SDR run; a run without it: its ``memory_mb``).
-    A state two routers share (:data:`~avalanche_sdr.vocabulary.SHARED_ROUTER_STATE`) is
-    counted once, and kept when either router is. A name in ``keep`` that is no router
+    A state two routers share (the same ``state_name``, e.g. ``"lda"`` and
+    ``"lda_weighted"``: :func:`~avalanche_sdr.routers.routing.state_router`) is counted
+    once, and kept when either router is. A name in ``keep`` that is no router
     (``"oracle"``, a baseline's ``"self"``) keeps no router state."""
-    from avalanche_sdr.models.routing import state_router
+    from avalanche_sdr.routers.routing import state_router
 
     owners = {state_router(router): mb for router, mb in (run.get("router_memory_mb") or {}).items()}
     kept = {state_router(router) for router in keep if router in ROUTERS}
     return run["memory_mb"] - sum(mb for owner, mb in owners.items() if owner not in kept)
 
 
-__all__ = ["NO_CURVE_METHODS", "STREAM_BWT_KEY", "backbone_note", "execute_run", "load_backbone", "load_run",
-           "make_backbone", "memory_mb_with_routers", "prepare_backbone", "router_memory_mb", "stream_bwt",
+__all__ = ["NO_CURVE_METHODS", "STREAM_BWT_KEY", "backbone_note", "build_strategy", "execute_run", "load_backbone",
+           "load_run", "make_backbone", "memory_mb_with_routers", "prepare_backbone", "router_memory_mb", "stream_bwt",
            "task_free_results"]

@@ -1,172 +1,106 @@
-"""One prepared check of the paper's settings on a device: does everything run there, and what does it cost.
+"""One prepared check of a budget on a device: does everything run there, and what does it cost.
 
-For each paper stream (EMNIST-100 bymerge, JPEG-re-encoded CIFAR-10, Fashion-MNIST 50)
-it trains the first ``--tasks`` tasks at the paper's budget (``PAPER_SETTINGS``; the
-baselines' ``BASELINE_SETTINGS["paper"]``) with four methods on one E0 (a small CNN
-pretrained on the stream's warm-start tasks, as the examples' default): SDR's method
-presets ``"paper"`` and ``"recommended"`` (``SDRStrategy(method=...)``) and Avalanche's
-own online EWC and ER (``avalanche.training.EWC`` / ``Replay``). Per run it measures
-training images per second, seconds per task, peak GPU memory, the detection share of
-the time, the task-aware accuracy on the tasks seen, the memory count, and checks that
-every parameter and buffer of the model (router state included) ended on the requested
-device and that an SDR checkpoint saved there loads on the CPU with the same outputs.
-A stream whose data is absent is skipped with the reason. ``OUT/gpu_check.json`` and
-``OUT/gpu_check.md`` hold the results; one progress line per task goes to stderr.
+For each stream (by default the paper's three: EMNIST-100 bymerge, JPEG-re-encoded
+CIFAR-10, Fashion-MNIST 50) it trains the first ``--tasks`` tasks of four Table 2 rows on
+the stream's E0, through the Table 2 engine (:mod:`benchmarks.table2.engine`: the
+harness's streams, E0, budget ``--preset``, row builders and :func:`execute_run`): the
+library's method presets ``sdr_paper`` and ``sdr_recommended``
+(``SDRStrategy.from_benchmark(..., method=...)`` exactly) and online EWC and ER
+(Avalanche's ``EWC`` / ``Replay``, the harness rows ``ewc`` and ``replay``). A
+:class:`DeviceProbe` measures each run: training images per second, seconds per task,
+peak GPU memory, the detection share of the time, and checks that every parameter and
+buffer of the model (router state included) ended on the requested device and that an
+SDR checkpoint saved there loads on the CPU with the same outputs; the engine gives the
+task-aware accuracy on the tasks trained and the memory count. A stream whose data (or,
+for emnist100, E0's weights) is absent is skipped with the reason. ``OUT/gpu_check.json``
+and ``OUT/gpu_check.md`` hold the results, ``OUT/backbones/`` the E0s; one progress line
+per task goes to stderr.
 
-``--tiny`` shrinks everything (60 training images a task, one epoch, one warm-start
-task so that the second task is detected, tiny E0 and VAEs) so that the check itself
-is tested on a CPU in CI; where no paper stream's data is found it runs scikit-learn's
-digits (``MixedDigits``) instead and says so. Its numbers measure nothing.
+``--preset smoke`` (the harness's smoke budget) checks the check itself on a CPU in CI;
+where no stream of ``--streams`` has its data it runs scikit-learn's digits instead and
+says so. Its numbers measure nothing.
 
     python -m benchmarks.table2.gpu_check --device cuda --tasks 4 --data-root DATA --out results/gpu_check
-    python -m benchmarks.table2.gpu_check --device cpu --tasks 2 --tiny --out /tmp/gpu_check
+    python -m benchmarks.table2.gpu_check --device cpu --tasks 4 --preset smoke --out /tmp/gpu_check
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import os
 import platform
 import sys
 import time
-import types
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from avalanche_sdr import cli
+from benchmarks.table2 import catalogue
+from benchmarks.table2.specs import RunProbe, RunSpec
 
 FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
 """Where the Debian package ``dataset-fashion-mnist`` puts Fashion-MNIST (the default
 of ``--fashion-root``)."""
 
-TINY_SIZES = dict(train_per_task=60, valid_per_task=10, test_per_task=20)
-"""``--tiny``: images per task (train / validation / test) of the paper streams."""
-
 DIGITS = "digits"
-"""The stream ``--tiny`` runs where no paper stream's data is found (bundled with scikit-learn)."""
+"""The stream ``--preset smoke`` runs where no stream of ``--streams`` has its data (bundled with scikit-learn)."""
 
-
-@dataclasses.dataclass(frozen=True)
-class StreamSpec:
-    """A stream of the check.
-
-    :param label: its name in the outputs.
-    :param build: ``build(args, benchmarks_module, sizes) -> benchmark``; ``sizes`` are
-        per-task sizes and ``n_warm_start`` (empty for the paper's).
-    :param images: ``(in_channels, image_size, latent_dim, vae_width)`` of the repository.
-    :param data: what the stream reads, said when it is skipped.
-    """
-
-    label: str
-    build: Callable[[Any, Any, Dict[str, Any]], Any]
-    images: tuple
-    data: str
-
-
-STREAMS: Dict[str, StreamSpec] = {
-    "emnist100": StreamSpec(
-        "MixedEMNIST bymerge (100 tasks)",
-        lambda args, b, sizes: b.MixedEMNIST(args.data_root, split="bymerge", seed=args.seed, **sizes),
-        (1, 28, 16, 32),
-        "DATA_ROOT/EMNIST/raw/emnist-bymerge-*-ubyte (python ../shared/data/make_emnist_root.py DATA_ROOT)"),
-    "cifar10": StreamSpec(
-        "MixedCIFAR10 (10 tasks, JPEG-re-encoded)",
-        lambda args, b, sizes: b.MixedCIFAR10(args.data_root, seed=args.seed, **sizes),
-        (3, 32, 32, 32),
-        "DATA_ROOT/cifar-10-batches-py/ (python ../shared/data/make_cifar10_root.py DATA_ROOT)"),
-    "fashion50": StreamSpec(
-        "MixedFashionMNIST (50 tasks)",
-        lambda args, b, sizes: b.MixedFashionMNIST(args.fashion_root, n_splits=10, seed=args.seed, **sizes),
-        (1, 28, 16, 32),
-        "the four Fashion-MNIST idx files in --fashion-root (apt-get install dataset-fashion-mnist)"),
-    DIGITS: StreamSpec(
-        "MixedDigits (10 tasks, scikit-learn's digits)",
-        lambda args, b, sizes: b.MixedDigits(seed=args.seed, n_warm_start=sizes.get("n_warm_start", 3)),
-        (1, 8, 8, 16),
-        "scikit-learn's bundled digits"),
-}
-"""The streams ``--streams`` names; the first three are the paper's."""
+SMOKE = "smoke"
+"""The harness's budget for checking that things run (:data:`benchmarks.table2.catalogue.PRESETS`)."""
 
 PAPER_STREAMS = ("emnist100", "cifar10", "fashion50")
+"""The paper's streams, the default of ``--streams``."""
 
-
-@dataclasses.dataclass(frozen=True)
-class MethodSpec:
-    """A method of the check: an ``SDRStrategy`` method preset or an Avalanche baseline.
-
-    :param label: its name in the outputs.
-    :param sdr_method: the name of an SDR method preset (``SDRStrategy(method=...)``,
-        :data:`avalanche_sdr.training.METHODS`), or ``None`` for a baseline.
-    :param baseline: ``baseline(run, evaluator) -> strategy``, or ``None`` for SDR.
-    """
-
-    label: str
-    sdr_method: Optional[str] = None
-    baseline: Optional[Callable[[Any, Any], Any]] = None
-
-    @property
-    def sdr(self) -> bool:
-        """An SDR run (detection share, checkpoint, routers)."""
-        return self.sdr_method is not None
-
-
-def _ewc(run, evaluator):
-    from avalanche_sdr import baselines
-
-    s = run.baseline_settings
-    return baselines.ewc_strategy(run.backbone, **s.training(), **s.ewc(), evaluator=evaluator, device=run.device)
-
-
-def _replay(run, evaluator):
-    from avalanche_sdr import baselines
-
-    s = run.baseline_settings
-    return baselines.replay_strategy(run.backbone, mem_size=s.buffer_size(run.full_train_stream), **s.training(),
-                                     evaluator=evaluator, device=run.device)
-
-
-METHODS: Dict[str, MethodSpec] = {
-    "sdr_paper": MethodSpec("SDR, method='paper'", sdr_method="paper"),
-    "sdr_recommended": MethodSpec("SDR, method='recommended'", sdr_method="recommended"),
-    "ewc": MethodSpec("Online EWC (Avalanche EWC)", baseline=_ewc),
-    "replay": MethodSpec("ER (Avalanche Replay)", baseline=_replay),
+STREAM_DATA: Dict[str, str] = {
+    "emnist100": "DATA_ROOT/EMNIST/raw/emnist-bymerge-*-ubyte (python ../shared/data/make_emnist_root.py DATA_ROOT) "
+                 "and E0's weights, --backbone-weights resnet20-*.th",
+    "cifar10": "DATA_ROOT/cifar-10-batches-py/ (python ../shared/data/make_cifar10_root.py DATA_ROOT)",
+    DIGITS: "scikit-learn's bundled digits",
 }
-"""The runs of every stream, in table order."""
+"""What a stream reads, said when it is skipped; the Fashion-MNIST streams read
+``--fashion-root``."""
+
+METHODS = ("sdr_paper", "sdr_recommended", "ewc", "replay")
+"""The Table 2 rows the check runs on every stream, in table order (``--methods``): rows
+whose repository the checkpoint check can rebuild on the CPU."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=cli.description(__doc__),
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.table2.gpu_check",
+                                     description=cli.description(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda",
                         help="torch device to check: cuda (default), cuda:1, cpu, ... (checked before anything runs)")
     parser.add_argument("--tasks", type=cli.positive_int, default=4, metavar="N",
                         help="train the first N tasks of each stream (default 4: the 3 warm-start tasks and one "
                         "detected task)")
-    parser.add_argument("--tiny", action="store_true",
-                        help="tiny sizes (60 images a task, 1 epoch, 1 warm-start task, tiny E0 and VAEs) to test "
-                        "the check itself; digits where no paper stream's data is found; measures nothing")
-    parser.add_argument("--streams", nargs="+", choices=list(STREAMS), default=list(PAPER_STREAMS),
-                        metavar="STREAM", help=f"streams to run, of {list(STREAMS)} (default: the paper's three)")
+    parser.add_argument("--preset", choices=catalogue.PRESETS, default="paper",
+                        help="the training budget, a preset of python -m benchmarks.table2 (default paper; smoke: "
+                        "checks the check itself, on digits where no stream of --streams has its data, and "
+                        "measures nothing)")
+    parser.add_argument("--streams", nargs="+", choices=list(catalogue.STREAMS), default=list(PAPER_STREAMS),
+                        metavar="STREAM", help=f"harness streams to run (default: the paper's three, "
+                        f"{' '.join(PAPER_STREAMS)})")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS), metavar="METHOD",
-                        help=f"methods to run, of {list(METHODS)} (default: all)")
+                        help=f"Table 2 rows to run, of {list(METHODS)} (default: all)")
     parser.add_argument("--data-root", type=cli.existing_dir, default=None, metavar="DIR",
                         help="folder holding EMNIST/raw/emnist-bymerge-*-ubyte and cifar-10-batches-py/ "
                         "(torchvision layout); without it, or where a stream's files are absent, the stream is "
                         "skipped with the reason")
     parser.add_argument("--fashion-root", default=FASHION_ROOT, metavar="DIR",
                         help=f"Fashion-MNIST folder (default: {FASHION_ROOT}; absent: the stream is skipped)")
-    parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=None, metavar="N",
-                        help="epochs of E0's pretraining on the warm-start tasks (default 5; --tiny: 1)")
+    parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
+                        help="emnist100's E0, a CIFAR-10 resnet20-*.th file (as python -m benchmarks.table2 takes "
+                        "it); without it emnist100 is skipped with the reason")
     parser.add_argument("--run-seconds", type=cli.positive_int, default=None, metavar="S",
                         help="a run starts no further task after S seconds (the accuracy is then over the tasks it "
                         "trained, the table says how many); default: no limit. The outputs are written after every "
                         "run, so a check stopped from outside keeps the runs it finished")
     parser.add_argument("--seed", type=cli.seed, default=0, help="seed of the streams and of training (default 0)")
     parser.add_argument("--out", type=cli.output_dir, default="results/gpu_check", metavar="DIR",
-                        help="folder for gpu_check.json, gpu_check.md and the SDR runs' checkpoints (OUT/checkpoints/"
-                        "<stream>_<method>/, replaced by each run; default results/gpu_check; checked before "
-                        "anything runs)")
+                        help="folder for gpu_check.json, gpu_check.md, the E0s (OUT/backbones/) and the SDR runs' "
+                        "checkpoints (OUT/checkpoints/<stream>_<method>/, replaced by each run; default "
+                        "results/gpu_check; checked before anything runs)")
     cli.add_threads_argument(parser)
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
@@ -236,33 +170,43 @@ def _throughput_plugin(device):
     return Throughput()
 
 
-def checkpoint_roundtrip(strategy, run) -> Dict[str, Any]:
-    """Load the run's last checkpoint (saved on the run's device) into a fresh repository
-    on the CPU and compare its logits with the trained repository's on the first test
-    task's images.
+def checkpoint_roundtrip(strategy, spec, benchmark, directory: str) -> Dict[str, Any]:
+    """Save the trained repository's checkpoint in ``directory`` on the run's device, load
+    it into a fresh repository on the CPU and compare its logits with the trained
+    repository's on the first test task's images.
 
     :return: ``{"loaded_on": "cpu", "max_abs_logit_difference", "passed"}``; passed when
         the difference is at most 1 % of the largest logit (TF32 and kernel choices
         differ between devices; a wrong tensor gives differences of the logits' size).
     """
+    import shutil
+
     import torch
 
     from avalanche_sdr import build_sdr_model
     from avalanche_sdr.benchmarks import experience_tensors
-    from avalanche_sdr.training import load_repository
+    from avalanche_sdr.training import SDRCheckpointPlugin, load_repository
+    from benchmarks.table2.engine import make_backbone
+    from benchmarks.table2.methods import STREAMS
 
-    in_channels, image_size, latent_dim, vae_width = run.images
-    fresh = build_sdr_model(copy.deepcopy(run.backbone).cpu(), in_channels=in_channels, image_size=image_size,
-                            latent_dim=latent_dim, vae_width=vae_width,
-                            generator="independent" if strategy.model.has_generators else None)
-    load_repository(strategy.checkpoint.directory, fresh)
-    experience = run.benchmark.test_stream[0]
+    if os.path.isdir(directory):  # a checkpoint of an earlier check: replaced
+        shutil.rmtree(directory)
+    SDRCheckpointPlugin(directory).save(strategy)
+    stream = STREAMS[spec.stream]
+    backbone = make_backbone(spec.stream)
+    backbone.load_state_dict(torch.load(spec.backbone_path, weights_only=True)["state_dict"])
+    eft = {k: v for k, v in dict(spec.options).items() if k in ("a", "b")}
+    fresh = build_sdr_model(backbone, in_channels=stream.in_channels, image_size=stream.image_size,
+                            latent_dim=stream.latent_dim, vae_width=stream.vae_width,
+                            generator="independent" if strategy.model.has_generators else None, **eft)
+    load_repository(directory, fresh)
+    experience = benchmark.test_stream[0]
     x, _, _ = experience_tensors(experience)
     x = x[:64]
     task = int(experience.task_labels[0])
     model = strategy.model.eval()
     with torch.no_grad():
-        here = model(x.to(run.device), task).cpu()
+        here = model(x.to(spec.device), task).cpu()
         loaded = fresh(x, task)
     difference = float((here - loaded).abs().max())
     scale = float(here.abs().max())
@@ -270,187 +214,180 @@ def checkpoint_roundtrip(strategy, run) -> Dict[str, Any]:
             "passed": difference <= 0.01 * max(1.0, scale)}
 
 
-def _task_line(stream: str, method: str, i: int, n: int, task: int, seconds: float, note: str) -> None:
-    print(f"[gpu_check] {stream} {method}: task {i + 1}/{n} (label {task}) {seconds:.1f}s{note}",
-          file=sys.stderr, flush=True)
+class DeviceProbe(RunProbe):
+    """The check's measures of one run through the engine (module doc): per-task seconds
+    (synchronised with the device), training throughput, peak GPU memory, the detection
+    share, the device placement of every tensor and of every router's predictions, and an
+    SDR checkpoint's round trip.
 
-
-def run_method(name: str, run, run_seconds: Optional[float] = None) -> Dict[str, Any]:
-    """Train the first tasks of ``run``'s stream with method ``name`` and measure it (module doc).
-
+    :param device: the ``torch.device`` checked.
+    :param out: the check's output folder (SDR checkpoints in ``OUT/checkpoints/``).
+    :param tasks: the run's number of tasks (for the progress lines).
     :param run_seconds: start no further task once this many seconds have passed since the
-        run's first task began (``None``: no limit); the first task always trains, and the
-        accuracy is over the tasks trained.
+        run's first task began (``None``: no limit); the first task always trains.
     """
-    import torch
-    from avalanche.evaluation.metrics import accuracy_metrics
-    from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_sdr import SDRStrategy
-    from avalanche_sdr.evaluation import BYTES_PER_MB, repository_memory_bytes
-    from avalanche_sdr.training.stream_runner import final_test_accuracies
+    def __init__(self, device, out: str, tasks: int, run_seconds: Optional[float] = None):
+        self.device, self.out, self.tasks, self.run_seconds = device, out, tasks, run_seconds
+        self.seconds: List[float] = []
+        self.decisions: List[str] = []
+        self.began: Optional[float] = None
+        self._tick = 0.0
 
-    spec = METHODS[name]
-    cli.seed_everything(run.seed)
-    if run.device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(run.device)
-    throughput = _throughput_plugin(run.device)
-    evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
-    if spec.sdr:
-        checkpoint_dir = os.path.join(run.out, "checkpoints", f"{run.stream}_{name}")
-        if os.path.isdir(checkpoint_dir):  # a checkpoint of an earlier check: this run starts afresh
-            import shutil
+    def start(self, spec, strategy, benchmark) -> None:
+        import torch
 
-            shutil.rmtree(checkpoint_dir)
-        _, _, latent_dim, vae_width = run.images
-        strategy = SDRStrategy.from_benchmark(copy.deepcopy(run.backbone), run.benchmark, device=run.device,
-                                              latent_dim=latent_dim, vae_width=vae_width,
-                                              n_warm_start=run.benchmark.n_warm_start, evaluator=evaluator,
-                                              plugins=[throughput], checkpoint_dir=checkpoint_dir,
-                                              method=spec.sdr_method, settings=run.settings)
-    else:
-        strategy = spec.baseline(run, evaluator)
-        strategy.plugins.append(throughput)
-    seconds: List[float] = []
-    decisions: List[str] = []
-    began = time.perf_counter()
-    for i, experience in enumerate(run.benchmark.train_stream):
-        if i and run_seconds is not None and time.perf_counter() - began >= run_seconds:
-            print(f"[gpu_check] {run.stream} {name}: --run-seconds {run_seconds:g} reached, stopped after {i} "
-                  "task(s)", file=sys.stderr, flush=True)
-            break
-        _synchronize(run.device)
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            # Avalanche re-enables Replay's ``update`` DeprecationWarning on every call.
-            warnings.showwarning = lambda *args, **kwargs: None
-            strategy.train(experience, eval_streams=[])
-        _synchronize(run.device)
-        seconds.append(time.perf_counter() - start)
+        self.spec, self.benchmark = spec, benchmark
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.throughput = _throughput_plugin(self.device)
+        strategy.plugins.append(self.throughput)
+
+    def before_task(self, index: int, experience) -> bool:
+        now = time.perf_counter()
+        if self.began is None:
+            self.began = now
+        if index and self.run_seconds is not None and now - self.began >= self.run_seconds:
+            print(f"[gpu_check] {self.spec.stream} {self.spec.method}: --run-seconds {self.run_seconds:g} reached, "
+                  f"stopped after {index} task(s)", file=sys.stderr, flush=True)
+            return False
+        _synchronize(self.device)
+        self._tick = time.perf_counter()
+        return True
+
+    def after_task(self, index: int, experience, strategy) -> None:
+        _synchronize(self.device)
+        self.seconds.append(time.perf_counter() - self._tick)
         note = ""
-        if spec.sdr:
-            record = strategy.detection_records[-1]
-            decisions.append(record.decision)
+        records = getattr(strategy, "detection_records", None)
+        if records is not None:  # an SDR row
+            record = records[-1]
+            self.decisions.append(record.decision)
             note = f", {record.decision} (detection {record.detection_seconds:.1f}s)"
-        _task_line(run.stream, name, i, len(run.benchmark.train_stream), int(experience.task_labels[0]),
-                   seconds[-1], note)
-    trained = len(seconds)
-    accuracies = final_test_accuracies(strategy, run.benchmark.test_stream[:trained])
-    result: Dict[str, Any] = {
-        "method": name,
-        "label": spec.label,
-        "tasks_trained": trained,
-        "images_per_second": throughput.images / throughput.seconds if throughput.seconds else None,
-        "training_images": throughput.images,
-        "seconds_per_task": seconds,
-        "mean_seconds_per_task": sum(seconds) / len(seconds),
-        "peak_gpu_memory_mb": (torch.cuda.max_memory_allocated(run.device) / BYTES_PER_MB
-                               if run.device.type == "cuda" else None),
-        "detection_share": None,
-        "accuracy": sum(accuracies) / len(accuracies),
-        "task_accuracies": accuracies,
-        "memory_mb": repository_memory_bytes(strategy) / BYTES_PER_MB,
-        "device_check": device_check(strategy.model, run.device),
-        "checkpoint": None,
-        "decisions": decisions or None,
-    }
-    if spec.sdr:
-        detection = sum(r.detection_seconds for r in strategy.detection_records)
-        result["detection_share"] = detection / sum(seconds)
-        result["checkpoint"] = checkpoint_roundtrip(strategy, run)
-        for router in strategy.model.router_names:
-            x = run.first_test_images.to(run.device)
-            prediction = strategy.model.predict(x, router)
-            on_device = all(same_device(t.device, run.device)
-                            for t in (prediction.class_ids, prediction.tasks, prediction.entries))
+        print(f"[gpu_check] {self.spec.stream} {self.spec.method}: task {index + 1}/{self.tasks} "
+              f"(label {int(experience.task_labels[0])}) {self.seconds[-1]:.1f}s{note}", file=sys.stderr, flush=True)
+
+    def finish(self, spec, strategy, run: Dict[str, Any]) -> Dict[str, Any]:
+        import torch
+
+        from avalanche_sdr.benchmarks import experience_tensors
+        from avalanche_sdr.evaluation import BYTES_PER_MB
+
+        result: Dict[str, Any] = {
+            "images_per_second": self.throughput.images / self.throughput.seconds if self.throughput.seconds else None,
+            "training_images": self.throughput.images,
+            "seconds_per_task": list(self.seconds),
+            "mean_seconds_per_task": sum(self.seconds) / len(self.seconds),
+            "peak_gpu_memory_mb": (torch.cuda.max_memory_allocated(self.device) / BYTES_PER_MB
+                                   if self.device.type == "cuda" else None),
+            "detection_share": None,
+            "device_check": device_check(strategy.model, self.device),
+            "checkpoint": None,
+            "decisions": list(self.decisions) or None,
+        }
+        if run["detection"] is not None:  # an SDR row
+            result["detection_share"] = run["detection"]["detection_seconds"] / sum(self.seconds)
+            result["checkpoint"] = checkpoint_roundtrip(
+                strategy, spec, self.benchmark, os.path.join(self.out, "checkpoints", f"{spec.stream}_{spec.method}"))
+            x = experience_tensors(self.benchmark.test_stream[0])[0][:64].to(self.device)
             check = result["device_check"]
-            check[f"predict_{router}_on_device"] = on_device
-            check["passed"] = check["passed"] and on_device
-    return result
+            for router in strategy.model.router_names:
+                prediction = strategy.model.predict(x, router)
+                on_device = all(same_device(t.device, self.device)
+                                for t in (prediction.class_ids, prediction.tasks, prediction.entries))
+                check[f"predict_{router}_on_device"] = on_device
+                check["passed"] = check["passed"] and on_device
+        return result
 
 
 # ------------------------------------------------------------------ streams
-def _truncated(benchmark, tasks: int):
-    """The first ``tasks`` tasks of ``benchmark`` (train, test), with its warm-start count."""
-    return types.SimpleNamespace(train_stream=benchmark.train_stream[:tasks],
-                                 test_stream=benchmark.test_stream[:tasks],
-                                 n_warm_start=min(benchmark.n_warm_start, tasks))
+def stream_data_root(name: str, args) -> Optional[str]:
+    """The data folder the harness stream ``name`` reads: ``--fashion-root`` for the
+    Fashion-MNIST streams, ``--data-root`` for those that need one, none for digits."""
+    if catalogue.STREAMS[name].needs_data_root:
+        return args.data_root
+    return None if name == DIGITS else args.fashion_root
 
 
-def _settings(tiny: bool):
-    """SDR's and the baselines' budgets: the paper's, or ``--tiny``'s one epoch."""
-    from avalanche_sdr import PAPER_SETTINGS
-    from avalanche_sdr.baselines import BASELINE_SETTINGS
+def _stream_or_reason(name: str, args) -> Tuple[Any, Optional[str]]:
+    """Stream ``name`` as the engine builds it for ``args`` (``--seed``, ``--preset``), or
+    why it cannot run: ``(benchmark, None)`` or ``(None, reason)`` (an argument missing,
+    its data absent)."""
+    from avalanche_sdr.benchmarks import CorruptDatasetError, DatasetNotFoundError
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
-    sdr, baseline = PAPER_SETTINGS, BASELINE_SETTINGS["paper"]
-    if tiny:
-        sdr = sdr.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1, vae_epochs=1, vae_patience=1,
-                          train_mb_size=32, vae_mb_size=32)
-        baseline = dataclasses.replace(baseline, epochs=1, train_mb_size=32)
-    return sdr, baseline
+    data = STREAM_DATA.get(name, "the four Fashion-MNIST idx files in --fashion-root "
+                                 "(apt-get install dataset-fashion-mnist)")
+    entry = catalogue.STREAMS[name]
+    if entry.needs_data_root and args.data_root is None:
+        return None, f"no --data-root given; the stream reads {data}"
+    if entry.backbone == "cifar_resnet20" and args.backbone_weights is None:
+        return None, f"no --backbone-weights given; the stream reads {data}"
+    try:
+        return STREAMS[name].build(args.seed, PRESETS[args.preset].capped, stream_data_root(name, args)), None
+    except (DatasetNotFoundError, CorruptDatasetError) as err:
+        return None, f"data not found: {data} ({' '.join(str(err).split())})"
 
 
 def run_stream(name: str, args, device, out: str, save: Callable[[Dict[str, Any]], None]) -> Dict[str, Any]:
-    """Build stream ``name`` (skipped with the reason when its data is absent), pretrain
-    E0 on its warm-start tasks, run every method; ``save(entry)`` after each run (the
-    outputs then hold every finished run, should the check be stopped)."""
-    import importlib
+    """Run stream ``name`` through the Table 2 engine (skipped with the reason when its
+    data is absent): E0 made once (:func:`benchmarks.table2.engine.prepare_backbone`, in
+    ``OUT/backbones``; its pretraining time measured on the device), then every method of
+    ``args.methods`` on the first ``args.tasks`` tasks under a :class:`DeviceProbe`;
+    ``save(entry)`` after each run (the outputs then hold every finished run, should the
+    check be stopped)."""
+    from benchmarks.table2.engine import backbone_note, execute_run, prepare_backbone
+    from benchmarks.table2.methods import STREAMS
 
-    from avalanche_sdr.benchmarks import CorruptDatasetError, DatasetNotFoundError, experience_tensors
-    from avalanche_sdr.models import small_cnn_backbone
-    from avalanche_sdr.training import pretrain_backbone
-
-    spec = STREAMS[name]
-    sizes: Dict[str, Any] = {}
-    if args.tiny:
-        sizes = dict(TINY_SIZES, n_warm_start=1) if name != DIGITS else dict(n_warm_start=1)
-    benchmarks = importlib.import_module("avalanche_sdr.benchmarks")
-    entry: Dict[str, Any] = {"stream": name, "label": spec.label}
-    if spec.data.startswith("DATA_ROOT") and args.data_root is None:
-        reason = f"no --data-root given; the stream reads {spec.data}"
+    entry: Dict[str, Any] = {"stream": name, "label": catalogue.STREAMS[name].label}
+    benchmark, reason = _stream_or_reason(name, args)
+    if reason is not None:
         print(f"[gpu_check] {name}: skipped, {reason}", file=sys.stderr, flush=True)
         return dict(entry, status="skipped", reason=reason)
-    try:
-        full = spec.build(args, benchmarks, sizes)
-    except (DatasetNotFoundError, CorruptDatasetError) as err:
-        reason = f"data not found: {spec.data} ({' '.join(str(err).split())})"
-        print(f"[gpu_check] {name}: skipped, {reason}", file=sys.stderr, flush=True)
-        return dict(entry, status="skipped", reason=reason)
-    benchmark = _truncated(full, args.tasks)
-    in_channels, image_size, latent_dim, vae_width = spec.images
-    if args.tiny:
-        latent_dim, vae_width = 4, 8
-    widths = (8, 16) if args.tiny else (32, 64, 128)
-    epochs = args.pretrain_epochs if args.pretrain_epochs is not None else (1 if args.tiny else 5)
-    cli.seed_everything(args.seed)
-    backbone = small_cnn_backbone(in_channels=in_channels, widths=widths)
+    data_root = stream_data_root(name, args)
     _synchronize(device)
     start = time.perf_counter()
-    warm_start = [benchmark.train_stream[i] for i in range(benchmark.n_warm_start)]
-    pretrain_backbone(backbone, warm_start, epochs=epochs, lr=2e-3, batch_size=64, device=str(device),
-                      verbose=False)
+    backbone = prepare_backbone(name, args.preset, args.seed, out, device=str(device), data_root=data_root,
+                                weights=args.backbone_weights)
     _synchronize(device)
     pretrain_seconds = time.perf_counter() - start
-    print(f"[gpu_check] {name}: E0 pretrained {epochs} epochs on {benchmark.n_warm_start} warm-start task(s) in "
-          f"{pretrain_seconds:.1f}s", file=sys.stderr, flush=True)
-    settings, baseline_settings = _settings(args.tiny)
-    first_test, _, _ = experience_tensors(benchmark.test_stream[0])
-    run = types.SimpleNamespace(
-        stream=name, benchmark=benchmark, full_train_stream=full.train_stream, backbone=backbone, device=device,
-        seed=args.seed, out=out, settings=settings, baseline_settings=baseline_settings,
-        images=(in_channels, image_size, latent_dim, vae_width), first_test_images=first_test[:64])
-    entry.update(status="ran", tasks=len(benchmark.train_stream), n_warm_start=benchmark.n_warm_start,
-                 training_images_per_task=[len(e.dataset) for e in benchmark.train_stream],
-                 backbone=f"small_cnn{widths} pretrained {epochs} epochs on the warm-start tasks",
-                 pretrain_seconds=pretrain_seconds,
-                 generators=f"independent ConvVAE per entry (latent {latent_dim}, width {vae_width}) where the "
-                 "method's detector reads generators (sdr_paper)",
+    print(f"[gpu_check] {name}: E0 ready in {pretrain_seconds:.1f}s ({backbone_note(name, args.preset)})",
+          file=sys.stderr, flush=True)
+    tasks = min(args.tasks, len(benchmark.train_stream))
+    stream = STREAMS[name]
+    entry.update(status="ran", tasks=tasks, n_warm_start=benchmark.n_warm_start,
+                 training_images_per_task=[len(e.dataset) for e in benchmark.train_stream[:tasks]],
+                 backbone=backbone_note(name, args.preset), pretrain_seconds=pretrain_seconds,
+                 generators=f"independent ConvVAE per entry (latent {stream.latent_dim}, width {stream.vae_width}) "
+                 "where the row's detector reads generators (sdr_paper)",
                  runs=[])
     for method in args.methods:
-        entry["runs"].append(run_method(method, run, args.run_seconds))
+        spec = RunSpec(name, args.preset, method, args.seed, backbone, str(device), torch_threads(), data_root,
+                       tasks=tasks)
+        with warnings.catch_warnings():
+            # Avalanche re-enables Replay's ``update`` DeprecationWarning on every call (the
+            # harness's workers print no warning either).
+            warnings.showwarning = lambda *a, **k: None
+            run = execute_run(spec, probe=DeviceProbe(device, out, tasks, args.run_seconds))
+        entry["runs"].append({
+            "method": method, "label": run["label"], "tasks_trained": run["tasks_trained"],
+            **{key: run[key] for key in ("images_per_second", "training_images", "seconds_per_task",
+                                         "mean_seconds_per_task", "peak_gpu_memory_mb", "detection_share")},
+            "accuracy": run["average_accuracy"], "task_accuracies": run["task_accuracies"],
+            "memory_mb": run["memory_mb"],
+            **{key: run[key] for key in ("device_check", "checkpoint", "decisions")},
+            **({"task_free": run["task_free"]} if "task_free" in run else {}),
+        })
         save(entry)
     return entry
+
+
+def torch_threads() -> int:
+    """The torch threads of this process (:func:`avalanche_sdr.cli.set_threads` set them)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 # ------------------------------------------------------------------ outputs
@@ -475,13 +412,14 @@ def markdown(report: Dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# GPU check: {env['device_name']} ({env['device']})", "",
              f"`{report['command']}`; {report['tasks']} task(s) per stream, "
-             f"{'--tiny sizes (measure nothing)' if report['tiny'] else 'the paper budget (PAPER_SETTINGS)'}; "
+             f"preset `{report['preset']}`{' (a check of the check: measures nothing)' if report['preset'] == SMOKE else ''}; "
              f"torch {env['torch']}, {env['torch_threads']} torch thread(s).", "",
              "images/s: training mini-batch images per second of training epochs; s/task: wall seconds of "
-             "`strategy.train` per task (detection, training, VAE fitting, router fit, checkpoint); detection "
-             "share: detection seconds / those seconds; accuracy: task-aware, mean over the tasks trained; on "
-             "device: every parameter and buffer of the model (router state included) on the device; checkpoint "
-             "on CPU: the last SDR checkpoint loaded on the CPU gives the same logits.", "",
+             "`strategy.train` per task (detection, training, VAE fitting, router fit); detection share: "
+             "detection seconds / those seconds; accuracy: task-aware, mean over the tasks trained; on device: "
+             "every parameter and buffer of the model (router state included) on the device; checkpoint on CPU: "
+             "the SDR repository's checkpoint, saved on the device after the run, gives the same logits loaded "
+             "on the CPU.", "",
              "| stream | method | tasks | images/s | s/task | peak GPU MB | detection share | accuracy (%) | "
              "memory MB | on device | checkpoint on CPU |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
@@ -516,16 +454,19 @@ def write_outputs(report: Dict[str, Any], out: str) -> str:
 def main(args) -> int:
     import torch
 
+    from benchmarks.table2.methods import PRESETS
+
     start = time.perf_counter()
     device = torch.device(args.device)
     threads = cli.set_threads(args.threads, args.device)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    sdr, baseline = _settings(args.tiny)
+    preset = PRESETS[args.preset]
     report: Dict[str, Any] = {
         "command": "python -m benchmarks.table2.gpu_check " + " ".join(sys.argv[1:]),
-        "environment": environment(device, threads), "tasks": args.tasks, "tiny": args.tiny, "seed": args.seed,
-        "run_seconds": args.run_seconds, "settings": sdr.to_dict(), "baseline_settings": dataclasses.asdict(baseline),
+        "environment": environment(device, threads), "tasks": args.tasks, "preset": args.preset, "seed": args.seed,
+        "run_seconds": args.run_seconds, "settings": preset.sdr.to_dict(),
+        "baseline_settings": dataclasses.asdict(preset.baselines),
         "streams": [], "notes": [],
         "complete": False, "wall_seconds": None}
 
@@ -535,9 +476,9 @@ def main(args) -> int:
 
     for name in args.streams:
         report["streams"].append(run_stream(name, args, device, out, save))
-    if args.tiny and not any(s["status"] == "ran" for s in report["streams"]):
-        report["notes"].append(f"--tiny: no stream of {args.streams} had its data, so {STREAMS[DIGITS].label} "
-                               "ran instead")
+    if args.preset == SMOKE and not any(s["status"] == "ran" for s in report["streams"]):
+        report["notes"].append(f"--preset {SMOKE}: no stream of {args.streams} had its data, so "
+                               f"the stream {DIGITS} ({catalogue.STREAMS[DIGITS].label}, scikit-learn's digits) ran instead")
         print(f"[gpu_check] {report['notes'][-1]}", file=sys.stderr, flush=True)
         report["streams"].append(run_stream(DIGITS, args, device, out, save))
     if any(s["status"] == "ran" and s["n_warm_start"] >= s["tasks"] for s in report["streams"]):
@@ -551,9 +492,9 @@ def main(args) -> int:
     return 0
 
 
-__all__ = ["DIGITS", "METHODS", "MethodSpec", "PAPER_STREAMS", "STREAMS", "StreamSpec", "checkpoint_roundtrip",
-           "device_check", "environment", "main", "markdown", "parse_args", "run_method",
-           "run_stream", "same_device", "write_outputs"]
+__all__ = ["DIGITS", "DeviceProbe", "METHODS", "PAPER_STREAMS", "SMOKE", "STREAM_DATA", "checkpoint_roundtrip",
+           "device_check", "environment", "main", "markdown", "parse_args", "run_stream", "same_device",
+           "stream_data_root", "torch_threads", "write_outputs"]
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
 from avalanche_sdr.training.presets import SDRSettings
+from avalanche_sdr.vocabulary import ROUTERS
 from benchmarks.table2 import catalogue
 from benchmarks.table2.variants import UPDATE_FLAGS, Row
 
@@ -264,7 +265,7 @@ class OracleDetector:
 
     def detect(self, model, task: int, x, y, num_classes: int):
         """Same contract as ``SimilarTaskDetector.detect``; scores are left empty."""
-        from avalanche_sdr.detection.decision import DetectionRecord
+        from avalanche_sdr.detection import DetectionRecord
 
         reused = oracle_choice(int(task), self.task_groups, dict(model.entry_creator))
         return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule)
@@ -284,8 +285,12 @@ the learning reuse's update options (the names of :data:`benchmarks.table2.varia
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
-                  base_vae=None, decision: str = "agreement", forward_transfer: bool = False,
-                  generators: bool = True, detector=None, two_sample=None, routers: Sequence[str] = ()):
+                  base_vae=None, detector: Any = "agreement", forward_transfer: bool = False,
+                  generators: bool = True, two_sample=None, routers: Sequence[str] = ()):
+    """An SDR row the harness configures: the preset's settings with the row's options
+    (:data:`SDR_OPTIONS`), a repository sized for ``stream``, and ``detector``: a rule name
+    of :data:`~avalanche_sdr.detection.DETECTOR_TYPES`, built with the options it reads of the
+    preset's ELBO samples and ``two_sample`` (the test's settings), or a detector object."""
     from avalanche_sdr import SDRStrategy, build_sdr_model
 
     unknown = sorted(set(options) - set(SDR_OPTIONS))
@@ -302,13 +307,13 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         a=eft["a"], b=eft["b"], generator=generator, base_vae=base_vae,
         latent_dim=stream.latent_dim, vae_width=stream.vae_width,
     )
-    if detector is None:  # the rule with the options it reads: the preset's ELBO samples, the test's settings
+    if isinstance(detector, str):  # the rule with the options it reads: the preset's ELBO samples, the test's settings
         from avalanche_sdr.detection import make_detector
         from avalanche_sdr.detection.registry import detector_options
 
         given = {"elbo_samples": preset.elbo_samples, "settings": two_sample}
-        detector = make_detector(decision, **{k: v for k, v in given.items()
-                                              if k in detector_options(decision) and v is not None})
+        detector = make_detector(detector, **{k: v for k, v in given.items()
+                                              if k in detector_options(detector) and v is not None})
     return SDRStrategy(model=model, settings=settings, forward_transfer=forward_transfer, evaluator=evaluator,
                        device=device, routers=routers, detector=detector)
 
@@ -334,31 +339,29 @@ def build_sdr_eft_g(backbone, benchmark, stream, preset, *, evaluator, device, *
 
 def build_sdr_calibrated(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), calibrated decision rule (default thresholds, set on Fashion-MNIST)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="calibrated")
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="calibrated")
 
 
 def build_sdr_calibrated_ft(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), calibrated decision rule + forward transfer for new entries."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="calibrated",
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="calibrated",
                          forward_transfer=True)
 
 
 def build_sdr_two_sample(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), two-sample repeat test; VAEs fitted and counted (paper's repository)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample")
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="two_sample")
 
 
 def build_sdr_two_sample_nogen(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E), two-sample repeat test, repository without generators."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="two_sample", generators=False)
 
 
 def build_sdr_task_free(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """``sdr_two_sample_nogen`` fitted with every task-free router after each task
     (:data:`~avalanche_sdr.vocabulary.ROUTERS`); run on original class ids."""
-    from avalanche_sdr.vocabulary import ROUTERS
-
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False,
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="two_sample", generators=False,
                          routers=ROUTERS)
 
 
@@ -366,19 +369,48 @@ def build_sdr_two_sample_entry(backbone, benchmark, stream, preset, *, evaluator
     """The two-sample test in each candidate's own encoder space (no generators)."""
     from avalanche_sdr.detection import TwoSampleSettings
 
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="two_sample", generators=False,
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="two_sample", generators=False,
                          two_sample=TwoSampleSettings(feature_space="entry"))
 
 
 def build_sdr_expert_gate(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """SDR (EFT for E) deciding with Expert Gate's relatedness on E0 features (no VAEs)."""
-    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, decision="expert_gate", generators=False)
+    return _sdr_strategy(backbone, stream, preset, evaluator, device, options, detector="expert_gate", generators=False)
 
 
 def build_optimal(backbone, benchmark, stream, preset, *, evaluator, device, **options):
     """Optimal (EFT for E): SDR with ground-truth decisions from ``benchmark.stream_groups``."""
     return _sdr_strategy(backbone, stream, preset, evaluator, device, options,
                          detector=OracleDetector(benchmark.stream_groups))
+
+
+def _method_preset_builder(name: str) -> Callable[..., Any]:
+    """The builder of the row that is the library's method preset ``name`` exactly
+    (:attr:`benchmarks.table2.catalogue.MethodEntry.method_preset`):
+    ``SDRStrategy.from_benchmark`` on a copy of E0 with ``method=name`` and the preset's
+    budget (``Preset.sdr``), so that the detector, reuse and routers are the library's
+    defaults, the same objects a user of ``method=name`` gets; the harness gives only what
+    sizes the repository for the stream (the VAE's latent size and width, read by a
+    preset that fits generators) and, with ``--sweep``, the EFT sizes ``a`` and ``b``."""
+
+    def build(backbone, benchmark, stream, preset, *, evaluator, device, **options):
+        from avalanche_sdr import SDRStrategy
+
+        unknown = sorted(set(options) - {"a", "b"})
+        if unknown:
+            raise TypeError(f"the method preset {name!r} takes the library's own defaults: unknown option(s) "
+                            f"{unknown} (a row of a method preset takes only the EFT sizes a and b)")
+        return SDRStrategy.from_benchmark(copy.deepcopy(backbone), benchmark, method=name, settings=preset.sdr,
+                                          latent_dim=stream.latent_dim, vae_width=stream.vae_width,
+                                          evaluator=evaluator, device=device, **options)
+
+    build.__name__ = build.__qualname__ = f"build_sdr_{name}"
+    build.__doc__ = f"SDR, ``SDRStrategy.from_benchmark(..., method={name!r})`` with the library's defaults."
+    return build
+
+
+build_sdr_paper = _method_preset_builder("paper")
+build_sdr_recommended = _method_preset_builder("recommended")
 
 
 def build_single_model(backbone, benchmark, stream, preset, *, evaluator, device, **options):
@@ -488,6 +520,8 @@ class Method:
     :param task_free: the run uses the stream with the dataset's original class ids
         (``StreamSpec.build(..., original_class_ids=True)``; same E0 as every row) and
         reports task-free accuracies (``"task_free"`` in its run JSON).
+    :param routers: a task-free SDR row's routers, those its builder gives the strategy
+        and its run is scored with (:class:`~avalanche_sdr.evaluation.TaskFreeMetrics`).
     """
 
     name: str
@@ -495,13 +529,21 @@ class Method:
     build: Callable[..., Any]
     is_sdr: bool = False
     task_free: bool = False
+    routers: Tuple[Any, ...] = ()
 
 
-def _method(name: str, build: Callable[..., Any]) -> Method:
+def _method(name: str, build: Callable[..., Any], routers: Sequence[Any] = ()) -> Method:
     """The :class:`Method` ``name`` with its label and flags read from
     :data:`benchmarks.table2.catalogue.METHODS` (defined there once, for the parsers)."""
     entry = catalogue.METHODS[name]
-    return Method(name, entry.label, build, entry.is_sdr, task_free=entry.task_free)
+    return Method(name, entry.label, build, entry.is_sdr, task_free=entry.task_free, routers=tuple(routers))
+
+
+def _preset_routers(name: str) -> Tuple[Any, ...]:
+    """The routers of the library's method preset ``name`` (``SDRStrategy(method=name)``'s default)."""
+    from avalanche_sdr.training import METHODS as PRESET_METHODS
+
+    return tuple(PRESET_METHODS[name].routers)
 
 
 METHODS: Dict[str, Method] = {
@@ -524,13 +566,15 @@ METHODS: Dict[str, Method] = {
         _method("sdr_two_sample", build_sdr_two_sample),
         _method("sdr_two_sample_nogen", build_sdr_two_sample_nogen),
         _method("sdr_two_sample_entry", build_sdr_two_sample_entry),
-        _method("sdr_task_free", build_sdr_task_free),
+        _method("sdr_task_free", build_sdr_task_free, routers=ROUTERS),
         _method("ci_replay", build_ci_replay),
         _method("ci_ewc", build_ci_ewc),
         _method("joint", build_joint),
+        _method("sdr_paper", build_sdr_paper),
+        _method("sdr_recommended", build_sdr_recommended, routers=_preset_routers("recommended")),
     )
 }
-"""Rows in the paper's order."""
+"""Rows in the paper's order, then the library's method presets."""
 
 
 SDR_ROUTER = catalogue.SDR_ROUTER

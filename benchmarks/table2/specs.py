@@ -1,13 +1,14 @@
-"""What a harness run is and what its files are called: run specs, run ids, E0's file and
-the names of the equal-memory rows. Plain Python (no torch), so that the command line
-can name runs and check its arguments before anything heavy is imported.
+"""What a harness run is and what its files are called: run specs, run ids, E0's file, the
+names of the equal-memory rows, and the hooks of a probed run. Plain Python (no torch), so
+that the command lines can name runs and check their arguments before anything heavy is
+imported.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from benchmarks.table2 import catalogue
 from benchmarks.table2.tuning import TUNED_VARIANT
@@ -44,6 +45,30 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         return run_id(self.stream, self.preset, self.method, self.seed, self.variant)
+
+
+class RunProbe:
+    """What a caller measures of a run beside the engine's own figures (e.g. the device
+    check's throughput, placement and checkpoint, :mod:`benchmarks.table2.gpu_check`).
+
+    A run given a probe (:func:`benchmarks.table2.engine.execute_run`) trains its tasks one
+    by one, with no group curve, calling the hooks below; this base class measures nothing
+    and never stops a run.
+    """
+
+    def start(self, spec: RunSpec, strategy, benchmark) -> None:
+        """The strategy is built on ``benchmark``, nothing is trained yet (e.g. append a plugin)."""
+
+    def before_task(self, index: int, experience) -> bool:
+        """Called before the ``index``-th task trains; ``False``: train no further task."""
+        return True
+
+    def after_task(self, index: int, experience, strategy) -> None:
+        """Called after the ``index``-th task trained."""
+
+    def finish(self, spec: RunSpec, strategy, run: Dict[str, Any]) -> Dict[str, Any]:
+        """The run is scored (``run``: the engine's result); return the keys this probe adds to it."""
+        return {}
 
 
 def run_id(stream: str, preset: str, method: str, seed: int, variant: str = "") -> str:
@@ -93,5 +118,5 @@ def tuned_equal_memory_variant(ref: str) -> Optional[str]:
     return f"{equal_memory_variant(ref)}_{TUNED_VARIANT}"
 
 
-__all__ = ["RunSpec", "backbone_file", "equal_memory_variant", "pending_runs", "referenced_variant", "run_id",
+__all__ = ["RunProbe", "RunSpec", "backbone_file", "equal_memory_variant", "pending_runs", "referenced_variant", "run_id",
            "split_reference", "tuned_equal_memory_variant"]

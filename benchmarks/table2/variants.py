@@ -88,8 +88,9 @@ def reuse_rows(base: Row, reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]
     """``base`` under each reuse of ``reuses`` (``--reuse``, values of
     :data:`~avalanche_sdr.vocabulary.REUSE_MODES`), for an SDR row: ``"head"`` is
     ``base`` itself, another value ``v`` the variant ``<base variant>_v`` (``accumulate``,
-    ``a4b8_accumulate``) whose builder gets ``reuse=v``. Other methods: ``[base]``."""
-    if not catalogue.METHODS[base.method].is_sdr:
+    ``a4b8_accumulate``) whose builder gets ``reuse=v``. Other methods, and the library's
+    method presets (:attr:`~benchmarks.table2.catalogue.MethodEntry.takes_reuse`): ``[base]``."""
+    if not catalogue.METHODS[base.method].takes_reuse:
         return [base]
     rows: List[Row] = []
     for reuse in reuses:
@@ -156,11 +157,12 @@ def row_reuse(options: Dict[str, Any]) -> str:
 def harness_rows(methods: Sequence[str], protocols: Sequence[str] = ("ours",), sweep: bool = False,
                  reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]:
     """Every row of a harness call: each method under each protocol, with ``sweep`` its
-    memory-knob variants, and each SDR row under each reuse of ``reuses``
-    (:func:`reuse_rows`; the other methods' rows once, whatever ``reuses``)."""
+    memory-knob variants, and each SDR row the harness configures under each reuse of
+    ``reuses`` (:func:`reuse_rows`; the other methods' rows, the library's method presets
+    included, once, whatever ``reuses``)."""
     rows: List[Row] = []
     for method in methods:
-        if catalogue.METHODS[method].is_sdr:
+        if catalogue.METHODS[method].takes_reuse:
             family = [row for base in protocol_rows(method, protocols)
                       for row in [base] + (sweep_rows(base) if sweep else [])]
             rows += [r for reuse in reuses for row in family for r in reuse_rows(row, (reuse,))]
@@ -181,41 +183,15 @@ def equal_memory_rows(reference: str, protocols: Sequence[str] = ("ours",)) -> L
             for base in protocol_rows("replay", protocols)]
 
 
-def method_preset_rows(names: Sequence[str], task_free: bool = False) -> List[Row]:
-    """The rows of the library's method presets ``names`` (``--method``,
-    :data:`benchmarks.table2.catalogue.METHOD_PRESETS`): each preset's SDR row under its reuse
-    (:func:`reuse_rows`: ``recommended`` is ``sdr_two_sample_nogen``'s
-    variant ``accumulate``, the run ``<stream>_<preset>_sdr_two_sample_nogen_accumulate_seed<k>``)
-    and, with ``task_free`` (the call has task-free rows), its task-free row the same way.
-
-    :raises ValueError: a preset without a task-free row where ``task_free`` is asked for.
-    """
-    rows: List[Row] = []
-    for name in names:
-        entry = catalogue.METHOD_PRESETS[name]
-        methods = [entry.method]
-        if task_free:
-            if entry.task_free_method is None:
-                raise ValueError(f"--method {name}: the harness has no task-free row of this preset; drop the "
-                                 f"task-free methods from --methods, or use --method "
-                                 + " or ".join(n for n, e in catalogue.METHOD_PRESETS.items() if e.task_free_method))
-            methods.append(entry.task_free_method)
-        rows += [r for m in methods for r in reuse_rows(Row(m), (entry.reuse,)) if r not in rows]
-    return rows
-
-
 def harness_variant_rows(args, tuned: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Row]:
     """The rows of a call's first phase: every ``--methods`` row under each ``--protocol``,
     with ``--sweep`` their memory-knob variants, and every SDR row under each ``--reuse``
-    (:func:`harness_rows`), then the rows of ``--method`` not already
-    among them (:func:`method_preset_rows`; task-free rows where ``--methods`` has a
-    task-free method); with ``--tuned-only``, none of a method of ``tuned`` (the ``--tune``
-    choices that get a ``[tuned]`` row: that row stands for it); the learning-reuse rows
-    with the call's update options (:func:`update_rows`, ``args.update_options``)."""
+    (:func:`harness_rows`); with ``--tuned-only``, none of a method of ``tuned`` (the
+    ``--tune`` choices that get a ``[tuned]`` row: that row stands for it); the
+    learning-reuse rows with the call's update options (:func:`update_rows`,
+    ``args.update_options``)."""
     rows = harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
                         getattr(args, "reuse", None) or [REUSE_DEFAULT])
-    task_free = any(catalogue.METHODS[m].task_free for m in args.methods)
-    rows += [r for r in method_preset_rows(getattr(args, "method", None) or [], task_free) if r not in rows]
     if getattr(args, "tuned_only", False):
         rows = [r for r in rows if r.method not in (tuned or {})]
     return update_rows(rows, getattr(args, "update_options", None))
@@ -223,5 +199,5 @@ def harness_variant_rows(args, tuned: Optional[Dict[str, Dict[str, Any]]] = None
 
 __all__ = ["MEMORY_KNOBS", "PROTOCOLS", "REUSE_DEFAULT", "SWEEP_EFT", "SWEEP_PER_CLASS", "UPDATE_FLAGS",
            "UPDATE_VARIANT_WORDS", "Options", "Row", "equal_memory_rows", "harness_rows", "harness_variant_rows",
-           "method_preset_rows", "protocol_rows", "reuse_rows", "row_reuse", "sweep_rows", "update_rows",
+           "protocol_rows", "reuse_rows", "row_reuse", "sweep_rows", "update_rows",
            "variant_name"]

@@ -33,7 +33,7 @@ def test_replay_decides_as_the_strategy_does(digits, rule):
     benchmark, backbone = digits
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=1, image_size=8, generator=None)
     settings = dict(CPU_SETTINGS, new_task_epochs=1, lr_milestones=(1,), reuse_epochs=1)
-    strategy = SDRStrategy(model=model, **settings, decision=rule,
+    strategy = SDRStrategy(model=model, **settings, detector=rule,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     for experience in benchmark.train_stream:
         strategy.train(experience, eval_streams=[])

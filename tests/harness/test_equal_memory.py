@@ -1,5 +1,5 @@
 """Tests of the harness's equal-memory ER rows, memory sweeps, Pareto front and the paper's
-protocol (``benchmarks/table2.py``, ``benchmarks/table2/methods.py``, ``avalanche_sdr/baselines.py``).
+protocol (``benchmarks/table2/command.py``, ``benchmarks/table2/methods.py``, ``avalanche_sdr/baselines.py``).
 
 All fast: the tiny digits stream (10 tasks of ~125 8x8 images) and small backbones; one
 epoch per task where something trains.

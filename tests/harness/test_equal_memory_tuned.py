@@ -1,6 +1,6 @@
 """Tests of the tuned equal-memory ER rows (``--tune`` with ``--equal-memory REF``: variant
 ``mem_REF_tuned``) and of variant references (``--equal-memory METHOD:VARIANT``) in
-``benchmarks/table2.py`` and ``benchmarks/table2/tuning.py``.
+``benchmarks/table2/command.py`` and ``benchmarks/table2/tuning.py``.
 
 Fast: no training. Runs are faked (``executors.local_results`` replaced by an in-process
 fake that records what it is asked to run); the sizing is the real one, on the digits

@@ -34,7 +34,7 @@ def test_the_shipped_router_is_the_last_refit(digits_run, tmp_path):
 
     from avalanche_sdr.dataset_tensors import experience_tensors
 
-    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.routers import lda_router
 
     model, benchmark = router_ablation.trained_model("digits", 0, None, None, tmp_path)
     trained = model.routing_state(lda_router.REPEATS_KEY)["counts"].clone()  # gathered during training

@@ -1,4 +1,4 @@
-"""Tests of the Table 2 harness (``benchmarks/table2.py``, ``benchmarks/table2/methods.py``).
+"""Tests of the Table 2 harness (``benchmarks/table2/command.py``, ``benchmarks/table2/methods.py``).
 
 Fast: table formatting from synthetic run dicts, atomic JSON and skip-finished logic,
 oracle decisions on a tiny stream. Slow (``-m slow``): the smoke preset with every

@@ -33,7 +33,8 @@ def test_update_flags_rename_and_configure_the_accumulate_rows_only(tmp_path):
                                  "--update-balance", "default", "--out", str(tmp_path)])
     assert default.update_options == {} and harness_variant_rows(default) == [
         Row("sdr_two_sample_nogen", "accumulate", ACC)]
-    early = table2.parse_args(["--method", "recommended", "--update-early-stop", "on", "--out", str(tmp_path)])
+    early = table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate", "--update-early-stop",
+                               "on", "--out", str(tmp_path)])
     assert harness_variant_rows(early) == [Row("sdr_two_sample_nogen", "accumulate_earlystop_on",
                                                ACC + (("update_early_stop", True),))]
 

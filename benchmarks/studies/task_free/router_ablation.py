@@ -6,7 +6,7 @@ the ``"gaussian"`` router after every task; then, on the stream's **validation**
 (never its test split), the share of samples given their true class id without task
 labels by
 
-- ``gaussian``: the earlier router (:mod:`avalanche_sdr.models.routing`);
+- ``gaussian``: the earlier router (:mod:`avalanche_sdr.routers.gaussian`);
 - ``E0 LDA``: the ``"lda"`` router's E0 term alone (class means and covariance from all
   training data, in E0's features);
 - ``concatenated LDA``: its second term alone (stored images' features through E0 and
@@ -17,7 +17,7 @@ labels by
   ``(1 - a) log p_0 + a log p_all`` of the ``"lda_weighted"`` router at a fixed weight
   (a = 0, 0.5 and 1 are the rows ``E0 LDA``, ``lda`` and ``concatenated LDA``);
 - ``lda_weighted``: that score at the weight the router chose on the stream's repeats
-  (:func:`avalanche_sdr.models.lda_router.record_repeat`), with the share of the
+  (:func:`avalanche_sdr.routers.lda_router.record_repeat`), with the share of the
   repeats' images each weight routed right (the evidence) in the notes, and the weight
   it would have chosen had the evidence stopped at :data:`EVIDENCE_CAPS` images;
 
@@ -51,7 +51,8 @@ PER_CLASS = (5, 10, 20)
 """Stored images per (entry, class) the ``"lda"`` variants are fitted with (``--per-class``)."""
 
 SHIPPED_PER_CLASS = 20
-"""``SDRSettings().router_exemplars``: the shipped router's number, always refitted last."""
+"""The shipped ``"lda"`` router's exemplars per (entry, class) (``LDARouter().exemplars``),
+always refitted last."""
 
 EVIDENCE_CAPS = (500, 1000, 2000)
 """Repeat images after which ``"lda_weighted"``'s evidence could stop (routing every repeat
@@ -117,8 +118,8 @@ def refit_lda(model, benchmark, per_class: int) -> List[Tuple[int, float, float]
     import torch
 
     from avalanche_sdr.dataset_tensors import experience_tensors
-    from avalanche_sdr.models import lda_router
-    from avalanche_sdr.models.routing import fit_router
+    from avalanche_sdr.routers import lda_router
+    from avalanche_sdr.routers.routing import fit_router
 
     for key in [k for k in model.routing_states if k.startswith(f"{ROUTER_LDA}_")]:
         del model.routing_states[key]
@@ -174,7 +175,7 @@ def _ablation(model, benchmark, per_class_counts: Sequence[int]):
     import torch
 
     from avalanche_sdr.dataset_tensors import experience_tensors
-    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.routers import lda_router
 
     x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
     x, y = torch.cat(x), torch.cat(y)
