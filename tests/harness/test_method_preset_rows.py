@@ -154,3 +154,22 @@ def test_the_recommended_row_differs_from_the_rows_the_results_pages_measured():
 def test_a_preset_row_refuses_a_method_setting():
     with pytest.raises(TypeError, match="takes the library's own defaults"):
         _built("sdr_recommended", (("reuse", "head"),))
+
+
+@pytest.mark.slow
+def test_the_preset_rows_run_the_whole_smoke_stream(tmp_path):
+    """Both rows through the engine on digits (smoke): the recommended preset's run is
+    scored task-free with its own router, and sized to by an --equal-memory row."""
+    import json
+
+    out = tmp_path / "presets"
+    table2.main(table2.parse_args(["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--no-plots",
+                                   "--methods", "sdr_paper", "sdr_recommended", "ci_replay",
+                                   "--equal-memory", "sdr_recommended", "--out", str(out)]))
+    runs = {r["run_id"]: r for r in json.loads((out / "runs.json").read_text())}
+    assert set(runs) == {"digits_smoke_sdr_paper_seed0", "digits_smoke_sdr_recommended_seed0",
+                         "digits_smoke_ci_replay_seed0", "digits_smoke_ci_replay_mem_sdr_recommended_seed0"}
+    recommended = runs["digits_smoke_sdr_recommended_seed0"]
+    assert set(recommended["task_free"]) == {"lda_weighted", "oracle"}
+    assert set(recommended["router_memory_mb"]) == {"lda_weighted"} and recommended["lda_weight"] is not None
+    assert len(recommended["detection"]["decisions"]) == 10 and "task_free" not in runs["digits_smoke_sdr_paper_seed0"]
