@@ -14,7 +14,7 @@ import torch
 from avalanche_sdr import cli
 from benchmarks.table2 import command as table2
 from benchmarks.table2 import tuning
-from benchmarks.table2 import engine, executors
+from benchmarks.table2 import engine
 from benchmarks.table2.equal_memory import equal_memory_ids, equal_memory_specs, equal_memory_targets
 from benchmarks.table2.specs import backbone_file, run_id, split_reference, tuned_equal_memory_variant
 from benchmarks.table2.methods import METHODS
@@ -51,17 +51,10 @@ def _fake_result(spec):
 
 
 @pytest.fixture
-def harness(monkeypatch, tmp_path):
+def harness(monkeypatch, tmp_path, faked_runs):
     """``run(argv)``: ``table2.main`` on ``tmp_path`` with faked runs; ``ran``: the specs executed."""
     monkeypatch.setattr(tuning, "TUNING_GRIDS", GRIDS)
-    ran = []
-
-    def local_results(todo, jobs):
-        for spec in todo:
-            ran.append(spec)
-            yield spec, _fake_result(spec)
-
-    monkeypatch.setattr(executors, "local_results", local_results)
+    ran = faked_runs(_fake_result)
     for seed in (0, 1):
         _save_backbone(tmp_path, seed)
 

@@ -14,7 +14,7 @@ import pytest
 
 from avalanche_sdr import training
 from benchmarks.studies.where_the_time_goes.cli_startup import REPO_ROOT, command_env
-from benchmarks.table2 import catalogue, executors
+from benchmarks.table2 import catalogue
 from benchmarks.table2 import command as table2
 from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
 from benchmarks.table2.variants import Row, harness_variant_rows
@@ -82,15 +82,8 @@ def _fake_result(spec):
             "memory_mb": 1.0, "detection": None, "wall_seconds": 1.0, "evaluation_seconds": 0.0}
 
 
-def test_a_call_runs_the_preset_rows_it_names(monkeypatch, tmp_path):
-    ran = []
-
-    def local_results(todo, jobs):
-        for spec in todo:
-            ran.append(spec)
-            yield spec, _fake_result(spec)
-
-    monkeypatch.setattr(executors, "local_results", local_results)
+def test_a_call_runs_the_preset_rows_it_names(faked_runs, tmp_path):
+    ran = faked_runs(_fake_result)
     (tmp_path / "backbones").mkdir()
     (tmp_path / "backbones" / "digits_smoke_seed0.pt").write_bytes(b"")  # E0 exists: nothing is pretrained
     table = table2.main(table2.parse_args(["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--no-plots",

@@ -53,15 +53,35 @@ def model_with_entry(make: Callable[[], torch.nn.Module], shape: Tuple[int, int,
     return model, e
 
 
+def time_batch_sizes(model, entry, x: torch.Tensor, sizes: Sequence[int], rounds: int) -> Dict[str, Dict]:
+    """Time ``model.batched_features`` of E0 and of ``entry`` on ``x`` at each batch size of
+    ``sizes``, in ``rounds`` interleaved rounds.
+
+    :return: ``{"ms": {(batch, "E0"|"entry"): least wall ms per image}, "equal": {batch:
+        features bit-identical to the first batch size's}, "difference": {batch: largest
+        |feature difference| against the first batch size's}}``.
+    """
+    best = {(bs, en): float("inf") for bs in sizes for en in (None, entry)}
+    ref, same, diff = {}, {bs: True for bs in sizes}, {bs: 0.0 for bs in sizes}
+    for _ in range(rounds):
+        for bs in sizes:
+            for en in (None, entry):
+                t = time.perf_counter()
+                f = model.batched_features(x, en, batch_size=bs)
+                best[bs, en] = min(best[bs, en], (time.perf_counter() - t) / x.shape[0] * 1e3)
+                ref.setdefault(en, f)
+                same[bs] &= torch.equal(f, ref[en])
+                diff[bs] = max(diff[bs], (f - ref[en]).abs().max().item())
+    return {"ms": {(bs, "E0" if en is None else "entry"): ms for (bs, en), ms in best.items()}, "equal": same,
+            "difference": diff}
+
+
 def measure(sizes: Sequence[int] = DEFAULT_SIZES, images: int = 1024, rounds: int = 5,
             cases: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
-    """Time ``model.batched_features`` of E0 and of the entry at each batch size of ``sizes``.
+    """Time each case of ``cases`` (default: all of :data:`CASES`) with :func:`time_batch_sizes`
+    on ``images`` random images (uniform in [0, 1]).
 
-    :param images: random images per forward pass (uniform in [0, 1]).
-    :param rounds: interleaved rounds; the figure is the least over them.
-    :param cases: names of :data:`CASES` (default: all).
-    :return: case -> ``{"largest_activation": elements, "ms": {(batch, "E0"|"entry"): ms per image},
-        "equal": {batch: features equal to the first batch size's}}``.
+    :return: case -> :func:`time_batch_sizes`' dict with ``"largest_activation"`` (elements).
     """
     results = {}
     for name in cases or CASES:
@@ -69,19 +89,8 @@ def measure(sizes: Sequence[int] = DEFAULT_SIZES, images: int = 1024, rounds: in
         model, e = model_with_entry(make, shape)
         model.eval()
         x = torch.rand((images,) + shape)
-        best = {(bs, en): float("inf") for bs in sizes for en in (None, e)}
-        ref, same = {}, {bs: True for bs in sizes}
-        for _ in range(rounds):
-            for bs in sizes:
-                for entry in (None, e):
-                    t = time.perf_counter()
-                    f = model.batched_features(x, entry, batch_size=bs)
-                    best[bs, entry] = min(best[bs, entry], (time.perf_counter() - t) / x.shape[0] * 1e3)
-                    ref.setdefault(entry, f)
-                    same[bs] &= torch.equal(f, ref[entry])
-        results[name] = {"largest_activation": largest_activation(model, shape, e),
-                         "ms": {(bs, "E0" if en is None else "entry"): ms for (bs, en), ms in best.items()},
-                         "equal": same}
+        results[name] = dict(time_batch_sizes(model, e, x, sizes, rounds),
+                             largest_activation=largest_activation(model, shape, e))
     return results
 
 
@@ -100,7 +109,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print("load after:", os.getloadavg())
 
 
-__all__ = ["CASES", "DEFAULT_SIZES", "largest_activation", "main", "measure", "model_with_entry"]
+__all__ = ["CASES", "DEFAULT_SIZES", "largest_activation", "main", "measure", "model_with_entry",
+           "time_batch_sizes"]
 
 if __name__ == "__main__":
     main()

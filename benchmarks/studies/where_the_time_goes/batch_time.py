@@ -8,39 +8,25 @@ against the first batch size. From the repository root:
 import os
 import sys
 from typing import Any, Dict, Optional, Sequence
-import time
 
 import torch
 
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import small_cnn_backbone
+from benchmarks.studies.where_the_time_goes.batch_models import model_with_entry, time_batch_sizes
 
 SIZES = (16, 32, 64, 128, 256, 512)
 """Batch sizes timed."""
 
 
 def measure(side: int = 28, images: int = 2048, sizes: Sequence[int] = SIZES, rounds: int = 5) -> Dict[str, Any]:
-    """:return: ``{"ms": {(batch, "E0"|"entry"): ms per image}, "difference": {batch: the largest
-    |feature difference| against the first batch size}}``."""
-    torch.manual_seed(0)
-    model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(32, 64, 128)), in_channels=1, image_size=side,
-                            generator=None)
-    e = model.create_entry(0)
-    with torch.no_grad():  # give the entry non-trivial adapters and BatchNorm statistics
-        for p in model.encoder.entry_parameters(e):
-            p.add_(0.05 * torch.randn_like(p))
+    """The small CNN with one random entry
+    (:func:`~benchmarks.studies.where_the_time_goes.batch_models.model_with_entry`) timed on
+    ``images`` random 1 x ``side`` x ``side`` images
+    (:func:`~benchmarks.studies.where_the_time_goes.batch_models.time_batch_sizes`)."""
+    model, e = model_with_entry(lambda: small_cnn_backbone(in_channels=1, widths=(32, 64, 128)), (1, side, side))
     model.eval()
     x = torch.rand(images, 1, side, side)
-    best = {(bs, en): float("inf") for bs in sizes for en in (None, e)}
-    ref, diff = {}, {bs: 0.0 for bs in sizes}
-    for _ in range(rounds):
-        for bs in sizes:
-            for entry in (None, e):
-                t = time.perf_counter()
-                f = model.batched_features(x, entry, batch_size=bs)
-                best[bs, entry] = min(best[bs, entry], (time.perf_counter() - t) / x.shape[0] * 1e3)
-                ref.setdefault(entry, f)
-                diff[bs] = max(diff[bs], (f - ref[entry]).abs().max().item())
-    return {"ms": {(bs, "E0" if en is None else "entry"): ms for (bs, en), ms in best.items()}, "difference": diff}
+    return time_batch_sizes(model, e, x, sizes, rounds)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
