@@ -166,3 +166,19 @@ def test_the_preset_rows_run_the_whole_smoke_stream(tmp_path):
     assert set(recommended["task_free"]) == {"lda_weighted", "oracle"}
     assert set(recommended["router_memory_mb"]) == {"lda_weighted"} and recommended["lda_weight"] is not None
     assert len(recommended["detection"]["decisions"]) == 10 and "task_free" not in runs["digits_smoke_sdr_paper_seed0"]
+
+
+def test_the_task_free_study_reads_the_rows_the_harness_configures_only(tmp_path):
+    """``sdr_recommended`` scores one router: the task-free table (every router of
+    ``sdr_task_free``) passes over its runs instead of refusing them as incomplete."""
+    import json
+
+    from benchmarks.studies.task_free import table as task_free
+
+    assert "sdr_recommended" not in task_free.TASK_FREE_METHODS and "sdr_task_free" in task_free.TASK_FREE_METHODS
+    (tmp_path / "runs").mkdir()
+    run = {"run_id": "digits_smoke_sdr_recommended_seed0", "method": "sdr_recommended", "split": "test",
+           "task_free": {"lda_weighted": {"task_free": 0.9, "routing": 0.9}}}
+    (tmp_path / "runs" / f"{run['run_id']}.json").write_text(json.dumps(run))
+    with pytest.raises(task_free.TaskFreeReportError, match="no run of a task-free method"):
+        task_free.load_task_free_runs([tmp_path])
