@@ -1,11 +1,11 @@
-"""benchmarks/reuse_errors.py: the injected wrong reuses and the damage table."""
+"""benchmarks/studies/learning_reuse/errors.py: the injected wrong reuses and the damage table."""
 import pytest
 import torch
 
 from avalanche_sdr import build_sdr_model
 from avalanche_sdr.models import TaskData, small_cnn_backbone
-from benchmarks.methods import ErringOracle
-from benchmarks.reuse_errors import parse_args, report
+from benchmarks.studies.detectors import ErringOracle
+from benchmarks.studies.learning_reuse.errors import parse_args, report
 
 
 def _task(task, classes):

@@ -1,7 +1,7 @@
-"""benchmarks/router_ablation.py: the validation-split ablation of the "lda" router."""
+"""benchmarks/studies/task_free/router_ablation.py: the validation-split ablation of the "lda" router."""
 import pytest
 
-from benchmarks import router_ablation
+from benchmarks.studies.task_free import router_ablation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

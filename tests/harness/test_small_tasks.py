@@ -1,4 +1,4 @@
-"""benchmarks.small_tasks (issue #36 item 3): its rules, its refusals and its report
+"""benchmarks.studies.small_tasks (issue #36 item 3): its rules, its refusals and its report
 tables come from the run files it is given. Nothing here trains or reads a data set."""
 import json
 
@@ -7,8 +7,8 @@ import torch
 
 from avalanche_sdr.detection import SmallTaskDetector, TwoSampleDetector
 from avalanche_sdr.models import TaskData
-from benchmarks import small_tasks
-from benchmarks.methods import AllNewDetector
+from benchmarks.studies import small_tasks
+from benchmarks.studies.detectors import AllNewDetector
 
 
 def test_rules_are_the_library_detectors():
