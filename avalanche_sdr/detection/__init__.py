@@ -7,7 +7,10 @@
 * :func:`calibrated_decision`, :class:`TwoSampleDetector` (``"two_sample"``): rules
   beyond the paper, with evidence on their own scale or a level fixed in advance.
 * :class:`ExpertGateDetector` (``"expert_gate"``): the autoencoder-relatedness baseline.
-* :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule.
+* :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule
+  (:class:`AgreementDetector`, :class:`CalibratedDetector`).
+* :class:`Detector`: what every detector is (the protocol the strategy relies on);
+  :data:`DETECTOR_TYPES`: the detector classes by rule name.
 
 Functions on tensors and detectors over an ``SDRModel``; nothing here imports Avalanche.
 """
@@ -28,8 +31,9 @@ from .complexity import (
     relu_ntk_gram,
 )
 from .consistency import distribution_consistency
+from .base import Detector, FeatureRuleDetector
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
-from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
+from .detector import DECISION_RULES, AgreementDetector, CalibratedDetector, DecisionRule, SimilarTaskDetector
 from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
 from .registry import DETECTOR_TYPES, make_detector
 from .small_task import DEFAULT_SMALL_TASK, SmallTaskDetector, SmallTaskSettings
@@ -63,7 +67,11 @@ __all__ = [
     "DetectionRecord",
     "agreement_decision",
     "DECISION_RULES",
+    "AgreementDetector",
+    "CalibratedDetector",
     "DecisionRule",
+    "Detector",
+    "FeatureRuleDetector",
     "SimilarTaskDetector",
     "DETECTOR_TYPES",
     "make_detector",
