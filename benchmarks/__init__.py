@@ -17,6 +17,9 @@
   ``learning_reuse``, ``task_free``, ``where_the_time_goes``), each run as
   ``python -m benchmarks.studies.<page>[.<module>]``. A study may use the engine; the
   engine never imports a study (tests/test_source_tree.py checks the layers).
+- :mod:`benchmarks.stream_designs`: random stream designs drawn from a written distribution,
+  the validation the recommended method is judged on (docs/results/stream_designs.md),
+  ``python -m benchmarks.stream_designs``; a layer of the studies.
 """
 
 __all__: list = []

@@ -321,14 +321,14 @@ HARNESS_LAYERS = (
     ("benchmarks.table2.engine",),
     ("benchmarks.table2.executors", "benchmarks.table2.report", "benchmarks.table2.equal_memory"),
     ("benchmarks.table2.tuning_runs",),
-    ("benchmarks.studies",),
+    ("benchmarks.studies", "benchmarks.stream_designs"),
     ("benchmarks.table2.command", "benchmarks.table2.gpu_check"),
     ("benchmarks.table2.__main__",),
 )
 """The modules of ``benchmarks/`` from the bottom up (a name stands for itself and the
 modules under it): the names a parser offers, the rows and their builders, the tuning
 grids, what a run is, the engine, where runs execute and what is written, then the studies
-(which may use any of those), and last the commands. A module imports only modules of its
+and the generated stream designs (which may use any of those), and last the commands. A module imports only modules of its
 own layer or below; the package ``__init__`` modules import nothing."""
 
 def _layer(module: str) -> int:
