@@ -9,7 +9,8 @@ classified Correct / Miss / Incorrect against the stream's ground truth. This is
 same code path as a full ``SDRStrategy`` run (``detector.detect`` then
 ``detector.remember`` on a new entry), only without the training between decisions,
 so the decisions equal those of the harness run on the same E0 (checked by
-``tests/harness/test_detection_sim.py``).
+``tests/harness/test_detection_sim.py``); a detector that reads what E0 was pretrained
+on gets E0's record as the strategy hands it over (``use_pretraining``).
 
 It measures what full runs cannot afford to sweep: many seeds, task sizes from 20
 images up, the per-class test (Hotelling against energy distance), thread counts.
@@ -69,12 +70,16 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
     """
     import copy
 
+    from avalanche_sdr.detection import pretraining_record
     from avalanche_sdr.evaluation import classify_detection, detection_summary
     from avalanche_sdr.models import build_sdr_model
     from avalanche_sdr.training.data import check_task_data, read_task_data
 
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size,
                             generator=None).eval()
+    use_pretraining = getattr(detector, "use_pretraining", None)  # as SDRStrategy does when it is built
+    if use_pretraining is not None:
+        use_pretraining(pretraining_record(model.encoder.backbone))
     groups_seen: List[int] = []
     group_of_task: Dict[int, int] = {}
     outcomes, decisions, records = [], [], []

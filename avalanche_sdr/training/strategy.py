@@ -13,6 +13,7 @@ from avalanche.training.templates import SupervisedTemplate
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.registry import DETECTOR_TYPES, detector_options, detector_rule, make_detector
+from avalanche_sdr.detection.two_sample import pretraining_record
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.routers.routing import check_routers, make_router
@@ -245,9 +246,10 @@ class SDRStrategy(SupervisedTemplate):
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
     :param method: a method preset, a name of :data:`~avalanche_sdr.training.METHODS`
         or a :class:`~avalanche_sdr.training.MethodPreset`: ``"paper"`` (default: the
-        agreement rule, head-only reuse, no router) or ``"recommended"`` (the two-sample
-        test with classes matched in any order, ``reuse="accumulate"``, the router
-        ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
+        agreement rule, head-only reuse, no router) or ``"recommended"`` (the small-task
+        rule: the two-sample test with classes matched in any order at a level falling
+        with task size, on references E0 was pretrained without; ``reuse="accumulate"``,
+        the router ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
         ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
         The method's ``reuse`` replaces the reuse of ``settings`` unless ``reuse=`` is given.
     :param settings: the training budget and reuse, an
@@ -364,6 +366,11 @@ class SDRStrategy(SupervisedTemplate):
                 "detector='two_sample'"
             )
         routers = self._build_routers(defaults["routers"] if routers is None else routers, router_options)
+        # What E0 was pretrained on (pretrain_backbone's record on the repository's copy of E0), for a
+        # detector whose references depend on it (until the Detector protocol declares the method).
+        use_pretraining = getattr(detector, "use_pretraining", None)
+        if use_pretraining is not None:
+            use_pretraining(pretraining_record(model.encoder.backbone))
         model.keep_routers(routers)
         self.method = preset.name
         """The name of the method preset the strategy was built from (its defaults; the
