@@ -31,7 +31,7 @@ cli.install_warning_filters()  # imported first by the example scripts, before A
 
 METHOD_DEFAULTS = {
     "paper": {"decision": "agreement", "generators": True, "reuse": "head"},
-    "recommended": {"decision": "two_sample", "generators": False, "reuse": "accumulate"},
+    "recommended": {"decision": "small_task", "generators": False, "reuse": "accumulate"},
 }
 """What each ``--method`` (``SDRStrategy(method=...)``, ``avalanche_sdr.training.METHODS``)
 decides with, whether it builds generators and its reuse: read here to refuse contradictory
@@ -117,9 +117,10 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--method", default="paper", choices=tuple(METHOD_DEFAULTS),
                         help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
-                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
-                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
-                        "task-free router); --decision and --reuse win over it")
+                        "per entry, head-only reuse; default) or recommended (the small-task rule: the two-sample "
+                        "repeat test with classes matched in any order at a level falling with task size, a "
+                        "fallback for small tasks; no generators, the learning reuse, the lda_weighted task-free "
+                        "router); --decision and --reuse win over it")
     parser.add_argument("--preset", default="cpu", choices=BUDGETS,
                         help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SMALL_TASK_SETTINGS, "
                         "the harness's --preset cpu behind the results pages; default), cpu_large_task "

@@ -5,6 +5,11 @@
   or what ``python -m`` finds from the repository root.
 - No import cycle among the modules of ``avalanche_sdr/``, nor among those of
   ``benchmarks/`` (the harness), read with the standard library alone (``ast``).
+- No arrow back up in ``benchmarks/``: a module imports only those of its layer or below
+  (:data:`HARNESS_LAYERS`: the Table 2 engine, then the studies, then the commands), no
+  module of ``benchmarks/table2/`` imports a study, and a package's ``__init__`` imports
+  none of its modules.
+- No Python file under ``docs/`` but Sphinx's ``conf.py``: scripts live in ``benchmarks/``.
 
 What counts as an import (:func:`import_graph`): every ``import`` and ``from ... import``
 statement of a module, at module level and inside functions alike, since an import
@@ -46,6 +51,7 @@ def test_the_pattern_finds_each_way_of_editing_sys_path():
 def test_no_python_file_edits_sys_path():
     files = list(_python_files())
     assert any(p.name == "conf.py" for p in files) and len(files) > 50
+    assert ROOT / "benchmarks" / "studies" / "where_the_time_goes" / "train_step_cpu.py" in files  # the harness too
     offenders = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                  if EDIT.search(line) and p != Path(__file__).resolve()]
@@ -193,3 +199,90 @@ def test_no_import_cycle_in_the_harness():
     graph = import_graph(sources)
     cycles = find_cycles(graph)
     assert not cycles, "import cycles in benchmarks/ (cut each at a leaf module):\n" + _cycle_report(cycles, graph)
+
+
+def test_no_python_file_under_docs_but_the_sphinx_configuration():
+    scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.py") if p != ROOT / "docs" / "conf.py")
+    assert not scripts, "Python files under docs/ (move them into benchmarks/, with a test):\n" + "\n".join(scripts)
+
+
+# ---------------------------------------------------------------------- the harness's layers
+
+HARNESS_LAYERS = (
+    ("benchmarks.table2.catalogue",),
+    ("benchmarks.table2.variants",),
+    ("benchmarks.table2.methods",),
+    ("benchmarks.table2.tuning",),
+    ("benchmarks.table2.specs",),
+    ("benchmarks.table2.engine",),
+    ("benchmarks.table2.executors", "benchmarks.table2.report", "benchmarks.table2.equal_memory"),
+    ("benchmarks.table2.tuning_runs",),
+    ("benchmarks.studies",),
+    ("benchmarks.table2.command", "benchmarks.table2.gpu_check"),
+    ("benchmarks.table2.__main__",),
+)
+"""The modules of ``benchmarks/`` from the bottom up (a name stands for itself and the
+modules under it): the names a parser offers, the rows and their builders, the tuning
+grids, what a run is, the engine, where runs execute and what is written, then the studies
+(which may use any of those), and last the commands. A module imports only modules of its
+own layer or below; the package ``__init__`` modules import nothing."""
+
+def _layer(module: str) -> int:
+    for index, layer in enumerate(HARNESS_LAYERS):
+        if any(module == name or module.startswith(name + ".") for name in layer):
+            return index
+    raise KeyError(module)
+
+
+def _harness_graph():
+    sources = _package_sources("benchmarks")
+    packages = {name for name in sources if any(other.startswith(name + ".") for other in sources)}
+    return import_graph(sources), packages
+
+
+def arrows_back_up(graph: Dict[str, Set[str]], packages: Set[str]) -> List[str]:
+    """Every import of ``graph`` that goes against :data:`HARNESS_LAYERS`: from a package's
+    ``__init__``, from a lower layer to a higher one, and from ``benchmarks/table2/`` (the
+    commands included) to a study."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        if module in packages:
+            found += [f"{module} (a package's __init__) -> {t}" for t in sorted(targets)]
+            continue
+        for target in sorted(targets - packages):
+            if _layer(target) > _layer(module):
+                found.append(f"{module} -> {target} (layer {_layer(module)} imports layer {_layer(target)})")
+            elif module.startswith("benchmarks.table2.") and target.startswith("benchmarks.studies."):
+                found.append(f"{module} -> {target} (benchmarks/table2/ imports a study)")
+    return found
+
+
+def test_the_layer_check_finds_each_kind_of_arrow_back_up():
+    graph = {"benchmarks.table2": set(), "benchmarks.table2.engine": {"benchmarks.table2.command"},
+             "benchmarks.table2.methods": {"benchmarks.studies.small_tasks", "benchmarks.table2.catalogue"},
+             "benchmarks.studies.small_tasks": {"benchmarks.table2.engine", "benchmarks.table2.gpu_check"},
+             "benchmarks.studies": {"benchmarks.studies.small_tasks"}, "benchmarks.table2.catalogue": set(),
+             "benchmarks.table2.command": {"benchmarks.table2.engine", "benchmarks.studies.small_tasks"},
+             "benchmarks.table2.gpu_check": set()}
+    found = arrows_back_up(graph, {"benchmarks.table2", "benchmarks.studies"})
+    assert found == ["benchmarks.studies (a package's __init__) -> benchmarks.studies.small_tasks",
+                     "benchmarks.studies.small_tasks -> benchmarks.table2.gpu_check (layer 8 imports layer 9)",
+                     "benchmarks.table2.command -> benchmarks.studies.small_tasks (benchmarks/table2/ imports a study)",
+                     "benchmarks.table2.engine -> benchmarks.table2.command (layer 5 imports layer 9)",
+                     "benchmarks.table2.methods -> benchmarks.studies.small_tasks (layer 2 imports layer 8)"]
+
+
+def test_no_arrow_back_up_in_the_harness():
+    graph, packages = _harness_graph()
+    assert "benchmarks.table2.engine" in graph and "benchmarks.studies.detection.sim" in graph
+    unplaced = []
+    for module in sorted(set(graph) - packages):
+        try:
+            _layer(module)
+        except KeyError:
+            unplaced.append(module)
+    assert not unplaced, ("modules of benchmarks/ in no layer of HARNESS_LAYERS (a study goes under "
+                          "benchmarks/studies/, one module or package per results page):\n" + "\n".join(unplaced))
+    found = arrows_back_up(graph, packages)
+    assert not found, "imports against benchmarks/' layers (tests/test_source_tree.py, HARNESS_LAYERS):\n" + \
+        "\n".join(found)

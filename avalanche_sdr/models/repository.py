@@ -19,6 +19,7 @@ contents".
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from avalanche.models import MultiTaskModule
 
 from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr._checks import check_images
 from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
 from avalanche_sdr.models.eft import EFTEncoder
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
@@ -239,10 +241,17 @@ class SDRModel(MultiTaskModule):
             (:class:`~avalanche_sdr.routers.Router`) fitted into it.
         :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction`
             (``class_ids``, ``tasks``, ``entries``: int64 [N]).
-        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] or not finite.
+        :raises TypeError: ``x`` is not a float tensor of the model's dtype (uint8 or
+            0-255 pixels: ``x.float() / 255``; float64: ``x.float()``).
+        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] of the
+            repository's (C, H, W) (:attr:`input_shape`), on another device, not finite, or
+            with values far outside [0, 1] (:func:`~avalanche_sdr._checks.check_images`:
+            the message says what to do).
         :raises RuntimeError: the repository was not fitted with the router (the message
             says how to fit it).
         """
+        reference = next(self.encoder.parameters())
+        check_images(x, shape=self.input_shape, dtype=reference.dtype, device=reference.device)
         if router is None:
             router = DEFAULT_ROUTER
         if isinstance(router, str):
@@ -887,10 +896,17 @@ def build_sdr_model(
     vae_width: int = 32,
     head_hidden: Optional[int] = None,
 ) -> SDRModel:
-    """Build an empty repository around a frozen backbone.
+    """Build an empty repository around a frozen copy of a backbone.
+
+    The repository wraps and freezes its own deep copy (``copy.deepcopy``) of
+    ``backbone`` and of ``base_vae``: the modules passed are never changed (their
+    weights, ``requires_grad`` flags, modes, classes and submodules stay as they were),
+    so the same E0 can build another repository or start a baseline
+    (:func:`~avalanche_sdr.baselines.make_multi_head_net`). Every argument is checked
+    before anything is copied or built.
 
     :param backbone: E0, a module with ``feature_dim`` (see
-        :mod:`avalanche_sdr.models.backbones`); wrapped and frozen in place.
+        :mod:`avalanche_sdr.models.backbones`); copied, not changed.
     :param in_channels: image channels C the generators model.
     :param image_size: image height == width the generators model.
     :param a: EFT channels per group of the 3x3 transformation (paper 8).
@@ -902,7 +918,8 @@ def build_sdr_model(
         "EFT for E and G"); ``None`` — no generators (only for detectors that do not
         use them, such as ``detector="two_sample"``): an entry is then its adapters,
         BatchNorm copies, detection state and heads.
-    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
+    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``; copied,
+        not changed.
     :param latent_dim: latent dimension of new VAEs (``"independent"``).
     :param vae_width: first-layer channels of new VAEs (``"independent"``).
     :param head_hidden: hidden width of the heads (``None``: linear heads).
@@ -917,16 +934,11 @@ def build_sdr_model(
             f"the backbone takes {backbone_channels}-channel images but in_channels={in_channels}; "
             "build both for the stream's images"
         )
-    encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
-    if generator is None:
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
-    if generator == "independent":
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
-    elif generator == "eft":
+    if generator not in (None, "independent", "eft"):
+        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+    if generator != "eft" and base_vae is not None:
+        raise ValueError("base_vae is only used with generator='eft'")
+    if generator == "eft":
         if base_vae is None:
             raise ValueError("generator='eft' needs base_vae, a (pretrained) ConvVAE to adapt")
         if (base_vae.in_channels, base_vae.image_size) != (in_channels, image_size):
@@ -934,9 +946,13 @@ def build_sdr_model(
                 f"base_vae models {base_vae.in_channels}x{base_vae.image_size}x{base_vae.image_size} "
                 f"images, the repository {in_channels}x{image_size}x{image_size}"
             )
-        bank = EFTVAEBank(base_vae, a=a, b=b, gamma=gamma)
+    encoder = EFTEncoder(copy.deepcopy(backbone), a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
+    if generator is None:
+        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
+    if generator == "independent":
+        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
     else:
-        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+        bank = EFTVAEBank(copy.deepcopy(base_vae), a=a, b=b, gamma=gamma)
     return SDRModel(encoder, bank, head_hidden=head_hidden)
 
 

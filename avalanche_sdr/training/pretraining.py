@@ -29,6 +29,8 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr._checks import check_int, check_positive
 from avalanche_sdr.detection.two_sample import (DEFAULT_HOLDOUT_SHARE, PRETRAINING_RECORD, PretrainingRecord,
                                                 ReferenceHoldout, pretraining_record)
 from avalanche_sdr.training.data import read_task_data
@@ -84,6 +86,20 @@ def _warm_start_tensors(experiences: Sequence, holdout: Optional[ReferenceHoldou
         ys.append(y)
         ts.append(torch.full_like(y, i))
     return torch.cat(xs), torch.cat(ys), torch.cat(ts)
+
+
+def _check_budget(module: nn.Module, what: str, *, epochs: int, lr: float, batch_size: int, device) -> None:
+    """Refuse a pretraining budget that cannot act, before any data is read.
+
+    ``epochs=0`` is allowed: the module is then frozen as it is (E0 as initialised or as
+    loaded, the examples' ``--pretrain-epochs 0``), which is a choice, not a mistake.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{what} must be a torch.nn.Module, got {type(module).__name__}")
+    check_int(epochs, "epochs", minimum=0, hint=" (0: no pretraining, the module is only frozen)")
+    check_positive(lr, "lr", hint=" (Adam's learning rate, e.g. 1e-3)")
+    check_int(batch_size, "batch_size")
+    eval_batch_size(device)  # a device torch knows
 
 
 def _set_trainable(module: nn.Module, trainable: bool) -> None:
@@ -144,9 +160,10 @@ def pretrain_backbone(
 
     :param backbone: module with ``feature_dim``; [N, C, H, W] -> [N, feature_dim].
     :param experiences: the warm-start training experiences (e.g. ``train_stream[:3]``).
-    :param epochs: passes over the union of their training data.
+    :param epochs: passes over the union of their training data; 0: none (the backbone
+        is only frozen, e.g. weights loaded elsewhere).
     :param lr: Adam learning rate.
-    :param batch_size: mini-batch size.
+    :param batch_size: mini-batch size (images).
     :param device: torch device.
     :param verbose: show progress with each epoch's mean loss and a summary line on stderr
         (see the module doc).
@@ -163,7 +180,17 @@ def pretrain_backbone(
         pretrained twice records both: :meth:`PretrainingRecord.then
         <avalanche_sdr.detection.two_sample.PretrainingRecord.then>`). With ``epochs=0``
         nothing is trained and the record is left as it was.
+    :raises ValueError: ``epochs`` not an int >= 0 (0 only freezes the backbone),
+        ``lr`` not a positive number, ``batch_size`` not a positive int, an unknown
+        ``device``, no experience, a share outside (0, 1); all before any data is read.
+    :raises TypeError: ``backbone`` is not a module with an int ``feature_dim``; ``holdout``
+        neither a share, a holdout nor ``None``.
     """
+    _check_budget(backbone, "backbone", epochs=epochs, lr=lr, batch_size=batch_size, device=device)
+    feature_dim = getattr(backbone, "feature_dim", None)
+    if isinstance(feature_dim, bool) or not isinstance(feature_dim, int):
+        raise TypeError(f"backbone needs an int attribute feature_dim, got {feature_dim!r} on "
+                        f"{type(backbone).__name__}")
     previous = pretraining_record(backbone)
     if holdout is not None and not isinstance(holdout, ReferenceHoldout):
         if isinstance(holdout, bool) or not isinstance(holdout, (int, float)):
@@ -216,14 +243,18 @@ def pretrain_vae(
 
     :param vae: a :class:`~avalanche_sdr.models.vae.ConvVAE`.
     :param experiences: the warm-start training experiences.
-    :param epochs: passes over their inputs.
+    :param epochs: passes over their inputs; 0: none (the VAE is only frozen).
     :param lr: Adam learning rate.
-    :param batch_size: mini-batch size.
+    :param batch_size: mini-batch size (images).
     :param device: torch device.
     :param verbose: show progress with each epoch's mean ELBO (nats per image) and a
         summary line on stderr (see the module doc).
     :return: the same VAE, trained, frozen, in eval mode.
+    :raises ValueError: ``epochs`` not an int >= 0 (0 only freezes the VAE), ``lr`` not
+        a positive number, ``batch_size`` not a positive int, an unknown ``device``, no
+        experience; all before any data is read.
     """
+    _check_budget(vae, "vae", epochs=epochs, lr=lr, batch_size=batch_size, device=device)
     x, _, _ = _warm_start_tensors(experiences)
     vae.to(device).train()
     _set_trainable(vae, True)

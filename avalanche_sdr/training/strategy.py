@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 import inspect
+import sys
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from avalanche.training import plugins as avalanche_plugins
@@ -188,9 +189,17 @@ def _with_routed_keywords(init):
     return init
 
 
+_AVALANCHE_TEMPLATES = os.path.dirname(inspect.getfile(SupervisedTemplate))
+
+
 def _deprecated(old: str, new: str) -> None:
+    """Warn at the user's line: the first caller outside this module and Avalanche's templates."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and (frame.f_code.co_filename == __file__
+                                 or _AVALANCHE_TEMPLATES in frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
     warnings.warn(f"SDRStrategy({old}=...) is deprecated and will be removed in the next release; write {new}",
-                  DeprecationWarning, stacklevel=4)
+                  DeprecationWarning, stacklevel=level)
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -213,6 +222,61 @@ def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
             "add a ToTensor transform"
         )
     return tuple(int(d) for d in x.shape)
+
+
+def _check_generators(detector, has_generators: bool, remedy: str) -> None:
+    """Refuse a detector that scores entries with their generators on a repository
+    without them; ``remedy``: how to give the repository generators."""
+    if getattr(detector, "needs_generators", True) and not has_generators:
+        raise ValueError(f"decision rule {detector_rule(detector)!r} scores entries with their generators, but "
+                         f"{remedy} or use detector='two_sample'")
+
+
+class _Repository:
+    """The repository :meth:`SDRStrategy.from_benchmark` asks for, built by
+    :class:`SDRStrategy` only once every other argument passed its checks
+    (:meth:`build`, with the generator the detector reads).
+
+    :param backbone: the user's E0 (:func:`~avalanche_sdr.models.build_sdr_model`
+        copies it).
+    :param in_channels: C of the benchmark's images.
+    :param image_size: H == W of the benchmark's images.
+    :param options: keywords of ``build_sdr_model`` (:data:`MODEL_OPTIONS`).
+    """
+
+    def __init__(self, backbone: torch.nn.Module, in_channels: int, image_size: int, options: Dict[str, Any]):
+        self.backbone, self.in_channels, self.image_size, self.options = backbone, in_channels, image_size, options
+
+    def build(self, detector) -> SDRModel:
+        """``build_sdr_model`` with the generator following ``detector`` unless given.
+
+        :raises ValueError: an explicit generator the detector never reads, or none for
+            a detector that reads them.
+        """
+        needs = getattr(detector, "needs_generators", True)
+        options = dict(self.options)
+        if "generator" not in options:
+            options["generator"] = "independent" if needs else None
+        elif options["generator"] is not None and not needs:
+            raise ValueError(
+                f"generator={options['generator']!r} trains a generator per entry that the "
+                f"{detector_rule(detector)!r} rule never reads; remove generator= (it follows the detector) or "
+                "write generator=None")
+        _check_generators(detector, options["generator"] is not None,
+                          "from_benchmark was given generator=None; remove generator= (it follows the detector)")
+        return build_sdr_model(self.backbone, in_channels=self.in_channels, image_size=self.image_size, **options)
+
+
+class _Plan(NamedTuple):
+    """:meth:`SDRStrategy._resolve`'s checked arguments and what it built from them."""
+
+    preset: MethodPreset
+    sdr: SDRPlugin  # holds the settings, detector and routers
+    eval_router: Optional[str]
+    user_plugins: List[Any]
+    eval_mb_size: int
+    checkpoint: Optional[SDRCheckpointPlugin]
+    template_kwargs: Dict[str, Any]  # passed on to Avalanche's template
 
 
 class SDRStrategy(SupervisedTemplate):
@@ -242,6 +306,12 @@ class SDRStrategy(SupervisedTemplate):
     (:class:`~avalanche_sdr.detection.DetectionRecord`, ``to_dict()`` for JSON) and
     goes to the evaluator's loggers (:data:`~avalanche_sdr.training.sdr_plugin.REPORTED_VALUES`).
     :meth:`from_benchmark` builds the repository and the strategy in one call.
+
+    Every argument is checked before the repository changes: a refused call leaves
+    ``model`` (and everything else passed) as it was, and the corrected call can use it.
+    The strategy then owns ``model`` and trains it; E0 inside it is the repository's own
+    copy (:func:`~avalanche_sdr.models.build_sdr_model` copies the backbone it is given),
+    so the user's E0 never changes.
 
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
     :param method: a method preset, a name of :data:`~avalanche_sdr.training.METHODS`
@@ -318,7 +388,8 @@ class SDRStrategy(SupervisedTemplate):
         generators on a repository without them; an option the chosen rule or router
         does not read; an ``eval_router`` that is not one of ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
-        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
+        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead); a
+        ``forward_transfer`` that is not a bool; a device torch does not know.
     """
 
     @_with_routed_keywords
@@ -336,8 +407,66 @@ class SDRStrategy(SupervisedTemplate):
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
         **kwargs,
     ):
-        if not isinstance(model, SDRModel):
+        if not isinstance(model, (SDRModel, _Repository)):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
+        # Every argument is checked, and everything SDR builds from them is built, before
+        # the repository is built (from_benchmark) or changed: a refused call leaves no trace.
+        plan = self._resolve(method=method, settings=settings, detector=detector, n_warm_start=n_warm_start,
+                             forward_transfer=forward_transfer, routers=routers, eval_router=eval_router,
+                             checkpoint_dir=checkpoint_dir, kwargs=kwargs)
+        detector = plan.sdr.detector
+        if isinstance(model, _Repository):
+            model = model.build(detector)
+        _check_generators(detector, model.has_generators, "the model was built with generator=None; build it with "
+                          "generator='independent'")
+        # What E0 was pretrained on (pretrain_backbone's record, on the repository's copy of E0), for a
+        # detector whose references depend on it (until the Detector protocol declares the method).
+        use_pretraining = getattr(detector, "use_pretraining", None)
+        if use_pretraining is not None:
+            use_pretraining(pretraining_record(model.encoder.backbone))
+        self.method = plan.preset.name
+        """The name of the method preset the strategy was built from (its defaults; the
+        keywords given win): recorded in results and checkpoints beside the expanded values."""
+        self.sdr = plan.sdr
+        self.frozen_features = FrozenFeaturesPlugin(self.sdr)
+        """Trains a head-only experience on features computed once
+        (:mod:`~avalanche_sdr.training.frozen_features`); ``enabled = False`` keeps the
+        per-epoch path."""
+        self.eval_router = plan.eval_router
+        self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
+            None if plan.eval_router is None else ClassIncrementalEvalPlugin(plan.eval_router))
+        # Replaced per experience by make_optimizer; Avalanche needs one to start.
+        initial_optimizer = torch.optim.Adam(model.parameters(), lr=plan.sdr.settings.new_task_lr)
+        sdr_plugins = [self.sdr, self.frozen_features] + ([] if self.class_incremental is None
+                                                           else [self.class_incremental])
+        super().__init__(
+            model=model,
+            optimizer=initial_optimizer,
+            criterion=torch.nn.CrossEntropyLoss(),
+            train_mb_size=plan.sdr.settings.train_mb_size,
+            train_epochs=plan.sdr.settings.new_task_epochs,
+            eval_mb_size=plan.eval_mb_size,
+            plugins=sdr_plugins + plan.user_plugins,
+            **plan.template_kwargs,
+        )
+        # After the user's plugins, Avalanche's evaluator, periodic eval and clock: those
+        # that need gradients of what the experience trained get them before the freeze.
+        self.plugins.append(SDRFreezePlugin())
+        self.checkpoint: Optional[SDRCheckpointPlugin] = plan.checkpoint
+        if self.checkpoint is not None:
+            # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
+            # is taken once everything else has finished the experience.
+            self.plugins.append(self.checkpoint)
+        model.keep_routers(plan.sdr.routers)
+
+    @classmethod
+    def _resolve(cls, *, method, settings, detector, n_warm_start: int, forward_transfer: bool, routers,
+                 eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
+        """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
+        builds from them (settings, detector, routers, plugins): nothing the user passed
+        changes, so a refused call leaves no trace. ``kwargs`` (the other keywords) is
+        read, not changed; the deprecated keywords in it warn here."""
+        kwargs = dict(kwargs)
         preset = resolve_method(method)
         settings = resolve_settings(settings)
         own = sorted(set(kwargs) & {"optimizer", "criterion", "train_epochs"})
@@ -358,59 +487,20 @@ class SDRStrategy(SupervisedTemplate):
         changes = {k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()}
         changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
         settings = SDRSettings(**dict(settings.to_dict(), **changes))  # router options moved onto the routers
-        detector = self._build_detector(detector, kwargs, defaults["detector"], preset)
-        if getattr(detector, "needs_generators", True) and not model.has_generators:
-            raise ValueError(
-                f"decision rule {detector_rule(detector)!r} scores entries with their generators, but the model "
-                "was built with generator=None; build it with generator='independent' or use "
-                "detector='two_sample'"
-            )
-        routers = self._build_routers(defaults["routers"] if routers is None else routers, router_options)
-        # What E0 was pretrained on (pretrain_backbone's record on the repository's copy of E0), for a
-        # detector whose references depend on it (until the Detector protocol declares the method).
-        use_pretraining = getattr(detector, "use_pretraining", None)
-        if use_pretraining is not None:
-            use_pretraining(pretraining_record(model.encoder.backbone))
-        model.keep_routers(routers)
-        self.method = preset.name
-        """The name of the method preset the strategy was built from (its defaults; the
-        keywords given win): recorded in results and checkpoints beside the expanded values."""
-        self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
-                             forward_transfer=forward_transfer, routers=routers)
-        self.frozen_features = FrozenFeaturesPlugin(self.sdr)
-        """Trains a head-only experience on features computed once
-        (:mod:`~avalanche_sdr.training.frozen_features`); ``enabled = False`` keeps the
-        per-epoch path."""
-        self.eval_router = check_eval_router(eval_router, self.sdr.routers)
-        self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
-            None if eval_router is None else ClassIncrementalEvalPlugin(eval_router))
-        # Replaced per experience by make_optimizer; Avalanche needs one to start.
-        initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
-        kwargs.setdefault("evaluator", default_evaluator)
+        detector = cls._build_detector(detector, kwargs, defaults["detector"], preset)
+        routers = cls._build_routers(defaults["routers"] if routers is None else routers, router_options)
+        if not isinstance(forward_transfer, bool):
+            raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
+        sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
+                        forward_transfer=forward_transfer, routers=routers)
+        eval_router = check_eval_router(eval_router, sdr.routers)
         user_plugins = list(kwargs.pop("plugins", None) or [])
         check_plugins(user_plugins)
-        sdr_plugins = [self.sdr, self.frozen_features] + ([] if self.class_incremental is None
-                                                           else [self.class_incremental])
-        plugins = sdr_plugins + user_plugins
-        super().__init__(
-            model=model,
-            optimizer=initial_optimizer,
-            criterion=torch.nn.CrossEntropyLoss(),
-            train_mb_size=settings.train_mb_size,
-            train_epochs=settings.new_task_epochs,
-            eval_mb_size=eval_batch_size(kwargs.get("device"), settings.eval_mb_size, "eval_mb_size"),
-            plugins=plugins,
-            **kwargs,
-        )
-        # After the user's plugins, Avalanche's evaluator, periodic eval and clock: those
-        # that need gradients of what the experience trained get them before the freeze.
-        self.plugins.append(SDRFreezePlugin())
-        self.checkpoint: Optional[SDRCheckpointPlugin] = None
-        if checkpoint_dir is not None:
-            # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
-            # is taken once everything else has finished the experience.
-            self.checkpoint = SDRCheckpointPlugin(checkpoint_dir)
-            self.plugins.append(self.checkpoint)
+        eval_batch_size(kwargs.get("device"))  # a device torch knows
+        eval_mb_size = eval_batch_size(kwargs.get("device"), settings.eval_mb_size, "eval_mb_size")
+        kwargs.setdefault("evaluator", default_evaluator)
+        checkpoint = None if checkpoint_dir is None else SDRCheckpointPlugin(checkpoint_dir)
+        return _Plan(preset, sdr, eval_router, user_plugins, eval_mb_size, checkpoint, kwargs)
 
     @staticmethod
     def _build_detector(detector, kwargs: Dict[str, Any], default, preset: MethodPreset):
@@ -467,7 +557,8 @@ class SDRStrategy(SupervisedTemplate):
 
     @classmethod
     def from_benchmark(cls, backbone: torch.nn.Module, benchmark, **kwargs) -> "SDRStrategy":
-        """Build the repository around ``backbone`` for ``benchmark``'s images, and the strategy.
+        """Build the repository around a copy of ``backbone`` for ``benchmark``'s images,
+        and the strategy.
 
         The image shape (C, H, W) is read from the first training experience
         (:func:`benchmark_input_shape`), so nothing the benchmark knows is restated. The
@@ -475,8 +566,16 @@ class SDRStrategy(SupervisedTemplate):
         generators gets a VAE per entry (``"independent"``) and one that reads none
         (``"two_sample"``, ``"expert_gate"``, ``method="recommended"``) gets none.
 
+        ``backbone`` stays yours: the repository is built around its own deep copy
+        (:func:`~avalanche_sdr.models.build_sdr_model`), which SDR wraps and freezes, so
+        the module passed keeps its weights, ``requires_grad`` flags, classes and
+        submodules, during training too, and can start another learner (e.g. the
+        baselines' :func:`~avalanche_sdr.baselines.make_multi_head_net`). Every argument
+        is checked before the repository is built: a refused call leaves ``backbone``
+        and the other arguments as they were, so the corrected call can follow.
+
         :param backbone: E0 (e.g. :func:`~avalanche_sdr.models.small_cnn_backbone`,
-            usually pretrained); frozen in place.
+            usually pretrained); copied, not changed.
         :param benchmark: an Avalanche benchmark with a ``train_stream`` of square
             images.
         :param kwargs: by name, keywords of :func:`~avalanche_sdr.models.build_sdr_model`
@@ -484,30 +583,20 @@ class SDRStrategy(SupervisedTemplate):
             everything :class:`SDRStrategy` takes (``method``, ``settings``,
             ``detector``, ``routers``, ...).
         :return: the strategy; its repository is ``strategy.model``.
+        :raises TypeError: an unknown keyword; the errors of :class:`SDRStrategy`.
         :raises ValueError: the benchmark's images are not square C x H x W tensors; an
             explicit ``generator`` that the detector does not read (no generator trains
-            that nothing reads: remove ``generator=`` or write ``generator=None``).
+            that nothing reads: remove ``generator=`` or write ``generator=None``), or
+            ``generator=None`` with a detector that reads generators; the errors of
+            :class:`SDRStrategy` and :func:`~avalanche_sdr.models.build_sdr_model`.
         """
         channels, height, width = benchmark_input_shape(benchmark)
         if height != width:
             raise ValueError(f"SDR's generators model square images; the benchmark's are {height}x{width}")
         model_options = {k: kwargs.pop(k) for k in list(kwargs) if k in MODEL_OPTIONS}
-        probe = dict(kwargs)
-        with warnings.catch_warnings():  # the strategy warns once, below
-            warnings.simplefilter("ignore", DeprecationWarning)
-            detector = cls._build_detector(probe.get("detector"), probe, resolve_method(
-                probe.get("method", DEFAULT_METHOD)).defaults()["detector"], resolve_method(
-                probe.get("method", DEFAULT_METHOD)))
-        needs = getattr(detector, "needs_generators", True)
-        if "generator" not in model_options:
-            model_options["generator"] = "independent" if needs else None
-        elif model_options["generator"] is not None and not needs:
-            raise ValueError(
-                f"generator={model_options['generator']!r} trains a generator per entry that the "
-                f"{detector_rule(detector)!r} rule never reads; remove generator= (it follows the detector) or "
-                "write generator=None")
-        model = build_sdr_model(backbone, in_channels=channels, image_size=height, **model_options)
-        return cls(model=model, **kwargs)
+        # SDRStrategy checks every other keyword (Avalanche's check of misspelled names
+        # first) and builds the repository from this recipe only once they all pass.
+        return cls(model=_Repository(backbone, channels, height, model_options), **kwargs)
 
     def train(self, experiences, eval_streams=None, **kwargs):
         """Avalanche's ``train``, after refusing the plugins SDR cannot honour that were
@@ -524,6 +613,10 @@ class SDRStrategy(SupervisedTemplate):
             name of, or a router object among, the strategy's ``routers``.
         :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction` (int64 [N]
             ``class_ids``, ``tasks``, ``entries``).
+        :raises TypeError: ``x`` is not a float tensor of the model's dtype.
+        :raises ValueError: ``x`` is not [N, C, H, W] of the benchmark's (C, H, W), on
+            another device, not finite, or far outside [0, 1] (e.g. 0-255 pixels): the
+            message says what to do (:meth:`~avalanche_sdr.models.SDRModel.predict`).
         :raises RuntimeError: the strategy was built without that router (the message
             says how to build it).
         """

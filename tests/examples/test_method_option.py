@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from benchmarks.cli_startup import REPO_ROOT
+from benchmarks.studies.where_the_time_goes.cli_startup import REPO_ROOT
 
 EXAMPLES = ("quickstart", "fashion_mnist", "fashion_mnist_50", "emnist_100", "cifar10_10", "cifar100_40")
 PAPER_STREAM_EXAMPLES = EXAMPLES[1:]
@@ -88,7 +88,7 @@ def test_the_parse_time_tables_are_the_library_registries(examples):
                                                    ("cifar10_10", None, "cifar10"), ("fashion_mnist", 2, "fashion10"),
                                                    ("fashion_mnist", 10, "fashion50")])
 def test_capped_task_sizes_are_the_harness_caps(examples, name, splits, stream):
-    from benchmarks.methods import STREAMS
+    from benchmarks.table2.methods import STREAMS
 
     caps = examples[name]["CAPPED_SIZES"]
     caps = caps if splits is None else caps[splits]

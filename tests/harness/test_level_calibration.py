@@ -1,7 +1,7 @@
-"""benchmarks/level_calibration.py: its arguments, its counts and its tables (no training)."""
+"""benchmarks/studies/detection/level_calibration.py: its arguments, its counts and its tables (no training)."""
 import pytest
 
-from benchmarks import level_calibration as lc
+from benchmarks.studies.detection import level_calibration as lc
 
 
 @pytest.mark.parametrize("argv, message", [

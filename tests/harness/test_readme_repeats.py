@@ -1,7 +1,7 @@
-"""benchmarks.readme_repeats: the README's own Use block, with only its seed changed."""
+"""benchmarks.studies.detection.readme_repeats: the README's own Use block, with only its seed changed."""
 import pytest
 
-from benchmarks import readme_repeats
+from benchmarks.studies.detection import readme_repeats
 
 
 def test_the_use_block_is_the_readmes_first_python_block_with_its_seed_replaced():

@@ -1,9 +1,9 @@
-"""benchmarks/reuse_errors.py: the injected wrong reuses and the damage table."""
+"""benchmarks/studies/learning_reuse/errors.py: the injected wrong reuses and the damage table."""
 import pytest
 
 from avalanche_sdr import build_sdr_model
 from avalanche_sdr.models import small_cnn_backbone
-from benchmarks.reuse_errors import ErringOracle, parse_args, report
+from benchmarks.studies.learning_reuse.errors import ErringOracle, parse_args, report
 
 
 def _model(groups_of_entries):

@@ -1,4 +1,4 @@
-"""benchmarks.small_tasks (issue #36 item 3): its rules, its refusals and its report
+"""benchmarks.studies.small_tasks (issue #36 item 3): its rules, its refusals and its report
 tables come from the run files it is given. Nothing here trains or reads a data set."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from avalanche_sdr.detection import SmallTaskDetector, TwoSampleDetector
 from avalanche_sdr.training import METHODS
-from benchmarks import small_tasks
+from benchmarks.studies import small_tasks
 
 
 def test_rules_are_the_library_detectors():

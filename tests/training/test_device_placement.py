@@ -31,7 +31,7 @@ a meta tensor); and a meta default also fails correct code, ``torch.tensor(perm)
 What it cannot see: code that runs only where ``device.type == "cuda"`` (the
 checkpoint's CUDA RNG states, pinned memory, TF32), copies and item assignments between
 the two devices (allowed, as CUDA's ``copy_`` allows them), and tensors made outside torch's
-Python API. ``benchmarks/gpu_check.py`` checks the first on a real GPU.
+Python API. ``benchmarks/table2/gpu_check.py`` checks the first on a real GPU.
 
 The pipeline (tiny 8x8 prototype stream, 8 tasks, 3 warm-start): ``method="paper"`` (the
 agreement rule with an independent VAE per entry, head-only reuse); ``method="recommended"``
