@@ -456,13 +456,21 @@ def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators
         else:
             lines += ["                      rule (calibrated): reuse when the votes agree and t's images",
                       "                      are as likely under those entries' VAEs as their own held-out images"]
-    elif decision == "two_sample":
+    elif decision in ("two_sample", "small_task"):
         lines += [
             "    Tj:p=..           p-value of the test \"task t repeats task j\" (class by class, on E0's",
-            "                      features); rule: reuse the entry with the largest p if p >= 0.01",
+            "                      features); rule: reuse the entry with the largest p if p >= alpha",
+            "                      (0.01; with alpha=\"by_size\", method recommended's, 0.01 up to 40",
+            "                      images a class, falling to 0.0001 from 100)",
             "    power=..          share of known-different decoy tasks the test told apart from that",
             "                      entry; below 0.9 the test could not tell, and the task is new",
         ]
+        if decision == "small_task":
+            lines += [
+                "    fallback          on tasks of >= 10 images a class where that test lacks power, a",
+                "                      test with a covariance pooled over the stored classes decides (p:",
+                "                      its p-values); a reuse then needs a decoy rank <= 0.01",
+            ]
     elif decision == "expert_gate":
         lines += [
             "    Tj:rel=..         Expert Gate relatedness of t to task j (from autoencoder errors;",

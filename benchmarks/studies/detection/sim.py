@@ -38,10 +38,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
 
-RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power")
+RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended")
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
-(``min_power=0``), and Expert Gate's relatedness."""
+(``min_power=0``), Expert Gate's relatedness, the two-sample rule with
+``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
+``method="recommended"``'s detector (the small-task rule, matched classes, a level
+falling with task size)."""
 
 
 def make_rule(name: str):
@@ -58,6 +61,12 @@ def make_rule(name: str):
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, min_power=0.0))
     if name == "expert_gate":
         return ExpertGateDetector()
+    if name == "two_sample_matched":
+        return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
+    if name == "recommended":
+        from avalanche_sdr.training import METHODS
+
+        return METHODS["recommended"].defaults()["detector"]
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
@@ -242,7 +251,8 @@ def parse_args(argv=None):
     parser.add_argument("--rules", nargs="+", choices=RULES, default=["two_sample"],
                         help="rules to replay (default two_sample): two_sample (Hotelling test), "
                         "two_sample_energy (energy-distance test), two_sample_no_power (no power check), "
-                        "expert_gate (Expert Gate relatedness)")
+                        "expert_gate (Expert Gate relatedness), two_sample_matched (match_classes=True), "
+                        "recommended (the detector of method='recommended')")
     parser.add_argument("--train-per-task", nargs="+", type=cli.positive_int, default=None, metavar="N",
                         help="training images per task (sweep); default: the stream's CPU-preset sizes")
     parser.add_argument("--threads", type=cli.non_negative_int, default=1, metavar="N",
