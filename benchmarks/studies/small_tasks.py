@@ -301,4 +301,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["AllNewDetector", "CONFIRM_ALL", "DEFAULT_FLOW", "RULES", "build_stream", "make_rule", "replay", "report", "train"]
+__all__ = ["AllNewDetector", "CONFIRM_ALL", "DEFAULT_FLOW", "RULES", "build_stream", "make_rule", "replay", "report",
+           "train"]

@@ -459,7 +459,8 @@ def report_default_flow(runs: Sequence[Dict[str, Any]]) -> str:
             first_reused = sum(round((1 - d["power"]) * d["n_new_group"]) for d in ds if d["power"] is not None)
             lines.append(f"| {stream} | {rule} | {','.join(str(r['seed']) for r in rs)} | {pct['correct']:.1f} | "
                          f"{pct['miss']:.1f} | {pct['incorrect']:.1f} | "
-                         f"{sum(d['warm_group_repeats_new'] for d in ds)} / {sum(d['warm_group_repeats'] for d in ds)} | "
+                         f"{sum(d['warm_group_repeats_new'] for d in ds)} / "
+                         f"{sum(d['warm_group_repeats'] for d in ds)} | "
                          f"{sum(d['other_repeats_new'] for d in ds)} / {sum(d['other_repeats'] for d in ds)} | "
                          f"{first_reused} / {first} |")
     return "\n".join(lines) + "\n"

@@ -9,9 +9,10 @@ ground truth (``benchmark.stream_groups``). One JSON per seed under ``OUT/runs``
 decisions, outcomes, p-values, power, the level of each test, the block's printed
 lines, wall seconds, torch threads and the 1-minute load average.
 
-    python -m benchmarks.studies.detection.readme_repeats --seeds 10 11 12 13 14 --out docs/results/detection/readme/validation
-    python -m benchmarks.studies.detection.readme_repeats --seeds 0 1 2 3 4 --out docs/results/detection/readme
-    python -m benchmarks.studies.detection.readme_repeats --report --out docs/results/detection/readme
+    R=docs/results/detection/readme
+    python -m benchmarks.studies.detection.readme_repeats --seeds 10 11 12 13 14 --out $R/validation
+    python -m benchmarks.studies.detection.readme_repeats --seeds 0 1 2 3 4 --out $R
+    python -m benchmarks.studies.detection.readme_repeats --report --out $R
 """
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ def report(runs: Sequence[Dict[str, Any]]) -> str:
 
 
 def main(argv=None) -> str:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.detection.readme_repeats", description=cli.description(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.detection.readme_repeats",
+                                     description=cli.description(__doc__))
     parser.add_argument("--seeds", nargs="+", type=cli.seed, default=[0], metavar="SEED",
                         help="seeds of the Use block (default: 0)")
     parser.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
