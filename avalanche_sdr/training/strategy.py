@@ -335,7 +335,11 @@ class SDRStrategy(SupervisedTemplate):
         ``SimilarTaskDetector(rule="agreement", elbo_samples=8)``): any object with
         ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
         ``remember(...)``; it is assumed to read the generators unless it has
-        ``needs_generators = False``. Default: the method's.
+        ``needs_generators = False``. A detector with ``use_pretraining(record)`` (the
+        two-sample and small-task rules) is handed the
+        :class:`~avalanche_sdr.detection.PretrainingRecord` of the repository's E0 when
+        the strategy is built (``pretrain_backbone``'s; ``None`` without one, which
+        warns: :class:`~avalanche_sdr.detection.ReferenceWarning`). Default: the method's.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
