@@ -70,7 +70,7 @@ def main(args) -> dict:
             backbone, benchmark,
             method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
             settings=args.preset,  # the training budget by name: "cpu", "cpu_large_task" or "paper"
-            detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+            detector=_common.detector(args, elbo_samples=8),  # --detector, else the method's (8 ELBO samples)
             **_common.settings_keywords(args),  # --reuse, --new-task-epochs, --vae-epochs when given
             latent_dim=32, vae_width=32,  # each entry's ConvVAE for 3x32x32 images (methods with generators)
             evaluator=run.closing(sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)),

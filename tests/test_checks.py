@@ -5,7 +5,7 @@ import torch
 
 from avalanche_sdr._checks import PIXEL_SLACK, check_images, check_int, check_positive
 from avalanche_sdr.models.eft import EFTAdapter
-from avalanche_sdr.training.presets import CPU_SETTINGS
+from avalanche_sdr.training.presets import CPU_LARGE_TASK_SETTINGS
 
 
 @pytest.mark.parametrize("value", [1, 7, 10**6])
@@ -31,9 +31,9 @@ def test_constructors_share_the_wording():
     with pytest.raises(ValueError, match="channels must be a positive int, got 0"):
         EFTAdapter(0)
     with pytest.raises(ValueError, match="train_mb_size must be a positive int, got 0"):
-        CPU_SETTINGS.replace(train_mb_size=0)
+        CPU_LARGE_TASK_SETTINGS.replace(train_mb_size=0)
     with pytest.raises(ValueError, match="vae_patience must be an int >= 0, got -1"):
-        CPU_SETTINGS.replace(vae_patience=-1)
+        CPU_LARGE_TASK_SETTINGS.replace(vae_patience=-1)
 
 
 @pytest.mark.parametrize("value", [1e-3, 2, 0.5])

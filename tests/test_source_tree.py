@@ -201,6 +201,110 @@ def test_no_import_cycle_in_the_harness():
     assert not cycles, "import cycles in benchmarks/ (cut each at a leaf module):\n" + _cycle_report(cycles, graph)
 
 
+# ---------------------------------------------------------------------- private state
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _root(node: ast.AST) -> ast.AST:
+    """The object an attribute chain starts from: ``self`` for ``self.a.b``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def private_state_writes(module: str, source: str, known: Set[str]) -> List[str]:
+    """Where the module ``module`` (its ``source``) touches another module's private state.
+
+    Flagged: an assignment, augmented assignment or ``del`` of ``<expr>._name`` where
+    ``<expr>`` is not ``self``/``cls`` and ``_name`` is not an attribute this module sets
+    through ``self`` (its own classes' state); an item assigned into or deleted from
+    another object's container, ``<expr>.name[key] = ...`` (the owner's methods write it,
+    e.g. ``model.set_exemplars``, not ``model.entry_exemplars[key] = ...``); any use of
+    ``<expr>.__dict__`` but ``self.__dict__``; ``setattr``/``delattr`` of a private name on anything but
+    ``self``/``cls``; a private name imported from another module of ``known`` (dotted
+    names), or read as ``<module>._name`` through an imported module of ``known``.
+
+    :return: one line per finding, ``module:line: what``.
+    """
+    tree = ast.parse(source)
+    own = {node.attr for node in ast.walk(tree)
+           if isinstance(node, ast.Attribute) and _is_self(node.value) and isinstance(node.ctx, ast.Store)}
+    modules: Dict[str, str] = {}
+    found = []
+    for node in _imports(tree):
+        if isinstance(node, ast.Import):
+            modules.update({alias.asname or alias.name: alias.name for alias in node.names if alias.name in known})
+            continue
+        base = node.module or ""
+        for alias in node.names:
+            if base in known and _is_private(alias.name) and f"{base}.{alias.name}" not in known:
+                found.append(f"{module}:{node.lineno}: imports the private {base}.{alias.name}")
+            if f"{base}.{alias.name}" in known:
+                modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete))
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute)
+                    and not _is_self(_root(target.value)) and target.value.attr != "__dict__"):
+                found.append(f"{module}:{node.lineno}: writes into {ast.unparse(target.value)}")
+            for part in ast.walk(target):
+                if (isinstance(part, ast.Attribute) and _is_private(part.attr) and not _is_self(part.value)
+                        and part.attr not in own):
+                    found.append(f"{module}:{node.lineno}: writes {ast.unparse(part)}")
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__" and not _is_self(node.value):
+            found.append(f"{module}:{node.lineno}: reaches into {ast.unparse(node)}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+                and len(node.args) >= 2 and not _is_self(node.args[0]) and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str) and _is_private(node.args[1].value)):
+            found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Attribute) and _is_private(node.attr) and ast.unparse(node.value) in modules:
+            found.append(f"{module}:{node.lineno}: uses the private {modules[ast.unparse(node.value)]}.{node.attr}")
+    return found
+
+
+def test_the_private_state_check_finds_each_kind_of_reach():
+    known = {"pkg", "pkg.a", "pkg.b"}
+    source = (
+        "from pkg.b import _helper, public\n"
+        "import pkg.b\n"
+        "class Owner:\n"
+        "    def __init__(self):\n"
+        "        self._mine = 1\n"
+        "    def copy(self, other):\n"
+        "        other._mine = self._mine\n"  # this module's own state: allowed
+        "def reach(model):\n"
+        "    model._cache = {}\n"
+        "    model.__dict__['_kept'] = 2\n"
+        "    setattr(model, '_x', 3)\n"
+        "    del model._cache\n"
+        "    model.stored[3] = None\n"
+        "    return pkg.b._secret\n"
+    )
+    found = private_state_writes("pkg.a", source, known)
+    assert sorted(line.split(": ", 1)[1] for line in found) == sorted([
+        "imports the private pkg.b._helper", "writes model._cache", "writes model._cache",
+        "reaches into model.__dict__", "setattr(model, '_x', 3)", "uses the private pkg.b._secret",
+        "writes into model.stored",
+    ])
+    assert private_state_writes("pkg.a", "class A:\n    def f(self, o):\n        self._x = o._y\n", known) == []
+
+
+def test_no_library_module_writes_another_modules_private_state():
+    """Every piece of state has one owner, changed through its owner's methods (issue #46:
+    the LDA router wrote the repository's ``_lda_cache`` and the learning reuse its
+    ``entry_exemplars[...]``; now the router keeps what it derives itself and the reuse
+    calls ``model.set_exemplars``)."""
+    sources = _package_sources("avalanche_sdr")
+    found = [line for name, text in sources.items() for line in private_state_writes(name, text, set(sources))]
+    assert not found, "private state reached from outside its module:\n" + "\n".join(found)
 def test_no_python_file_under_docs_but_the_sphinx_configuration():
     scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.py") if p != ROOT / "docs" / "conf.py")
     assert not scripts, "Python files under docs/ (move them into benchmarks/, with a test):\n" + "\n".join(scripts)

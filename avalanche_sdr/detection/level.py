@@ -41,6 +41,10 @@ class Level(abc.ABC):
     def to_dict(self) -> Dict[str, Any]:
         """JSON-safe description, with the registry name under ``"level"``."""
 
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """The level in words, to follow "p >=" in a legend (e.g. ``"0.01"``)."""
+
 
 @dataclass(frozen=True)
 class FixedLevel(Level):
@@ -63,6 +67,10 @@ class FixedLevel(Level):
     def to_dict(self) -> Dict[str, Any]:
         """``{"level": "fixed", "alpha": ...}``."""
         return {"level": self.name, "alpha": self.alpha}
+
+    def describe(self) -> str:
+        """``alpha``, e.g. ``"0.01"``."""
+        return f"{self.alpha:g}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,11 @@ class LevelBySize(Level):
     def to_dict(self) -> Dict[str, Any]:
         """``{"level": "by_size", "high", "low", "small", "large"}``."""
         return {"level": self.name, "high": self.high, "low": self.low, "small": self.small, "large": self.large}
+
+    def describe(self) -> str:
+        """E.g. ``"0.01 up to 40 images a class, falling to 0.0001 from 100"`` (the
+        defaults; the images of the task's smallest class)."""
+        return f"{self.high:g} up to {self.small} images a class, falling to {self.low:g} from {self.large}"
 
 
 LEVELS: Dict[str, Callable[[], Level]] = {FixedLevel.name: FixedLevel, LevelBySize.name: LevelBySize}

@@ -21,9 +21,9 @@ section "The two-sample repeat test, step by step"; evidence: docs/results/detec
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
+import textwrap
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,8 +37,10 @@ from torch import Tensor
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
+from avalanche_sdr.detection.base import FeatureRuleDetector
+from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.level import Level, make_level
+from avalanche_sdr.models.task_data import TaskData
 
 TESTS = ("hotelling", "energy")
 """Per-class two-sample tests of :class:`TwoSampleDetector`."""
@@ -73,8 +75,7 @@ class TwoSampleSettings:
     :param n_permutations: permutations of the energy test (p-value resolution
         1 / (n_permutations + 1) must be below ``alpha / c``).
     :param class_count_filter: compare only with entries of the same class count
-        (recorded as :attr:`~avalanche_sdr.detection.DetectionRecord.class_count_filter`;
-        formerly ``match_class_count``, still accepted with a ``DeprecationWarning``).
+        (recorded as :attr:`~avalanche_sdr.detection.DetectionRecord.class_count_filter`).
     :param feature_space: ``"e0"`` (default): E0's frozen features, shared by every
         entry (one forward pass per task; references stored when an entry is
         created); ``"entry"``: each candidate's own encoder E_e (one forward pass per
@@ -105,13 +106,8 @@ class TwoSampleSettings:
     feature_space: str = "e0"
     seed: int = 0
     match_classes: bool = False
-    match_class_count: dataclasses.InitVar[Optional[bool]] = None  # the former name of class_count_filter
 
-    def __post_init__(self, match_class_count: Optional[bool] = None):
-        if match_class_count is not None:
-            warnings.warn("TwoSampleSettings(match_class_count=...) is deprecated: write class_count_filter=...",
-                          DeprecationWarning, stacklevel=3)
-            object.__setattr__(self, "class_count_filter", match_class_count)
+    def __post_init__(self):
         if not isinstance(self.class_count_filter, bool):
             raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
         if isinstance(self.alpha, (str, Level)):
@@ -637,10 +633,14 @@ class TwoSampleDetector(FeatureRuleDetector):
         the plugin then calls :meth:`remember` at the end of the experience."""
         return self.settings.feature_space == "entry"
 
-    def project(self, model, x: Tensor, entry: Optional[int] = None) -> Tensor:
+    def project(self, model, x: Tensor, entry: Optional[int] = None, data: Optional[TaskData] = None) -> Tensor:
         """Features of ``x`` ([n, C, H, W]) under E0 (``entry=None``) or E_entry, projected:
-        [n, dim] float64 on the CPU."""
-        feats = model.batched_features(x, entry, self.batch_size).double()
+        [n, dim] float64 on the CPU. ``data``: the task data whose images ``x`` are, so that
+        E0's features computed once for it are read (``entry=None`` only)."""
+        if entry is None and data is not None:
+            feats = data.e0_features(model, self.batch_size).double()
+        else:
+            feats = model.batched_features(x, entry, self.batch_size).double()
         if self._projection is None or self._projection.shape[0] != feats.shape[1]:
             self._projection = random_projection(feats.shape[1], self.settings.dim)
         out = feats @ self._projection
@@ -682,22 +682,27 @@ class TwoSampleDetector(FeatureRuleDetector):
         return combined, sigma
 
     # -------------------------------------------------------------- references
-    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
-                 features: Optional[Tensor] = None) -> None:
+    def remember(self, model, entry: int, data: TaskData) -> None:
         """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
         features per class of its creating task's training data (seeded subsample);
-        for a task of :attr:`reference_holdout`, of its held-out images only.
+        for a task of :attr:`reference_holdout`, of its held-out images only. The
+        projected features of the last :meth:`detect` are reused when it was for this task.
 
-        :param x: [n, C, H, W] the task's training images; :param y: int64 [n] local labels.
-        :param features: [n, dim] their projected features when already computed.
+        :param data: the creating task's training data (images, local labels).
         """
+        task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
         space = entry if self.settings.feature_space == "entry" else None
+        features = self.cached_features(task)
         holdout = self.reference_holdout
         if holdout is not None and int(task) in holdout.rows:
             rows = holdout.held_out(int(task), len(y))
             x, y = x[rows], y[rows]
             features = None if features is None else features[rows]
-        feats = self.project(model, x, space) if features is None else features
+            feats = self.project(model, x, space) if features is None else features
+        elif features is None:
+            feats = self.project(model, x, space, data=data)
+        else:
+            feats = features
         self._forget(model, entry)
         g = task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
@@ -797,10 +802,11 @@ class TwoSampleDetector(FeatureRuleDetector):
         return rejected / s.n_decoys
 
     # -------------------------------------------------------------- decision
-    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
-        """Test the task against every candidate entry and decide (no model change), at
-        the settings' level for the task's smallest class (:meth:`TwoSampleSettings.level`)."""
+    def detect(self, model, data: TaskData) -> DetectionRecord:
+        """Test the task of ``data`` against every candidate entry and decide (no model change),
+        at the settings' level for the task's smallest class (:meth:`TwoSampleSettings.level`)."""
         start = time.perf_counter()
+        task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
         s = self.settings
         self._forget(model)
         g = task_generator(s.seed, task, _SUBSAMPLE)
@@ -814,7 +820,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         entries = self.candidates(model, num_classes)
         refs = {e: self._references(model, e) for e in model.entries}
         if s.feature_space == "e0":
-            feats = self.project(model, x)
+            feats = self.project(model, x, data=data)
             self._last = (int(task), feats)
         combined, matchings = [], []
         identity = list(range(num_classes))
@@ -842,6 +848,21 @@ class TwoSampleDetector(FeatureRuleDetector):
             detection_seconds=time.perf_counter() - start, p_value=combined, power=power,
             class_count_filter=s.class_count_filter, class_permutation=permutation,
         )
+
+    def legend(self) -> List[str]:
+        """The p-values, the level (:meth:`Level.describe <avalanche_sdr.detection.level.Level.describe>`)
+        and the power check."""
+        s = self.settings
+        rule = textwrap.wrap("features); rule: reuse the entry with the largest p if p >= "
+                             + make_level(s.alpha).describe(), width=94, initial_indent=" " * 22,
+                             subsequent_indent=" " * 22)
+        return [
+            "    Tj:p=..           p-value of the test \"task t repeats task j\" (class by class, on "
+            + ("E0's" if s.feature_space == "e0" else "j's"),
+            *rule,
+            "    power=..          share of known-different decoy tasks the test told apart from that",
+            f"                      entry; below {s.min_power:g} the test could not tell, and the task is new",
+        ]
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import inspect
 import sys
-import warnings
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -12,46 +11,24 @@ from avalanche.training import plugins as avalanche_plugins
 from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
-from avalanche_sdr.detection.registry import DETECTOR_TYPES, detector_options, detector_rule, make_detector
+from avalanche_sdr.detection.registry import make_detector
 from avalanche_sdr.detection.two_sample import pretraining_record
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
-from avalanche_sdr.routers.routing import check_routers, make_router
+from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin
 from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
-from avalanche_sdr.training.presets import (DEPRECATED_ROUTER_SETTINGS, PAPER_SETTINGS, SDRSettings,
-                                            resolve_settings)
+from avalanche_sdr.training.presets import PAPER_SETTINGS, REUSE_OPTIONS, SDRSettings, resolve_settings
 from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
-from avalanche_sdr.vocabulary import DETECTORS
-
-DEPRECATED_DETECTOR_OPTIONS: Dict[str, str] = {
-    "thresholds": "thresholds",
-    "two_sample": "settings",
-    "prior": "prior",
-    "elbo_samples": "elbo_samples",
-    "max_detection_samples": "max_samples",
-    "match_class_count": "class_count_filter",
-}
-"""Former flat detector keywords of :class:`SDRStrategy` -> the option of the detector
-builder (:data:`~avalanche_sdr.detection.DETECTOR_TYPES`) they set. Still accepted for one
-release with a ``DeprecationWarning``; one the chosen rule does not read is refused."""
-
-DETECTOR_OPTIONS = tuple(DEPRECATED_DETECTOR_OPTIONS)
-"""The deprecated flat detector keywords (:data:`DEPRECATED_DETECTOR_OPTIONS`)."""
 
 MODEL_OPTIONS = tuple(
     name for name in inspect.signature(build_sdr_model).parameters if name not in ("backbone", "in_channels", "image_size")
 )
 """Keywords of :func:`~avalanche_sdr.models.build_sdr_model` that
 :meth:`SDRStrategy.from_benchmark` passes on to it."""
-
-_DETECTOR_CLASSES = {"agreement": "SimilarTaskDetector(rule='agreement', ...)",
-                     "calibrated": "SimilarTaskDetector(rule='calibrated', ...)",
-                     "two_sample": "TwoSampleDetector(TwoSampleSettings(...))",
-                     "expert_gate": "ExpertGateDetector(...)"}
-
 
 class _Routed:
     """Shown as the default of a keyword that :class:`SDRStrategy` passes on elsewhere."""
@@ -170,9 +147,16 @@ def default_evaluator():
                             loggers=[DecisionLogger(file=sys.stderr)])
 
 
+SETTING_KEYWORDS = tuple(name for name in SDRSettings.field_names() if name not in REUSE_OPTIONS)
+"""The :class:`~avalanche_sdr.training.SDRSettings` fields :class:`SDRStrategy` also takes as
+keywords (each replaces that value of ``settings``): the budget, ``reuse`` and the update's
+schedule. The learning reuse's other options (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`)
+are set in ``settings``."""
+
+
 def _with_routed_keywords(init):
-    """``init``'s signature with the keywords it routes by name (settings fields, and the
-    deprecated keywords it still translates) listed as keyword-only parameters.
+    """``init``'s signature with the keywords it routes by name (:data:`SETTING_KEYWORDS`)
+    listed as keyword-only parameters.
 
     Avalanche's templates refuse keywords that no ``__init__`` of the class hierarchy
     names (a guard against misspellings); listing the routed names here keeps that
@@ -182,24 +166,20 @@ def _with_routed_keywords(init):
     signature = inspect.signature(init)
     params = list(signature.parameters.values())
     keyword = inspect.Parameter.KEYWORD_ONLY
-    routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SDRSettings.field_names()]
-    deprecated = ("decision",) + DETECTOR_OPTIONS + DEPRECATED_ROUTER_SETTINGS
-    routed += [inspect.Parameter(name, keyword, default=_Routed("deprecated")) for name in deprecated]
+    routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SETTING_KEYWORDS]
     init.__signature__ = signature.replace(parameters=params[:-1] + routed + params[-1:])
     return init
 
 
-_AVALANCHE_TEMPLATES = os.path.dirname(inspect.getfile(SupervisedTemplate))
-
-
-def _deprecated(old: str, new: str) -> None:
-    """Warn at the user's line: the first caller outside this module and Avalanche's templates."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and (frame.f_code.co_filename == __file__
-                                 or _AVALANCHE_TEMPLATES in frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(f"SDRStrategy({old}=...) is deprecated and will be removed in the next release; write {new}",
-                  DeprecationWarning, stacklevel=level)
+def _refuse_reuse_options(kwargs: Dict[str, Any]) -> None:
+    """A learning-reuse option given as a keyword: say where it goes (before Avalanche's
+    check of misspelled keywords, which would not)."""
+    given = sorted(set(kwargs) & set(REUSE_OPTIONS))
+    if given:
+        example = ", ".join(f"{name}={kwargs[name]!r}" for name in given)
+        raise TypeError(f"{given} are options of the learning reuse, set in the settings: write "
+                        f"settings=CPU_SETTINGS.replace({example}) (or SDRSettings({example}, ...)), "
+                        "with reuse='accumulate'")
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -224,11 +204,11 @@ def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
     return tuple(int(d) for d in x.shape)
 
 
-def _check_generators(detector, has_generators: bool, remedy: str) -> None:
+def _check_generators(detector: Detector, has_generators: bool, remedy: str) -> None:
     """Refuse a detector that scores entries with their generators on a repository
     without them; ``remedy``: how to give the repository generators."""
-    if getattr(detector, "needs_generators", True) and not has_generators:
-        raise ValueError(f"decision rule {detector_rule(detector)!r} scores entries with their generators, but "
+    if detector.needs_generators and not has_generators:
+        raise ValueError(f"the {detector.rule!r} detector scores entries with their generators, but "
                          f"{remedy} or use detector='two_sample'")
 
 
@@ -247,20 +227,19 @@ class _Repository:
     def __init__(self, backbone: torch.nn.Module, in_channels: int, image_size: int, options: Dict[str, Any]):
         self.backbone, self.in_channels, self.image_size, self.options = backbone, in_channels, image_size, options
 
-    def build(self, detector) -> SDRModel:
+    def build(self, detector: Detector) -> SDRModel:
         """``build_sdr_model`` with the generator following ``detector`` unless given.
 
         :raises ValueError: an explicit generator the detector never reads, or none for
             a detector that reads them.
         """
-        needs = getattr(detector, "needs_generators", True)
         options = dict(self.options)
         if "generator" not in options:
-            options["generator"] = "independent" if needs else None
-        elif options["generator"] is not None and not needs:
+            options["generator"] = "independent" if detector.needs_generators else None
+        elif options["generator"] is not None and not detector.needs_generators:
             raise ValueError(
                 f"generator={options['generator']!r} trains a generator per entry that the "
-                f"{detector_rule(detector)!r} rule never reads; remove generator= (it follows the detector) or "
+                f"{detector.rule!r} detector never reads; remove generator= (it follows the detector) or "
                 "write generator=None")
         _check_generators(detector, options["generator"] is not None,
                           "from_benchmark was given generator=None; remove generator= (it follows the detector)")
@@ -329,17 +308,19 @@ class SDRStrategy(SupervisedTemplate):
     :param detector: how a new task is compared with the repository: a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (``"agreement"``, the paper's;
         ``"calibrated"``; ``"two_sample"``, a level-``alpha`` repeat test on E0 features
-        that needs no generators; ``"expert_gate"``, a baseline), built with its
+        that needs no generators; ``"small_task"``, the two-sample test with a fallback
+        for tasks of few images a class; ``"expert_gate"``, a baseline), built with its
         default options, or a detector object with its options (e.g.
         ``TwoSampleDetector(TwoSampleSettings(match_classes=True))``,
-        ``SimilarTaskDetector(rule="agreement", elbo_samples=8)``): any object with
-        ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
-        ``remember(...)``; it is assumed to read the generators unless it has
-        ``needs_generators = False``. A detector with ``use_pretraining(record)`` (the
-        two-sample and small-task rules) is handed the
-        :class:`~avalanche_sdr.detection.PretrainingRecord` of the repository's E0 when
-        the strategy is built (``pretrain_backbone``'s; ``None`` without one, which
-        warns: :class:`~avalanche_sdr.detection.ReferenceWarning`). Default: the method's.
+        ``AgreementDetector(elbo_samples=8)``): a
+        :class:`~avalanche_sdr.detection.base.Detector`, which says what the strategy
+        needs of it (whether it reads generators, ``detect``, ``remember``, its
+        configuration, how its records read); a detector of your own is one subclass.
+        When the strategy is built, the detector is handed the
+        :class:`~avalanche_sdr.detection.PretrainingRecord` of the repository's E0
+        (``use_pretraining``: ``pretrain_backbone``'s record, ``None`` without one; the
+        two-sample and small-task rules then warn,
+        :class:`~avalanche_sdr.detection.ReferenceWarning`). Default: the method's.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
@@ -371,14 +352,11 @@ class SDRStrategy(SupervisedTemplate):
         ``None`` (default): no checkpoints.
     :param kwargs: by name, each of
 
-        - a setting of :class:`~avalanche_sdr.training.SDRSettings` (e.g.
-          ``reuse_epochs=10``, ``reuse="head"``): replaces that value of ``settings``;
-        - deprecated for one release, with a ``DeprecationWarning`` saying what to
-          write instead: ``decision=`` (write ``detector=``), the flat detector options
-          ``thresholds``, ``two_sample``, ``prior``, ``elbo_samples``,
-          ``max_detection_samples``, ``match_class_count`` (write a detector object),
-          ``router_exemplars`` and ``router_evidence`` (write a router object); one that
-          the chosen rule or routers do not read is refused;
+        - a setting of :class:`~avalanche_sdr.training.SDRSettings` of
+          :data:`SETTING_KEYWORDS` (e.g. ``reuse_epochs=10``, ``reuse="head"``): replaces
+          that value of ``settings``; the learning reuse's other options
+          (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`, e.g. ``reuse_guard``)
+          are set in ``settings`` and refused here with a message saying so;
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
           ``plugins``, ``evaluator`` (default: :func:`default_evaluator`, one line per
           task on stderr), ``eval_every``, ``peval_mode``, ...), passed
@@ -386,15 +364,19 @@ class SDRStrategy(SupervisedTemplate):
           and refused. Which of Avalanche's plugins work with SDR: docs/plugins.rst;
           the refused ones are in :data:`REFUSED_PLUGINS`, refused here and again by
           :meth:`train` when appended to ``strategy.plugins`` afterwards.
-    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself;
-        ``decision`` together with ``detector``.
-    :raises ValueError: an unknown method, budget, rule or router; a rule that needs
-        generators on a repository without them; an option the chosen rule or router
-        does not read; an ``eval_router`` that is not one of ``routers``; a plugin SDR
+    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself; a
+        learning-reuse option given as a keyword; a detector that is not a ``Detector``.
+    :raises ValueError: an unknown method, budget, rule or router; a detector that reads
+        generators on a repository without them; an ``eval_router`` that is not one of
+        ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
         ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead); a
         ``forward_transfer`` that is not a bool; a device torch does not know.
     """
+
+    def __new__(cls, *args, **kwargs):
+        _refuse_reuse_options(kwargs)  # before Avalanche's check of misspelled keywords
+        return super().__new__(cls)
 
     @_with_routed_keywords
     def __init__(
@@ -423,11 +405,8 @@ class SDRStrategy(SupervisedTemplate):
             model = model.build(detector)
         _check_generators(detector, model.has_generators, "the model was built with generator=None; build it with "
                           "generator='independent'")
-        # What E0 was pretrained on (pretrain_backbone's record, on the repository's copy of E0), for a
-        # detector whose references depend on it (until the Detector protocol declares the method).
-        use_pretraining = getattr(detector, "use_pretraining", None)
-        if use_pretraining is not None:
-            use_pretraining(pretraining_record(model.encoder.backbone))
+        # What E0 was pretrained on (pretrain_backbone's record, on the repository's copy of E0).
+        detector.use_pretraining(pretraining_record(model.encoder.backbone))
         self.method = plan.preset.name
         """The name of the method preset the strategy was built from (its defaults; the
         keywords given win): recorded in results and checkpoints beside the expanded values."""
@@ -469,7 +448,7 @@ class SDRStrategy(SupervisedTemplate):
         """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
         builds from them (settings, detector, routers, plugins): nothing the user passed
         changes, so a refused call leaves no trace. ``kwargs`` (the other keywords) is
-        read, not changed; the deprecated keywords in it warn here."""
+        read, not changed."""
         kwargs = dict(kwargs)
         preset = resolve_method(method)
         settings = resolve_settings(settings)
@@ -482,17 +461,11 @@ class SDRStrategy(SupervisedTemplate):
                 "(silence them with evaluator=EvaluationPlugin(..., loggers=[]))"
             )
         defaults = preset.defaults()
-        router_options = dict(settings.router_options)
-        for name in DEPRECATED_ROUTER_SETTINGS:
-            if name in kwargs:
-                option = name[len("router_"):]
-                _deprecated(name, f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)")
-                router_options[option] = kwargs.pop(name)
-        changes = {k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()}
+        changes = {k: kwargs.pop(k) for k in SETTING_KEYWORDS if k in kwargs}
         changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
-        settings = SDRSettings(**dict(settings.to_dict(), **changes))  # router options moved onto the routers
-        detector = cls._build_detector(detector, kwargs, defaults["detector"], preset)
-        routers = cls._build_routers(defaults["routers"] if routers is None else routers, router_options)
+        settings = settings.replace(**changes)
+        detector = make_detector(defaults["detector"] if detector is None else detector)
+        routers = check_routers(defaults["routers"] if routers is None else routers)
         if not isinstance(forward_transfer, bool):
             raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
         sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
@@ -505,59 +478,6 @@ class SDRStrategy(SupervisedTemplate):
         kwargs.setdefault("evaluator", default_evaluator)
         checkpoint = None if checkpoint_dir is None else SDRCheckpointPlugin(checkpoint_dir)
         return _Plan(preset, sdr, eval_router, user_plugins, eval_mb_size, checkpoint, kwargs)
-
-    @staticmethod
-    def _build_detector(detector, kwargs: Dict[str, Any], default, preset: MethodPreset):
-        """The detector from ``detector`` (name or object), the deprecated ``decision`` and
-        flat options popped from ``kwargs``, or the method's ``default``."""
-        decision = kwargs.pop("decision", None)
-        if decision is not None:
-            if detector is not None:
-                raise TypeError(f"give the rule once: detector={detector!r} and the deprecated decision={decision!r}")
-            _deprecated("decision", f"detector={decision!r}")
-            detector = decision
-        flat = {k: kwargs.pop(k) for k in list(kwargs) if k in DEPRECATED_DETECTOR_OPTIONS}
-        chosen = default if detector is None else detector
-        rule = chosen if isinstance(chosen, str) else detector_rule(chosen)
-        if not flat:
-            return make_detector(chosen)
-        if not isinstance(chosen, str):
-            source = (f"method={preset.name!r} (its detector is the {rule!r} rule)" if detector is None
-                      else f"detector=<a {type(chosen).__name__} object>")
-            raise ValueError(f"detector options {sorted(flat)} have no effect with {source}; set them when building "
-                             f"the detector, e.g. detector={_DETECTOR_CLASSES.get(rule, type(chosen).__name__)}")
-        if chosen not in DETECTOR_TYPES:
-            raise ValueError(f"unknown detector {chosen!r}; available: {list(DETECTOR_TYPES)} (or a detector object)")
-        unread = sorted(k for k in flat if DEPRECATED_DETECTOR_OPTIONS[k] not in detector_options(chosen)
-                        or (k == "two_sample") != (chosen == "two_sample" and DEPRECATED_DETECTOR_OPTIONS[k] == "settings"))
-        if unread:
-            raise ValueError(f"option(s) {unread} have no effect with the {chosen!r} rule; remove them (the "
-                             f"rule's options live on its detector: detector={_DETECTOR_CLASSES[chosen]})")
-        for name in flat:
-            _deprecated(name, f"detector={_DETECTOR_CLASSES[chosen]} (avalanche_sdr.detection)")
-        return make_detector(chosen, **{DEPRECATED_DETECTOR_OPTIONS[k]: v for k, v in flat.items()})
-
-    @staticmethod
-    def _build_routers(routers, options: Dict[str, Any]) -> tuple:
-        """Router objects from names or objects, with the deprecated router settings
-        (``router_exemplars``, ``router_evidence``) applied to the LDA routers given by name."""
-        if isinstance(routers, str) or not options:
-            return check_routers(routers)
-        routers = tuple(routers)
-        built = []
-        unread = dict(options)
-        for router in routers:
-            if isinstance(router, str) and router in ("lda", "lda_weighted"):
-                reads = {k: v for k, v in options.items() if k == "exemplars" or router == "lda_weighted"}
-                built.append(make_router(router, **reads))
-                for k in reads:
-                    unread.pop(k, None)
-            else:
-                built.append(router)
-        if unread:
-            raise ValueError(f"router_{sorted(unread)[0]} has no effect: no router given by name in routers="
-                             f"{routers!r} reads it (set it on the router object, e.g. LDAWeightedRouter(...))")
-        return check_routers(built)
 
     @classmethod
     def from_benchmark(cls, backbone: torch.nn.Module, benchmark, **kwargs) -> "SDRStrategy":
@@ -653,12 +573,12 @@ class SDRStrategy(SupervisedTemplate):
         <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`);
         while a head-only experience trains on features computed once
         (:mod:`~avalanche_sdr.training.frozen_features`), the task's head on ``mb_x``
-        (features [B, D] float32): :meth:`SDRModel.head_logits
-        <avalanche_sdr.models.repository.SDRModel.head_logits>`."""
+        (features [B, D] float32): :meth:`TaskHeads.logits
+        <avalanche_sdr.models.heads.TaskHeads.logits>`."""
         if self.class_incremental is not None and not self.is_training:
             return self.class_incremental.scores(self)
         if self.frozen_features.uses_features(self):
-            return self.model.head_logits(self.sdr.current.task, self.mb_x)
+            return self.model.heads.logits(self.sdr.current.task, self.mb_x)
         return super().forward()
 
     def make_train_dataloader(self, **kwargs):
@@ -685,5 +605,5 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["DEPRECATED_DETECTOR_OPTIONS", "DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS",
-           "SDRStrategy", "benchmark_input_shape", "check_plugins", "default_evaluator", "make_detector"]
+__all__ = ["MODEL_OPTIONS", "REFUSED_PLUGINS", "SDRStrategy", "SETTING_KEYWORDS", "benchmark_input_shape",
+           "check_plugins", "default_evaluator"]

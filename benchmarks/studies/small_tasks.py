@@ -59,26 +59,10 @@ TEST_PER_TASK = 100
 PRETRAIN = dict(epochs=20, lr=2e-3, batch_size=32)
 
 
-class AllNewDetector:
-    """Declares every task new: the all-new reference (memory of one entry per task)."""
-
-    rule = "all_new"
-    needs_generators = False
-
-    def config(self) -> Dict[str, object]:
-        """What changes this detector's decisions: nothing but its name."""
-        return {"rule": self.rule}
-
-    def detect(self, model, task: int, x, y, num_classes: int):
-        """Same contract as ``TwoSampleDetector.detect``; always ``"new"``."""
-        from avalanche_sdr.detection import DetectionRecord
-
-        return DetectionRecord.decided(model, task=task, entries=list(model.entries), reused=None, rule=self.rule)
-
-
 def make_rule(name: str):
     """A detector for a rule name of :data:`RULES` (library defaults)."""
     from avalanche_sdr.detection import make_detector
+    from benchmarks.studies.detectors import AllNewDetector
 
     if name == "all_new":
         return AllNewDetector()
@@ -301,5 +285,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["AllNewDetector", "CONFIRM_ALL", "DEFAULT_FLOW", "RULES", "build_stream", "make_rule", "replay", "report",
-           "train"]
+__all__ = ["CONFIRM_ALL", "DEFAULT_FLOW", "RULES", "build_stream", "make_rule", "replay", "report", "train"]

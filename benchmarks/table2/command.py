@@ -39,8 +39,7 @@ from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_VARIANT_WORDS, equal
 _PRESET_HELP = {
     "smoke": "a few epochs per task and method, capped task sizes: checks that a stream and every "
              "method run (not a result)",
-    "cpu": "CPU_SETTINGS (with the quickstart's head-only budget) and capped task sizes: the tables "
-           "in docs/results",
+    "cpu": "CPU_SETTINGS (the library's budget \"cpu\") and capped task sizes: the tables in docs/results",
     "paper": "the paper's epochs (supplementary A.1) and the streams' full task sizes; meant for a GPU",
 }
 

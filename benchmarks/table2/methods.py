@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import baselines
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.training.presets import SDRSettings
 from avalanche_sdr.vocabulary import ROUTERS
 from benchmarks.table2 import catalogue
@@ -186,20 +187,20 @@ class Preset:
 
 
 def _presets() -> Dict[str, Preset]:
-    from avalanche_sdr.training.presets import CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, PAPER_SETTINGS
+    from avalanche_sdr.training.presets import CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, PAPER_SETTINGS
 
     return {
         # Everything (8 methods, 1 seed, digits) in a few minutes on 2 CPU cores.
         "smoke": Preset(
             "smoke", pretrain_epochs=5,
-            sdr=CPU_SETTINGS.replace(new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
-                                     reuse_lr=0.01, vae_epochs=10, vae_patience=3),
+            sdr=CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=3, lr_milestones=(2,), reuse_epochs=5,
+                                                reuse_lr=0.01, vae_epochs=10, vae_patience=3),
             elbo_samples=4, baselines=baselines.BaselineSettings(epochs=3), base_vae_epochs=10,
         ),
-        # CPU_SETTINGS, with the quickstart's head-only budget for tiny tasks.
+        # CPU_SETTINGS: the library's budget "cpu" (head-only reuse 10 epochs at lr 0.01).
         "cpu": Preset(
             "cpu", pretrain_epochs=20,
-            sdr=CPU_SMALL_TASK_SETTINGS,
+            sdr=CPU_SETTINGS,
             elbo_samples=8, baselines=baselines.BASELINE_SETTINGS["cpu"], base_vae_epochs=40,
         ),
         # The paper's epochs (supplementary §A.1); meant for a GPU.
@@ -251,24 +252,25 @@ def oracle_choice(task: int, task_groups: Sequence[int], entry_creator: Dict[int
     return None
 
 
-class OracleDetector:
-    """Drop-in for :class:`~avalanche_sdr.detection.SimilarTaskDetector` deciding from
-    ground truth handed over by the harness (never from the experience).
+class OracleDetector(Detector):
+    """A :class:`~avalanche_sdr.detection.base.Detector` deciding from ground truth handed
+    over by the harness (never from the experience); reads no generators.
 
     :param task_groups: ground-truth group of every task label (``stream_groups``).
     """
 
     rule = "oracle"
+    needs_generators = False
 
     def __init__(self, task_groups: Sequence[int]):
         self.task_groups = [int(g) for g in task_groups]
 
-    def detect(self, model, task: int, x, y, num_classes: int):
-        """Same contract as ``SimilarTaskDetector.detect``; scores are left empty."""
-        from avalanche_sdr.detection import DetectionRecord
+    def detect(self, model, data):
+        """Same contract as ``Detector.detect``; scores are left empty."""
+        from avalanche_sdr.detection.decision import DetectionRecord
 
-        reused = oracle_choice(int(task), self.task_groups, dict(model.entry_creator))
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule)
+        reused = oracle_choice(data.task, self.task_groups, dict(model.entry_creator))
+        return DetectionRecord.decided(model, task=data.task, entries=model.entries, reused=reused, rule=self.rule)
 
 
 # --------------------------------------------------------------------- builders

@@ -8,6 +8,7 @@ import pytest
 
 from avalanche_sdr.detection import (DEFAULT_TWO_SAMPLE, LEVELS, FixedLevel, Level, LevelBySize, SmallTaskDetector,
                                      SmallTaskSettings, TwoSampleDetector, TwoSampleSettings, make_level)
+from avalanche_sdr.models import TaskData
 from test_two_sample import TEMPLATES, _add, make_model, sample  # tests/detection is on sys.path (pytest prepend mode)
 
 
@@ -55,6 +56,19 @@ def test_make_level_takes_a_number_a_name_or_an_object():
         make_level([0.01])
 
 
+def test_the_legend_of_a_detector_says_its_level_in_words():
+    assert FixedLevel(0.05).describe() == "0.05"
+    assert LevelBySize().describe() == "0.01 up to 40 images a class, falling to 0.0001 from 100"
+    assert LevelBySize(low=1e-3, large=80).describe() == "0.01 up to 40 images a class, falling to 0.001 from 80"
+    for detector in (TwoSampleDetector(TwoSampleSettings(alpha="by_size")),
+                     SmallTaskDetector(SmallTaskSettings(two_sample=TwoSampleSettings(alpha="by_size")))):
+        lines = detector.legend()
+        assert all(line.startswith("    ") and len(line) <= 94 for line in lines)
+        assert "p >= 0.01 up to 40 images a class, falling to 0.0001 from 100" in " ".join(
+            " ".join(lines).split())
+    assert "p >= 0.02\n" in "\n".join(TwoSampleDetector(TwoSampleSettings(alpha=0.02)).legend())
+
+
 def test_two_sample_settings_take_the_level_by_name_and_record_it():
     by_size = TwoSampleSettings(alpha="by_size")
     assert by_size.alpha == LevelBySize() and by_size == TwoSampleSettings(alpha=LevelBySize())
@@ -99,7 +113,7 @@ def test_the_level_of_a_task_follows_its_size(monkeypatch, per_class, fixed, by_
         det = TwoSampleDetector(settings)
         model = _repo(det)
         x, y = sample(TEMPLATES["A"], per_class, seed=7)
-        record = det.detect(model, 10, x, y, 2)
+        record = det.detect(model, TaskData(10, x, y))
         decisions[name] = record.decision
         if record.decision == "reuse":
             assert record.entry == 0 and max(record.p_value) == 1e-3 and record.power >= 0.9
@@ -111,7 +125,7 @@ def test_the_smallest_class_sets_the_level(monkeypatch):
     det = TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, alpha="by_size"))
     model = _repo(det)
     x, y = sample(TEMPLATES["A"], [300, 30], seed=7)  # alpha(30) = 0.01 > 1e-3: new
-    assert det.detect(model, 10, x, y, 2).decision == "new"
+    assert det.detect(model, TaskData(10, x, y)).decision == "new"
 
 
 def test_the_small_task_fallback_reads_the_level_at_the_task_size():
@@ -121,10 +135,10 @@ def test_the_small_task_fallback_reads_the_level_at_the_task_size():
     model = make_model()
     for task, name in enumerate("AB"):
         entry = model.create_entry(task)
-        model.add_head(task, 2)
+        model.heads.add(task, 2)
         x, y = sample(TEMPLATES[name], 120, seed=100 + task)
-        det.remember(model, entry, task, x, y, 2)
+        det.remember(model, entry, TaskData(task, x, y))
     x, y = sample(TEMPLATES["A"], 150, seed=7)
-    record = det.detect(model, 10, x, y, 2)
+    record = det.detect(model, TaskData(10, x, y))
     assert record.decision == "reuse" and record.entry == 0 and record.decoy_rank_pvalue is None
     assert det.config()["two_sample"]["alpha"]["level"] == "by_size"

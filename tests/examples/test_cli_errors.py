@@ -265,6 +265,13 @@ def test_legend_and_table_explain_the_output():
     assert "power=" in cli.output_legend("two_sample", 3, generators=False)
     assert "G_e" not in cli.output_legend("two_sample", 3, generators=False)
     assert "rel=" in cli.output_legend("expert_gate", 3, generators=False)
+    # every detector of the registry explains its own scores (small_task: its fallback too)
+    assert "fallback" in cli.output_legend("small_task", 3, generators=False)
+    from avalanche_sdr.detection import DETECTOR_TYPES, TwoSampleDetector, TwoSampleSettings
+
+    for rule in DETECTOR_TYPES:
+        assert "Tj:" in cli.output_legend(rule, 3, generators=False), rule
+    assert "p >= 0.001" in cli.output_legend(TwoSampleDetector(TwoSampleSettings(alpha=0.001)), 3, generators=False)
     results = {
         "tasks": [
             {"task": 0, "group": 1, "split": 0, "decision": "warm_start", "entry": 0, "chosen_task": None,

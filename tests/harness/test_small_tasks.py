@@ -3,10 +3,13 @@ tables come from the run files it is given. Nothing here trains or reads a data 
 import json
 
 import pytest
+import torch
 
 from avalanche_sdr.detection import SmallTaskDetector, TwoSampleDetector
+from avalanche_sdr.models import TaskData
 from avalanche_sdr.training import METHODS
 from benchmarks.studies import small_tasks
+from benchmarks.studies.detectors import AllNewDetector
 
 
 def test_rules_are_the_library_detectors():
@@ -29,7 +32,7 @@ def test_all_new_declares_every_task_new():
         entries = [0, 1]
         entry_creator = {0: 0, 1: 1}
 
-    record = small_tasks.AllNewDetector().detect(Model(), 5, None, None, 2)
+    record = AllNewDetector().detect(Model(), TaskData(5, torch.zeros(2, 1, 8, 8), torch.arange(2)))
     assert record.decision == "new" and record.candidate_entries == [0, 1] and record.rule == "all_new"
 
 

@@ -102,8 +102,11 @@ class _FakeRepository:
 
 
 def test_oracle_detector_record_on_digits_stream_scores_all_correct():
+    import torch
+
     from avalanche_sdr.benchmarks import MixedDigits
     from avalanche_sdr.evaluation import classify_detection, detection_summary
+    from avalanche_sdr.models import TaskData
 
     benchmark = MixedDigits(seed=0)
     groups = benchmark.stream_groups
@@ -111,7 +114,7 @@ def test_oracle_detector_record_on_digits_stream_scores_all_correct():
     repo = _FakeRepository({e: e for e in range(benchmark.n_warm_start)})
     outcomes = []
     for task in range(benchmark.n_warm_start, benchmark.n_tasks):
-        record = detector.detect(repo, task, None, None, 2)
+        record = detector.detect(repo, TaskData(task, torch.zeros(2, 1, 8, 8), torch.arange(2)))
         assert record.rule == "oracle" and record.candidate_entries == repo.entries
         reused_group = None
         if record.decision == "new":

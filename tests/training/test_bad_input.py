@@ -202,9 +202,9 @@ def test_one_class_tasks_and_a_task_wider_than_every_earlier_head():
     results = run_sdr_stream(strategy, stream, seed=4)
     model = strategy.model
     for position, task in enumerate(results["tasks"]):
-        assert model.head_num_classes(position) == len(groups[order[position]])
+        assert model.heads.num_classes(position) == len(groups[order[position]])
         assert all(math.isfinite(v) for v in task["detection"]["consistency"] + task["detection"]["complexity"])
-    assert model.head_num_classes(first_wide) > max(model.head_num_classes(t) for t in range(first_wide))
+    assert model.heads.num_classes(first_wide) > max(model.heads.num_classes(t) for t in range(first_wide))
     for position, task in enumerate(results["tasks"]):
         if order[position] == 1:
             assert task["test_accuracy"] == 1.0  # one output: always the right class

@@ -18,7 +18,7 @@ from avalanche_sdr.training.data import read_task_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAST = dict(CPU_SETTINGS, new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
+FAST = CPU_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
 
 
 def _warm(stream):
@@ -34,8 +34,8 @@ def _pretrained(stream, **keywords):
 
 def _strategy(backbone, stream, **keywords):
     """A strategy on a copy of ``backbone`` (the record travels with copies)."""
-    return SDRStrategy.from_benchmark(copy.deepcopy(backbone), stream, **FAST, evaluator=EvaluationPlugin(loggers=[]),
-                                      **keywords)
+    return SDRStrategy.from_benchmark(copy.deepcopy(backbone), stream, settings=FAST,
+                                      evaluator=EvaluationPlugin(loggers=[]), **keywords)
 
 
 def _reference_warnings(caught):

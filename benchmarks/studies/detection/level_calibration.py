@@ -164,6 +164,7 @@ def calibrate(benchmark, train_set, e0_old, e0_new, holdout, seed: int, e0_exter
     from avalanche_sdr._draws import subsample
     from avalanche_sdr.benchmarks import gather_images
     from avalanche_sdr.detection import TwoSampleDetector, hotelling_pvalue, pretraining_record
+    from avalanche_sdr.models import TaskData
     from avalanche_sdr.training.data import read_task_data
 
     stream = list(benchmark.train_stream)
@@ -193,7 +194,7 @@ def calibrate(benchmark, train_set, e0_old, e0_new, holdout, seed: int, e0_exter
             model = _model(e0)
             det.use_pretraining(pretraining_record(model.encoder.backbone))
             entry = model.create_entry(int(stream[w].task_labels[0]))
-            det.remember(model, entry, int(stream[w].task_labels[0]), x_w, y_w, c)
+            det.remember(model, entry, TaskData(int(stream[w].task_labels[0]), x_w, y_w))
             setups[name] = (det, model, det._references(model, entry), det.project(model, pool_x))
         for j in range(c):
             rows = torch.nonzero(pool_y == j).flatten()  # already in random order

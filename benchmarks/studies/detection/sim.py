@@ -9,8 +9,8 @@ classified Correct / Miss / Incorrect against the stream's ground truth. This is
 same code path as a full ``SDRStrategy`` run (``detector.detect`` then
 ``detector.remember`` on a new entry), only without the training between decisions,
 so the decisions equal those of the harness run on the same E0 (checked by
-``tests/harness/test_detection_sim.py``); a detector that reads what E0 was pretrained
-on gets E0's record as the strategy hands it over (``use_pretraining``).
+``tests/harness/test_detection_sim.py``); the detector gets E0's pretraining record as
+the strategy hands it over (``use_pretraining``).
 
 It measures what full runs cannot afford to sweep: many seeds, task sizes from 20
 images up, the per-class test (Hotelling against energy distance), thread counts.
@@ -81,14 +81,12 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
 
     from avalanche_sdr.detection import pretraining_record
     from avalanche_sdr.evaluation import classify_detection, detection_summary
-    from avalanche_sdr.models import build_sdr_model
+    from avalanche_sdr.models import TaskData, build_sdr_model
     from avalanche_sdr.training.data import check_task_data, read_task_data
 
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size,
                             generator=None).eval()
-    use_pretraining = getattr(detector, "use_pretraining", None)  # as SDRStrategy does when it is built
-    if use_pretraining is not None:
-        use_pretraining(pretraining_record(model.encoder.backbone))
+    detector.use_pretraining(pretraining_record(model.encoder.backbone))  # as SDRStrategy does when it is built
     groups_seen: List[int] = []
     group_of_task: Dict[int, int] = {}
     outcomes, decisions, records = [], [], []
@@ -102,20 +100,20 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
         start = time.perf_counter()
         if i < benchmark.n_warm_start:
             entry = model.create_entry(task)
-            model.add_head(task, c)
-            detector.remember(model, entry, task, x, y, c)
+            model.heads.add(task, c)
+            detector.remember(model, entry, TaskData(task, x, y))
             decisions.append("warm_start")
         else:
-            record = detector.detect(model, task, x, y, c)
+            data = TaskData(task, x, y)
+            record = detector.detect(model, data)
             if record.decision == "new":
                 entry = model.create_entry(task)
-                model.add_head(task, c)
-                cached = getattr(detector, "cached_features", None)
-                detector.remember(model, entry, task, x, y, c, features=cached(task) if cached else None)
+                model.heads.add(task, c)
+                detector.remember(model, entry, data)
                 reused_group = None
             else:
                 model.assign_task(task, record.reused_entry)
-                model.add_head(task, c)
+                model.heads.add(task, c)
                 reused_group = group_of_task[model.entry_creator[record.reused_entry]]
             outcome = classify_detection(group, groups_seen, reused_group)
             outcomes.append(outcome)

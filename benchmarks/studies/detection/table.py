@@ -133,8 +133,8 @@ def entry_memory_table() -> str:
     import torch
 
     from avalanche_sdr.detection import ExpertGateDetector, TwoSampleDetector
-    from avalanche_sdr.evaluation.memory import BYTES_PER_MB
-    from avalanche_sdr.models import build_sdr_model, cifar_resnet_backbone, small_cnn_backbone
+    from avalanche_sdr.evaluation.memory import BYTES_PER_MB, entry_bytes
+    from avalanche_sdr.models import TaskData, build_sdr_model, cifar_resnet_backbone, small_cnn_backbone
 
     lines = ["| E0 | adapters + BatchNorm copies | VAE (latent 16, width 32) | two-sample reference (2 classes x 100) | "
              "Expert Gate autoencoder | entry with VAE + reference | entry without generators |",
@@ -149,14 +149,14 @@ def entry_memory_table() -> str:
             model = build_sdr_model(make(), in_channels=1, image_size=28, generator=generator, latent_dim=16,
                                     vae_width=32)
             model.create_entry(0)
-            model.add_head(0, 2)
-            TwoSampleDetector().remember(model, 0, 0, x, y, 2)
-            sizes[generator] = model.entry_bytes(0)
+            model.heads.add(0, 2)
+            TwoSampleDetector().remember(model, 0, TaskData(0, x, y))
+            sizes[generator] = entry_bytes(model, 0)
             adapters = sum(t.numel() * t.element_size() for m in model.encoder.entry_modules(0)
                            for t in list(m.parameters()) + list(m.buffers()))
             reference = sum(t.numel() * t.element_size() for t in model.detection_state(0).values())
             if generator is None:
-                ExpertGateDetector().remember(model, 0, 0, x, y, 2)
+                ExpertGateDetector().remember(model, 0, TaskData(0, x, y))
                 gate = sum(t.numel() * t.element_size() for t in model.detection_state(0).values())
         vae = sizes["independent"] - sizes[None]
         lines.append(f"| {name} | {adapters / BYTES_PER_MB:.3f} MB | {vae / BYTES_PER_MB:.3f} MB | {reference / 1024:.1f} kB | "

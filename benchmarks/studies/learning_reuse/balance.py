@@ -93,31 +93,6 @@ def build_stream(kind: str, seed: int, data_root: Optional[str]):
     return benchmark, experiences
 
 
-class TruthDetector:
-    """Ground-truth decisions: reuse the entry of the task's group (the first task of the
-    group created it), with the true class matching (``label_matching``) of a shuffled repeat."""
-
-    rule = "ground_truth"
-    needs_generators = False
-
-    def __init__(self, benchmark):
-        self.benchmark = benchmark
-
-    def detect(self, model, task: int, x, y, num_classes: int):
-        from avalanche_sdr.detection.decision import DetectionRecord
-
-        groups = self.benchmark.stream_groups
-        creators = [e for e, t in model.entry_creator.items() if groups[t] == groups[int(task)]]
-        reused = creators[0] if creators else None
-        fields = {}
-        if reused is not None:
-            matching = self.benchmark.label_matching(int(task), model.entry_creator[reused])
-            if matching != list(range(len(matching))):
-                fields["class_permutation"] = matching
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=reused, rule=self.rule,
-                                       **fields)
-
-
 def backbone_for(kind: str, seed: int, experiences, out: Path):
     """E0 for (kind, seed): the harness's small CNN pretrained on the warm-start tasks'
     training data (of this stream: the flipped stream's imbalanced ones), cached."""
@@ -165,6 +140,7 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
+    from benchmarks.studies.detectors import TruthDetector
     from benchmarks.table2.methods import PRESETS
 
     benchmark, experiences = build_stream(kind, seed, data_root)
@@ -194,8 +170,7 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     for g in sorted(set(groups)):
         tasks = [i for i in range(n) if groups[i] == g][:-1]  # the group's tasks but its last
         earlier[str(g)] = sum(final[i] - just_trained[i] for i in tasks) / len(tasks)
-    records = strategy.detection_records
-    updates = [r for r in records if r.entry_updated]
+    updates = [r for r in strategy.sdr.reuse_records if r.entry_updated]
     return {
         "kind": kind, "config": config, "seed": seed, "settings": settings.to_dict(),
         "groups": groups, "final": final, "just_trained": just_trained,
@@ -284,4 +259,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["CONFIGS", "GROUPS", "KINDS", "TruthDetector", "build_stream", "execute", "main", "report"]
+__all__ = ["CONFIGS", "GROUPS", "KINDS", "build_stream", "execute", "main", "report"]

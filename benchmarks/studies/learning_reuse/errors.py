@@ -38,10 +38,6 @@ from benchmarks.table2 import catalogue
 CONFIGS = ("head", "accumulate", "accumulate_noguard")
 """Configurations: the paper's reuse, the learning reuse with its guard, without it."""
 
-INJECTION_SEED = 0xE44
-"""Base seed of the draws that choose the injected tasks and wrong entries."""
-
-
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.studies.learning_reuse.errors",
@@ -73,43 +69,6 @@ def run_id(stream: str, preset: str, config: str, rate: float, seed: int) -> str
     return f"{stream}_{preset}_{config}_rate{rate:g}_seed{seed}"
 
 
-class ErringOracle:
-    """Ground-truth decisions (:class:`benchmarks.table2.methods.OracleDetector`), except that each
-    scored task, with probability ``rate``, reuses a wrong entry (module doc).
-
-    The draws come from a numpy Generator seeded by (``INJECTION_SEED``, ``seed``, task),
-    so the injected tasks do not depend on the configuration or on earlier decisions,
-    only the wrong entry's choice among the candidates does.
-    """
-
-    rule = "erring_oracle"
-    needs_generators = False
-
-    def __init__(self, task_groups: Sequence[int], rate: float, seed: int):
-        from benchmarks.table2.methods import OracleDetector
-
-        self.oracle = OracleDetector(task_groups)
-        self.groups = [int(g) for g in task_groups]
-        self.rate, self.seed = float(rate), int(seed)
-        self.injected: Dict[int, int] = {}  # task -> the wrong entry it reused
-
-    def detect(self, model, task: int, x, y, num_classes: int):
-        import numpy as np
-
-        from avalanche_sdr.detection.decision import DetectionRecord
-
-        rng = np.random.default_rng([INJECTION_SEED, self.seed, int(task)])
-        if rng.random() >= self.rate:
-            return self.oracle.detect(model, task, x, y, num_classes)
-        wrong = [e for e in model.entries if self.groups[model.entry_creator[e]] != self.groups[int(task)]
-                 and model.head_num_classes(model.entry_creator[e]) == num_classes]
-        if not wrong:
-            return self.oracle.detect(model, task, x, y, num_classes)
-        entry = int(wrong[int(rng.integers(len(wrong)))])
-        self.injected[int(task)] = entry
-        return DetectionRecord.decided(model, task=task, entries=model.entries, reused=entry, rule=self.rule)
-
-
 def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: int, out: Path,
             data_root: Optional[str], weights: Optional[str], threads: int) -> Dict[str, Any]:
     """One run of the stream (module doc); returns its JSON-safe result."""
@@ -119,6 +78,7 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
 
     from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
     from avalanche_sdr.training.stream_runner import run_sdr_stream
+    from benchmarks.studies.detectors import ErringOracle
     from benchmarks.table2.methods import PRESETS, STREAMS
     from benchmarks.table2.engine import load_backbone, prepare_backbone
     from benchmarks.table2.specs import RunSpec

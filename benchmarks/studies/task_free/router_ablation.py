@@ -135,7 +135,7 @@ def refit_lda(model, benchmark, per_class: int) -> List[Tuple[int, float, float]
             if added:
                 images += added
                 progress.append((images, lda_router.chosen_weight(model), seconds))
-        ids = model.class_ids(task)
+        ids = model.heads.class_ids(task)
         local = torch.tensor([ids.index(int(v)) for v in y.tolist()])
         fit_router(ROUTER_LDA_WEIGHTED, model, task, x, local, len(ids), new_entry=False,
                    exemplars_per_class=per_class)

@@ -245,7 +245,7 @@ def throughput(stream_name: str, preset_name: str, backbone_path: str, seed: int
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,
                             generator=None).to(device)
     model.create_entry(task)
-    model.add_head(task, int(y.max()) + 1)
+    model.heads.add(task, int(y.max()) + 1)
     params = model.trainable_for(task, train_encoder_entry=True)
     optimizer = torch.optim.Adam(params, lr=1e-3)
     labels = torch.full((settings.train_mb_size,), task, dtype=torch.long, device=device)

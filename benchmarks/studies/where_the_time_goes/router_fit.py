@@ -5,8 +5,8 @@ with E entries, each created by one 2-class task of ``images`` random training i
 given random adapters (their features differ from E0's). :func:`router_fit_seconds` fits
 the router on tasks 0..E-2 untimed, then times the fit of task E-1 (the task that creates
 the E-th entry), alone and as in a run whose detector has already read E0's features of the
-task (``SDRModel.keep_e0_features``; each on fresh copies of the repository, the least of
-three interleaved rounds), and, for
+task (kept by the task's :class:`~avalanche_sdr.models.TaskData`; each on fresh copies of
+the repository, the least of three interleaved rounds), and, for
 ``"lda_weighted"``, the routing of one repeat's evidence
 (:meth:`~avalanche_sdr.routers.Router.before_repeat`) and one refit of an entry updated by
 the learning reuse. Seconds are CPU seconds of this process (``time.process_time``: with
@@ -25,7 +25,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 from avalanche_sdr.routers import make_router
 
 
@@ -46,8 +46,8 @@ def synthetic_repository(entries: int, images: int = 600, seed: int = 0):
         with torch.no_grad():
             for p in model.encoder.entry_parameters(entry):
                 p.add_(0.1 * torch.randn(p.shape, generator=g))
-        model.set_class_ids(t, [2 * t, 2 * t + 1])
-        model.add_head(t, 2)
+        model.heads.set_class_ids(t, [2 * t, 2 * t + 1])
+        model.heads.add(t, 2)
         y = torch.arange(images) % 2
         x = (torch.rand(images, 1, 28, 28, generator=g) * (0.6 + 0.4 * y[:, None, None, None])).clamp(0, 1)
         data[t] = (x, y)
@@ -80,33 +80,33 @@ def router_fit_seconds(entries: Sequence[int] = (4, 8, 16, 32, 48), router: str 
         model, data = synthetic_repository(n_entries, images, seed)
         fitter = make_router(router)
         for t in range(n_entries - 1):
-            fitter.fit(model, t, *data[t], 2, new_entry=True)
+            fitter.fit(model, TaskData(t, *data[t]), new_entry=True)
         last = n_entries - 1
         # the fit alone, and as in a run, where the detector has read E0's features of the
-        # task (SDRPlugin keeps them for the fit: SDRModel.keep_e0_features); each on fresh
+        # task (SDRPlugin hands the fit the TaskData the detector read); each on fresh
         # copies of the repository, interleaved, the least of `rounds`
         seconds: Dict[str, List[float]] = {"fit_s": [], "fit_after_detection_s": []}
         for _ in range(rounds):
             for key in seconds:
                 twin = copy.deepcopy(model)
+                task_data = TaskData(last, *data[last])
                 if key == "fit_after_detection_s":
-                    twin.keep_e0_features(data[last][0])
-                    twin.batched_features(data[last][0], None)  # the detector's pass, untimed
+                    task_data.e0_features(twin)  # the detector's pass, untimed
                 start = time.process_time()
-                fitter.fit(twin, last, *data[last], 2, new_entry=True)
+                fitter.fit(twin, task_data, new_entry=True)
                 seconds[key].append(time.process_time() - start)
                 del twin
-        fitter.fit(model, last, *data[last], 2, new_entry=True)  # what the timings below build on
+        fitter.fit(model, TaskData(last, *data[last]), new_entry=True)  # what the timings below build on
         row = {"entries": n_entries, **{key: min(values) for key, values in seconds.items()}}
         x, y = data[0]
         start = time.process_time()
-        fitter.before_repeat(model, 10_000 + n_entries, 0, x, y + 0)
+        fitter.before_repeat(model, TaskData(10_000 + n_entries, x, y), 0)
         row["evidence_s"] = time.process_time() - start
         with torch.no_grad():  # the learning reuse moves the entry's adapters
             for p in model.encoder.entry_parameters(last):
                 p.mul_(1.01)
         start = time.process_time()
-        fitter.fit(model, last, *data[last], 2, new_entry=False, entry_updated=True)
+        fitter.fit(model, TaskData(last, *data[last]), new_entry=False, entry_updated=True)
         row["refit_s"] = time.process_time() - start
         rows.append(row)
     return rows

@@ -13,7 +13,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import torch
 
-from avalanche_sdr.routers import make_router
+from avalanche_sdr.models import TaskData
+from avalanche_sdr.routers import lda_router, make_router
 from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 
 
@@ -30,21 +31,21 @@ def fit(entries: int, images: int = 600) -> Dict[str, Any]:
     res: Dict[str, Any] = {}
     for t in range(entries):
         s = time.process_time()
-        fitter.fit(model, t, *data[t], 2, new_entry=True)
+        fitter.fit(model, TaskData(t, *data[t]), new_entry=True)
         res[f"fit{t}"] = time.process_time() - s
-    _, res["disc"], res["off"] = model.__dict__["_lda_discriminants"]
+    _, res["disc"], res["off"] = lda_router._DERIVED[model]["discriminants"]
     x, y = data[0]
     s = time.process_time()
-    fitter.before_repeat(model, 10_000 + entries, 0, x, y + 0)
+    fitter.before_repeat(model, TaskData(10_000 + entries, x, y), 0)
     res["evidence_s"] = time.process_time() - s
     res["evidence"] = model.routing_state("lda_repeats")["counts"]
     with torch.no_grad():
         for p in model.encoder.entry_parameters(entries - 1):
             p.mul_(1.01)
     s = time.process_time()
-    fitter.fit(model, entries - 1, *data[entries - 1], 2, new_entry=False, entry_updated=True)
+    fitter.fit(model, TaskData(entries - 1, *data[entries - 1]), new_entry=False, entry_updated=True)
     res["refit_s"] = time.process_time() - s
-    _, res["disc2"], res["off2"] = model.__dict__["_lda_discriminants"]
+    _, res["disc2"], res["off2"] = lda_router._DERIVED[model]["discriminants"]
     return res
 
 

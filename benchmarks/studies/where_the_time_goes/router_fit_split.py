@@ -13,6 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 
+from avalanche_sdr.models import TaskData
 from avalanche_sdr.routers import lda_router, make_router
 from benchmarks.studies.where_the_time_goes.router_fit import synthetic_repository
 
@@ -52,14 +53,14 @@ def split(entries: int = 32, images: int = 600, repeats: int = 2) -> List[Dict[s
     model, data = synthetic_repository(entries, images, 0)
     fitter = make_router("lda_weighted")
     for t in range(entries - 1):
-        fitter.fit(model, t, *data[t], 2, new_entry=True)
+        fitter.fit(model, TaskData(t, *data[t]), new_entry=True)
     records = []
     with timed_feature_passes(type(model)) as acc:
         for _ in range(repeats):
             acc.update(feat=0.0, n=0, imgs=0, bf=0.0)
             fresh = copy.deepcopy(model)
             s = time.process_time()
-            fitter.fit(fresh, entries - 1, *data[entries - 1], 2, new_entry=True)
+            fitter.fit(fresh, TaskData(entries - 1, *data[entries - 1]), new_entry=True)
             total = time.process_time() - s
             records.append(dict(acc, fit=total, rest=total - acc["feat"] - acc["bf"]))
     return records

@@ -45,7 +45,7 @@ def eft_model(gamma: float):
     model = build_sdr_model(small_cnn_backbone(1, (32, 64, 128)), in_channels=1, image_size=28,
                             generator=None, gamma=gamma)
     model.create_entry(0)
-    model.add_head(0, 2)
+    model.heads.add(0, 2)
     model.train()
     return model
 
