@@ -115,9 +115,10 @@ def add_method_arguments(parser: argparse.ArgumentParser, preset_help: str = "")
 
     parser.add_argument("--method", default="paper", choices=METHOD_NAMES,
                         help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
-                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
-                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
-                        "task-free router); --detector and --reuse win over it")
+                        "per entry, head-only reuse; default) or recommended (the small-task rule: the two-sample "
+                        "repeat test with classes matched in any order at a level falling with task size, a "
+                        "fallback for small tasks; no generators, the learning reuse, the lda_weighted task-free "
+                        "router); --detector and --reuse win over it")
     parser.add_argument("--preset", default="cpu", choices=BUDGETS,
                         help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SETTINGS, "
                         "the harness's --preset cpu behind the results pages; default), cpu_large_task "

@@ -119,8 +119,9 @@ def main(args) -> dict:
             backbone = small_cnn_backbone(in_channels=1, widths=(32, 64, 128))
         if not run.resumed({"backbone": backbone}):  # --checkpoint-dir of an interrupted run: E0 loaded
             if pretrain:
+                # every warm-start image, as the committed results (the library holds half out by default)
                 pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
-                                  device=args.device)
+                                  device=args.device, holdout=None)
             run.pretrained({"backbone": backbone})
 
         # 3. SDR: before training on a task, test whether it repeats an earlier one; reuse

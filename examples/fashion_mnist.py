@@ -104,8 +104,9 @@ def main(args) -> dict:
             pretrained["base_vae"] = ConvVAE(1, 28, latent_dim=16, width=32)
         if not run.resumed(pretrained):  # --checkpoint-dir of an interrupted run: E0 (and the VAE) loaded
             if pretrain:
+                # every warm-start image, as the committed results (the library holds half out by default)
                 pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
-                                  device=args.device)
+                                  device=args.device, holdout=None)
             if "base_vae" in pretrained:
                 pretrain_vae(pretrained["base_vae"], warm_start, epochs=10, lr=2e-3, device=args.device)
             run.pretrained(pretrained)

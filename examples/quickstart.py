@@ -86,8 +86,9 @@ def main(args) -> dict:
         # The checkpoint holds the pretrained E0 and the RNG states to continue from.
         print(f"resuming from the checkpoint in {args.checkpoint_dir}", flush=True)
     else:
-        pretrain_backbone(
-            backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet
+        pretrain_backbone(  # every warm-start image, as the committed results (the library holds half out by default)
+            backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet,
+            holdout=None,
         )
     strategy = SDRStrategy.from_benchmark(
         backbone, benchmark,

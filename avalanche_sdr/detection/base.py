@@ -1,12 +1,13 @@
 """What every detector is: the :class:`Detector` protocol the strategy relies on.
 
 A detector decides, before a new task trains, whether it repeats an entry of the
-repository (``detect``), keeps what it needs of each new entry (``remember``), and says
-how it reads: its rule's name, whether it scores with the entries' generators, the
-configuration that changes its decisions (recorded in results and checkpoints), its
-scores in the one-line report of a task, the legend of those scores, and the entry a
-new task's adapters start from with forward transfer. The strategy knows a detector by
-this protocol alone, so a new detector is one class: pass an instance as
+repository (``detect``), keeps what it needs of each new entry (``remember``), takes
+note of what E0 was pretrained on (``use_pretraining``), and says how it reads: its
+rule's name, whether it scores with the entries' generators, the configuration that
+changes its decisions (recorded in results and checkpoints), its scores in the
+one-line report of a task, the legend of those scores, and the entry a new task's
+adapters start from with forward transfer. The strategy knows a detector by this
+protocol alone, so a new detector is one class: pass an instance as
 ``SDRStrategy(detector=...)``, or add its class to
 :data:`~avalanche_sdr.detection.registry.DETECTOR_TYPES` to reach it by name.
 """
@@ -63,6 +64,18 @@ class Detector(abc.ABC):
     def remember(self, model, entry: int, data: TaskData) -> None:
         """Keep what the rule needs of the new ``entry`` created by the task of ``data``
         (e.g. reference features, in ``model.set_detection_state``). Default: nothing."""
+
+    def use_pretraining(self, record) -> None:
+        """Take note of what E0 was pretrained on. The strategy calls it once, when it is
+        built, with the :class:`~avalanche_sdr.detection.two_sample.PretrainingRecord` of
+        its repository's E0 (:func:`~avalanche_sdr.training.pretrain_backbone` leaves one;
+        :func:`~avalanche_sdr.detection.two_sample.pretraining_record` reads it), or
+        ``None`` when E0 carries none. A rule whose decisions depend on which images E0
+        was trained on overrides it (the two-sample rule takes the warm-start entries'
+        references from the images E0 was pretrained without). Default: nothing.
+
+        :param record: a ``PretrainingRecord``, or ``None``.
+        """
 
     def config(self) -> Dict[str, Any]:
         """Everything that changes this detector's decisions (JSON-safe): recorded in the

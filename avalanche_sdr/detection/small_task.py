@@ -256,7 +256,15 @@ class SmallTaskDetector(Detector):
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
-        return dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        config = dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        if self.two_sample.reference_holdout is not None:
+            config["reference_holdout"] = self.two_sample.reference_holdout.to_dict()
+        return config
+
+    def use_pretraining(self, record) -> None:
+        """The two-sample rule's :meth:`~avalanche_sdr.detection.TwoSampleDetector.use_pretraining`
+        (its references; the fallback's projected pixels do not depend on E0)."""
+        self.two_sample.use_pretraining(record)
 
     def legend(self) -> List[str]:
         """The two-sample rule's p-values and power, and the fallback's decoy rank."""
@@ -345,7 +353,7 @@ class SmallTaskDetector(Detector):
         """
         s = self.settings
         c = len(sizes)
-        level = s.two_sample.alpha / c
+        level = s.two_sample.level(max(1, min(sizes))) / c
         halves = {(e, j): self._halves(refs, (e, j)) for e in refs for j in range(len(refs[e]))}
         targets = range(c)
         options = []
@@ -408,7 +416,7 @@ class SmallTaskDetector(Detector):
             matchings.append(sigma)
         best = max(range(len(combined)), key=lambda i: (combined[i], -i))
         reused, rank_p = None, None
-        if combined[best] >= s.two_sample.alpha:
+        if combined[best] >= s.two_sample.level(max(1, min(len(v) for v in samples))):
             rank_p = self.decoy_rank_pvalue(combined[best], entries[best], [len(v) for v in samples], task, refs,
                                             covariance)
             if rank_p <= s.beta:

@@ -14,6 +14,7 @@ from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.detection.registry import make_detector
+from avalanche_sdr.detection.two_sample import pretraining_record
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
 from avalanche_sdr.routers.routing import check_routers
@@ -294,9 +295,10 @@ class SDRStrategy(SupervisedTemplate):
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
     :param method: a method preset, a name of :data:`~avalanche_sdr.training.METHODS`
         or a :class:`~avalanche_sdr.training.MethodPreset`: ``"paper"`` (default: the
-        agreement rule, head-only reuse, no router) or ``"recommended"`` (the two-sample
-        test with classes matched in any order, ``reuse="accumulate"``, the router
-        ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
+        agreement rule, head-only reuse, no router) or ``"recommended"`` (the small-task
+        rule: the two-sample test with classes matched in any order at a level falling
+        with task size, on references E0 was pretrained without; ``reuse="accumulate"``,
+        the router ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
         ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
         The method's ``reuse`` replaces the reuse of ``settings`` unless ``reuse=`` is given.
     :param settings: the training budget and reuse, an
@@ -314,7 +316,11 @@ class SDRStrategy(SupervisedTemplate):
         :class:`~avalanche_sdr.detection.base.Detector`, which says what the strategy
         needs of it (whether it reads generators, ``detect``, ``remember``, its
         configuration, how its records read); a detector of your own is one subclass.
-        Default: the method's.
+        When the strategy is built, the detector is handed the
+        :class:`~avalanche_sdr.detection.PretrainingRecord` of the repository's E0
+        (``use_pretraining``: ``pretrain_backbone``'s record, ``None`` without one; the
+        two-sample and small-task rules then warn,
+        :class:`~avalanche_sdr.detection.ReferenceWarning`). Default: the method's.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
@@ -399,6 +405,8 @@ class SDRStrategy(SupervisedTemplate):
             model = model.build(detector)
         _check_generators(detector, model.has_generators, "the model was built with generator=None; build it with "
                           "generator='independent'")
+        # What E0 was pretrained on (pretrain_backbone's record, on the repository's copy of E0).
+        detector.use_pretraining(pretraining_record(model.encoder.backbone))
         self.method = plan.preset.name
         """The name of the method preset the strategy was built from (its defaults; the
         keywords given win): recorded in results and checkpoints beside the expanded values."""

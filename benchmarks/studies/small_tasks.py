@@ -33,13 +33,22 @@ from typing import Any, Dict, List
 from avalanche_sdr import cli
 
 RULES = ("two_sample", "small_task", "small_task_any_size", "small_task_no_confirm", "small_task_confirm_all",
-         "all_new")
+         "all_new", "recommended", "recommended_all_images")
 """Rules compared: the two-sample rule (defaults), the small-task rule (defaults), the
 small-task rule with its fallback at every size (``min_per_class=2``: what the default
 10 guards against), without confirming the two-sample rule's reuses
 (``confirm_below=None``: the rule before the confirmation), confirming them at every
-size (what the default ``confirm_below=40`` was chosen against) and a new entry for
-every task (train mode only)."""
+size (what the default ``confirm_below=40`` was chosen against), a new entry for
+every task (train mode only), ``method="recommended"`` with the library's default
+flow (:data:`DEFAULT_FLOW`), and ``method="recommended"`` on E0 pretrained on every
+warm-start image (``pretrain_backbone(holdout=None)``)."""
+
+DEFAULT_FLOW = ("recommended",)
+"""Rules run as a user runs the library: E0 pretrained with ``pretrain_backbone``'s
+default holdout (its record on E0), the detector of ``method="recommended"`` (a train run:
+``SDRStrategy(method="recommended")``, learning reuse and router included). The other
+rules keep E0 pretrained on every warm-start image (``holdout=None``), as their
+committed runs."""
 
 CONFIRM_ALL = 10 ** 9
 """``confirm_below`` of ``small_task_confirm_all``: larger than any task."""
@@ -57,6 +66,10 @@ def make_rule(name: str):
 
     if name == "all_new":
         return AllNewDetector()
+    if name in ("recommended", "recommended_all_images"):
+        from avalanche_sdr.training import METHODS
+
+        return METHODS["recommended"].defaults()["detector"]
     if name in ("two_sample", "small_task"):
         return make_detector(name)
     if name == "small_task_any_size":
@@ -79,24 +92,31 @@ def build_stream(seed: int, per_class: int):
                              valid_per_task=VALID_PER_TASK, test_per_task=TEST_PER_TASK)
 
 
-def backbone(seed: int, per_class: int, out: Path):
-    """E0 for (seed, size): pretrained once on the stream's warm-start tasks, cached in ``out``."""
+def backbone(seed: int, per_class: int, out: Path, default_flow: bool = False):
+    """E0 for (seed, size): pretrained once on the stream's warm-start tasks, cached in ``out``;
+    on every warm-start image, or with ``default_flow`` without ``pretrain_backbone``'s
+    default holdout, whose record it then carries (restored from the same draw when loaded)."""
     import torch
 
+    from avalanche_sdr.detection import DEFAULT_HOLDOUT_SHARE, PRETRAINING_RECORD, PretrainingRecord
     from avalanche_sdr.models import small_cnn_backbone
-    from avalanche_sdr.training import pretrain_backbone
+    from avalanche_sdr.training import hold_out_references, pretrain_backbone
 
-    path = out / f"fashion20_pc{per_class}_seed{seed}.pt"
+    path = out / f"fashion20_pc{per_class}_seed{seed}{'_default_flow' if default_flow else ''}.pt"
     net = small_cnn_backbone(in_channels=1, widths=(32, 64, 128))
+    bench = build_stream(seed, per_class)
+    warm = [bench.train_stream[i] for i in range(bench.n_warm_start)]
     if path.exists():
         saved = torch.load(path, weights_only=True)
         net.load_state_dict(saved["state_dict"])
         torch.set_rng_state(saved["torch_rng_state"])
+        if default_flow:  # the draw pretrain_backbone made (share, seed 0): deterministic
+            setattr(net, PRETRAINING_RECORD, PretrainingRecord(
+                tuple(int(e.task_labels[0]) for e in warm), hold_out_references(warm, DEFAULT_HOLDOUT_SHARE)))
         return net.eval()
     cli.seed_everything(seed)
-    bench = build_stream(seed, per_class)
-    warm = [bench.train_stream[i] for i in range(bench.n_warm_start)]
-    pretrain_backbone(net, warm, device="cpu", verbose=False, **PRETRAIN)
+    pretrain_backbone(net, warm, device="cpu", verbose=False, **PRETRAIN,
+                      **({} if default_flow else {"holdout": None}))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": net.state_dict(), "torch_rng_state": torch.get_rng_state()}, path)
     return net.eval()
@@ -109,11 +129,11 @@ def replay(args) -> List[Dict[str, Any]]:
     results = []
     for seed in args.seeds:
         for per_class in args.per_class:
-            e0 = backbone(seed, per_class, _backbones(args))
             bench = build_stream(seed, per_class)
             for rule in args.rules:
                 if rule == "all_new":
                     continue
+                e0 = backbone(seed, per_class, _backbones(args), rule in DEFAULT_FLOW)
                 name = f"replay_pc{per_class}_{rule}_seed{seed}"
                 target = Path(args.out) / "runs" / f"{name}.json"
                 if target.exists():
@@ -150,12 +170,15 @@ def train(args) -> List[Dict[str, Any]]:
                 if target.exists():
                     results.append(json.loads(target.read_text()))
                     continue
-                e0 = backbone(seed, per_class, _backbones(args))  # restores the RNG state after pretraining
+                # restores the RNG state after pretraining
+                e0 = backbone(seed, per_class, _backbones(args), rule in DEFAULT_FLOW)
                 bench = build_stream(seed, per_class)
                 model = build_sdr_model(copy.deepcopy(e0), in_channels=1, image_size=28, generator=None)
-                detector = make_rule(rule)
-                strategy = SDRStrategy(model=model, settings="cpu", detector=detector, device="cpu",
+                chosen = ({"method": "recommended"} if rule.startswith("recommended")
+                          else {"detector": make_rule(rule)})
+                strategy = SDRStrategy(model=model, settings="cpu", device="cpu", **chosen,
                                        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+                detector = strategy.sdr.detector
                 tick = time.perf_counter()
                 sdr = run_sdr_stream(strategy, bench, seed=seed)
                 tasks = sdr["tasks"]
@@ -262,4 +285,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["CONFIRM_ALL", "RULES", "build_stream", "make_rule", "replay", "report", "train"]
+__all__ = ["CONFIRM_ALL", "DEFAULT_FLOW", "RULES", "build_stream", "make_rule", "replay", "report", "train"]

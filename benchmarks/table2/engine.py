@@ -68,7 +68,10 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
         print(f"E0 for {stream} seed {seed}: pretraining on the {len(warm)} warm-start tasks "
               f"({epochs} epochs, {torch.get_num_threads()} torch threads) -> {path}", flush=True)
         tick = time.perf_counter()
-        pretrain_backbone(backbone, warm, epochs=epochs, lr=2e-3, batch_size=32, device=device, verbose=False)
+        # Every warm-start image (holdout=None), as every committed harness run: the library's default
+        # holds half of them out for the two-sample references (docs/results/detection/level_by_size.md).
+        pretrain_backbone(backbone, warm, epochs=epochs, lr=2e-3, batch_size=32, device=device, verbose=False,
+                          holdout=None)
         print(f"E0 for {stream} seed {seed}: pretrained in {time.perf_counter() - tick:.0f}s", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The RNG state after pretraining travels with E0: every run continues from it, as

@@ -7,6 +7,7 @@ import torch
 
 from avalanche_sdr.detection import SmallTaskDetector, TwoSampleDetector
 from avalanche_sdr.models import TaskData
+from avalanche_sdr.training import METHODS
 from benchmarks.studies import small_tasks
 from benchmarks.studies.detectors import AllNewDetector
 
@@ -19,6 +20,9 @@ def test_rules_are_the_library_detectors():
     assert small_tasks.make_rule("small_task_confirm_all").settings.confirm_below == small_tasks.CONFIRM_ALL
     assert small_tasks.make_rule("small_task").settings.confirm_below == 40
     assert small_tasks.make_rule("all_new").config() == {"rule": "all_new"}
+    recommended = small_tasks.make_rule("recommended")
+    assert recommended.config() == METHODS["recommended"].defaults()["detector"].config()
+    assert small_tasks.DEFAULT_FLOW == ("recommended",)  # E0 with pretrain_backbone's default holdout
     with pytest.raises(ValueError, match="unknown rule"):
         small_tasks.make_rule("oracle")
 

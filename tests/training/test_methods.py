@@ -10,7 +10,8 @@ from avalanche.training.plugins import EvaluationPlugin
 import avalanche_sdr
 from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
 from avalanche_sdr.benchmarks import MixedDigits
-from avalanche_sdr.detection import SimilarTaskDetector, TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.detection import (LevelBySize, SimilarTaskDetector, SmallTaskDetector, SmallTaskSettings,
+                                     TwoSampleDetector, TwoSampleSettings)
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.routers import LDAWeightedRouter
 from avalanche_sdr.training import (BUDGETS, CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, METHODS, PAPER_SETTINGS,
@@ -46,7 +47,9 @@ def test_the_presets_are_registries_of_objects_exported_from_the_package():
     assert BUDGETS == {"paper": PAPER_SETTINGS, "cpu": CPU_SETTINGS, "cpu_large_task": CPU_LARGE_TASK_SETTINGS}
     assert avalanche_sdr.BUDGETS is BUDGETS
     recommended = METHODS["recommended"].defaults()
-    assert isinstance(recommended["detector"], TwoSampleDetector) and recommended["detector"].settings.match_classes
+    assert isinstance(recommended["detector"], SmallTaskDetector)
+    assert recommended["detector"].settings.two_sample.match_classes
+    assert recommended["detector"].settings.two_sample.alpha == LevelBySize()
     assert recommended["reuse"] == "accumulate" and recommended["routers"] == ("lda_weighted",)
     assert METHODS["recommended"].defaults()["detector"] is not recommended["detector"]  # fresh per strategy
 
@@ -62,7 +65,8 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
     strategy = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", settings="cpu",
                                           evaluator=_quiet())
     assert strategy.method == "recommended" and not strategy.model.has_generators
-    assert strategy.sdr.detector.settings == TwoSampleSettings(match_classes=True)
+    assert strategy.sdr.detector.settings == SmallTaskSettings(
+        two_sample=TwoSampleSettings(match_classes=True, alpha="by_size"))
     assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse="accumulate")
     assert strategy.sdr.routers == (LDAWeightedRouter(),)
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
@@ -101,7 +105,7 @@ def test_two_sample_with_the_default_generator_trains_no_vae(digits):
 
 def test_an_explicit_generator_that_the_rule_never_reads_is_refused_naming_generator(digits):
     with pytest.raises(ValueError, match=r"generator='independent' trains a generator per entry that the "
-                                         r"'two_sample' detector never reads"):
+                                         r"'small_task' detector never reads"):
         SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", generator="independent")
 
 
@@ -142,7 +146,8 @@ def _run(benchmark, n_experiences, **keywords):
 
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
-    explicit = _run(digits, 6, generator=None, detector=TwoSampleDetector(TwoSampleSettings(match_classes=True)),
+    explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
+                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
                     settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6

@@ -9,7 +9,8 @@ classified Correct / Miss / Incorrect against the stream's ground truth. This is
 same code path as a full ``SDRStrategy`` run (``detector.detect`` then
 ``detector.remember`` on a new entry), only without the training between decisions,
 so the decisions equal those of the harness run on the same E0 (checked by
-``tests/harness/test_detection_sim.py``).
+``tests/harness/test_detection_sim.py``); the detector gets E0's pretraining record as
+the strategy hands it over (``use_pretraining``).
 
 It measures what full runs cannot afford to sweep: many seeds, task sizes from 20
 images up, the per-class test (Hotelling against energy distance), thread counts.
@@ -37,10 +38,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
 
-RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power")
+RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended")
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
-(``min_power=0``), and Expert Gate's relatedness."""
+(``min_power=0``), Expert Gate's relatedness, the two-sample rule with
+``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
+``method="recommended"``'s detector (the small-task rule, matched classes, a level
+falling with task size)."""
 
 
 def make_rule(name: str):
@@ -57,6 +61,12 @@ def make_rule(name: str):
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, min_power=0.0))
     if name == "expert_gate":
         return ExpertGateDetector()
+    if name == "two_sample_matched":
+        return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
+    if name == "recommended":
+        from avalanche_sdr.training import METHODS
+
+        return METHODS["recommended"].defaults()["detector"]
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
@@ -69,12 +79,14 @@ def simulate(detector, backbone, benchmark, in_channels: int, image_size: int) -
     """
     import copy
 
+    from avalanche_sdr.detection import pretraining_record
     from avalanche_sdr.evaluation import classify_detection, detection_summary
     from avalanche_sdr.models import TaskData, build_sdr_model
     from avalanche_sdr.training.data import check_task_data, read_task_data
 
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=in_channels, image_size=image_size,
                             generator=None).eval()
+    detector.use_pretraining(pretraining_record(model.encoder.backbone))  # as SDRStrategy does when it is built
     groups_seen: List[int] = []
     group_of_task: Dict[int, int] = {}
     outcomes, decisions, records = [], [], []
@@ -237,7 +249,8 @@ def parse_args(argv=None):
     parser.add_argument("--rules", nargs="+", choices=RULES, default=["two_sample"],
                         help="rules to replay (default two_sample): two_sample (Hotelling test), "
                         "two_sample_energy (energy-distance test), two_sample_no_power (no power check), "
-                        "expert_gate (Expert Gate relatedness)")
+                        "expert_gate (Expert Gate relatedness), two_sample_matched (match_classes=True), "
+                        "recommended (the detector of method='recommended')")
     parser.add_argument("--train-per-task", nargs="+", type=cli.positive_int, default=None, metavar="N",
                         help="training images per task (sweep); default: the stream's CPU-preset sizes")
     parser.add_argument("--threads", type=cli.non_negative_int, default=1, metavar="N",

@@ -111,7 +111,7 @@ def backbone_for(kind: str, seed: int, experiences, out: Path):
     else:
         seed_everything(seed)
         pretrain_backbone(backbone, experiences[:3], epochs=PRESETS["cpu"].pretrain_epochs, lr=2e-3,
-                          batch_size=32, verbose=False)
+                          batch_size=32, verbose=False, holdout=None)  # every image, as the committed runs
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"state_dict": backbone.state_dict()}, path)
     for p in backbone.parameters():
