@@ -122,7 +122,18 @@ BASELINE_SETTINGS: Dict[str, BaselineSettings] = {
 
 
 def _trainable_copy(backbone: nn.Module) -> nn.Module:
-    """A deep copy of ``backbone`` with every parameter trainable, in training mode."""
+    """A deep copy of ``backbone`` with every parameter trainable, in training mode.
+
+    :raises ValueError: ``backbone`` holds SDR's EFT layers (an SDR repository's
+        encoder): a baseline starts from the plain E0.
+    """
+    from avalanche_sdr.models.eft import EFTConv2d, TaskBatchNorm2d
+
+    wrapped = next((name for name, m in backbone.named_modules() if isinstance(m, (EFTConv2d, TaskBatchNorm2d))), None)
+    if wrapped is not None:
+        raise ValueError(f"backbone holds SDR's EFT layers ({wrapped}): it is an SDR repository's encoder, not E0; "
+                         "pass the plain E0 (the module given to SDRStrategy.from_benchmark or build_sdr_model, "
+                         "which they copy and never change)")
     clone = copy.deepcopy(backbone)
     for p in clone.parameters():
         p.requires_grad_(True)

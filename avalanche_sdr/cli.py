@@ -241,44 +241,6 @@ def add_debug_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--decision NAME`` (an ``SDRStrategy`` detection rule, default ``agreement``) and
-    ``--no-generators``; check them together with :func:`check_decision_arguments`."""
-    from avalanche_sdr.vocabulary import DETECTORS
-
-    parser.add_argument(
-        "--decision", default="agreement", choices=DETECTORS,
-        help="detection rule: agreement (the paper's: argmax p == argmin S), calibrated (likelihood gap, "
-        "consistency lift and S against permuted labels), two_sample (a level-0.01 repeat test on E0 "
-        "features; docs/results/detection.md) or expert_gate (Aljundi et al.'s autoencoder relatedness, "
-        "a baseline); docs: Beyond the paper",
-    )
-    parser.add_argument(
-        "--no-generators", action="store_true",
-        help="build the repository without VAEs (only with --decision two_sample or expert_gate, "
-        "which do not use them): smaller entries, no VAE training",
-    )
-
-
-def add_reuse_argument(parser: argparse.ArgumentParser) -> None:
-    """``--reuse {head,accumulate}`` (``SDRSettings.reuse``, default ``head``)."""
-    from avalanche_sdr.vocabulary import REUSE_HEAD, REUSE_MODES
-
-    parser.add_argument(
-        "--reuse", default=REUSE_HEAD, choices=REUSE_MODES,
-        help="what a task detected as a repeat trains: head (the paper's; a new head on the reused entry, "
-        "which stays frozen; default) or accumulate (the repeat keeps training the reused entry and its "
-        "one head, so the earlier tasks of its group can improve; docs: Learning reuse)",
-    )
-
-
-def check_decision_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """argparse error (exit code 2) for ``--no-generators`` with a rule that scores tasks
-    with the generators (``agreement``, ``calibrated``)."""
-    if args.no_generators and args.decision in ("agreement", "calibrated"):
-        parser.error(f"--decision {args.decision} scores tasks with the generators; drop --no-generators")
-
-
 def add_threads_argument(parser: argparse.ArgumentParser, default: Optional[int] = None) -> None:
     """``--threads N``: torch's CPU threads (see :func:`set_threads`)."""
     if default is None:
@@ -408,17 +370,24 @@ def run_cli(main: Callable, parse_args: Optional[Callable] = None, argv: Optiona
 
 
 # ---------------------------------------------------------------------- output text
-def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators: bool = True,
+def output_legend(detector="agreement", n_warm_start: int = 3, generators: bool = True,
                   reuse: str = "head") -> str:
-    """How to read the lines an SDR run prints, for the rule ``decision``.
+    """How to read the lines an SDR run prints, for ``detector``.
 
     Explains the ``[SDR] task ...`` line printed when a task's training ends
     (:meth:`~avalanche_sdr.training.SDRPlugin.describe`) and the columns of
-    :func:`results_table`.
+    :func:`results_table`. The detector's scores are explained by the detector itself
+    (:meth:`Detector.legend <avalanche_sdr.detection.base.Detector.legend>`).
 
+    :param detector: the run's detector (a :class:`~avalanche_sdr.detection.base.Detector`,
+        e.g. ``strategy.sdr.detector``) or a rule name of
+        :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (its default options).
     :param reuse: the run's ``SDRSettings.reuse`` (``"head"`` or ``"accumulate"``):
         what the legend says a reused entry trains.
     """
+    from avalanche_sdr.detection.registry import make_detector
+
+    detector = make_detector(detector)
     lines = [
         "How to read the lines below",
         "  Each task is a small classification problem; some repeat an earlier task's classes",
@@ -443,32 +412,7 @@ def output_legend(decision: str = "agreement", n_warm_start: int = 3, generators
             "    reuse entry e     task t reuses entry e (made by the task in brackets): only a new",
             "                      classifier head is trained",
         ]
-    if decision in ("agreement", "calibrated"):
-        lines += [
-            "    Tj:p=..,S=..      scores against the entry made by task j:",
-            "                      p = consistency p(P_t = P_j), how likely t's images are under",
-            "                      j's generator (the p of all entries sum to 1; higher = more alike)",
-            "                      S = complexity S(j,t) of t's labels on j's features (lower = more",
-            "                      alike)",
-        ]
-        if decision == "agreement":
-            lines.append("                      rule: reuse the entry when argmax p and argmin S agree")
-        else:
-            lines += ["                      rule (calibrated): reuse when the votes agree and t's images",
-                      "                      are as likely under those entries' VAEs as their own held-out images"]
-    elif decision == "two_sample":
-        lines += [
-            "    Tj:p=..           p-value of the test \"task t repeats task j\" (class by class, on E0's",
-            "                      features); rule: reuse the entry with the largest p if p >= 0.01",
-            "    power=..          share of known-different decoy tasks the test told apart from that",
-            "                      entry; below 0.9 the test could not tell, and the task is new",
-        ]
-    elif decision == "expert_gate":
-        lines += [
-            "    Tj:rel=..         Expert Gate relatedness of t to task j (from autoencoder errors;",
-            "                      1 = as well reconstructed as by t's own autoencoder); rule: reuse",
-            "                      the most related entry if rel >= 0.85",
-        ]
+    lines += detector.legend()
     lines += [
         "    | 1.2s            seconds spent on the task (detection and training)",
     ]
@@ -526,10 +470,7 @@ __all__ = [
     "DEBUG_ENV",
     "MAX_SEED",
     "add_debug_argument",
-    "add_decision_arguments",
-    "add_reuse_argument",
     "add_threads_argument",
-    "check_decision_arguments",
     "check_device",
     "cifar_resnet_depth",
     "cifar_resnet_weights",

@@ -1,7 +1,7 @@
 """Reading a whole dataset (an experience's data) into stacked tensors, or its labels."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Subset
@@ -37,6 +37,22 @@ def experience_tensors(experience: Any) -> Tuple[torch.Tensor, ...]:
     return dataset_tensors(experience.dataset)
 
 
+def stream_tensors(stream: Iterable[Any]) -> Tuple[torch.Tensor, ...]:
+    """Every experience of ``stream`` as tensors (:func:`experience_tensors`), concatenated
+    in stream order: e.g. every task's test images and labels at once, to predict
+    without task labels (``strategy.predict(x)``).
+
+    :param stream: experiences (``benchmark.test_stream``, or a slice of it).
+    :return: ``(x, y, t)``: x float32 [N, C, H, W], y int64 [N], t int64 [N] (each
+        sample's task label), N the stream's samples.
+    :raises ValueError: an empty stream, or an empty experience.
+    """
+    parts = [experience_tensors(experience) for experience in stream]
+    if not parts:
+        raise ValueError("the stream holds no experience")
+    return tuple(torch.cat(field) for field in zip(*parts))
+
+
 def distinct_labels(experience: Any) -> Optional[List[int]]:
     """The distinct labels of an experience's dataset, sorted, read from its ``targets``
     (Avalanche's kept ``uniques`` when there, else every target); ``None`` when the
@@ -48,4 +64,4 @@ def distinct_labels(experience: Any) -> Optional[List[int]]:
     return sorted(int(v) for v in (set(targets) if uniques is None else uniques))
 
 
-__all__ = ["dataset_tensors", "distinct_labels", "experience_tensors"]
+__all__ = ["dataset_tensors", "distinct_labels", "experience_tensors", "stream_tensors"]

@@ -26,9 +26,9 @@ OUTCOMES = (CORRECT, MISS, INCORRECT)
 warm-start tasks)."""
 
 DETECTORS = ("agreement", "calibrated", "two_sample", "expert_gate", "small_task")
-"""Detector (decision rule) names ``SDRStrategy(detector=...)`` and the examples'
-``--decision`` accept (:data:`avalanche_sdr.detection.DETECTOR_TYPES` builds each). The
-rule is the detector; ``DetectionRecord.decision`` is its outcome (:data:`DECISIONS`)."""
+"""The names of :data:`avalanche_sdr.detection.DETECTOR_TYPES` (whose classes say what each
+detector does), for the command lines' ``--detector`` before torch is imported (a test
+checks the two agree). ``DetectionRecord.decision`` is a detector's outcome (:data:`DECISIONS`)."""
 
 REUSE_HEAD = "head"
 """The paper's reuse: a reused entry stays frozen, the repeat trains a new head of its own."""
@@ -60,8 +60,6 @@ ROUTERS = (ROUTER_GAUSSIAN, ROUTER_EXPERT_GATE, ROUTER_KERNEL_LDA, ROUTER_LDA, R
 DEFAULT_ROUTER = ROUTER_LDA_WEIGHTED
 """The router ``model.predict(x)`` and ``strategy.predict(x)`` use when none is named:
 SDR's recommended ``"lda_weighted"``."""
-SHARED_ROUTER_STATE = {ROUTER_LDA_WEIGHTED: ROUTER_LDA}
-"""Router -> the router whose state it reads (fitted once, counted once in memory)."""
 ORACLE = "oracle"
 """The true task label as a "router": the task-aware prediction, scored beside the
 routers (:class:`~avalanche_sdr.evaluation.TaskFreeMetrics`, results files)."""
@@ -87,5 +85,4 @@ __all__ = [
     "ROUTER_KERNEL_LDA",
     "ROUTER_LDA",
     "ROUTER_LDA_WEIGHTED",
-    "SHARED_ROUTER_STATE",
 ]

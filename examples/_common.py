@@ -29,16 +29,10 @@ from avalanche_sdr import cli
 
 cli.install_warning_filters()  # imported first by the example scripts, before Avalanche
 
-METHOD_DEFAULTS = {
-    "paper": {"decision": "agreement", "generators": True, "reuse": "head"},
-    "recommended": {"decision": "two_sample", "generators": False, "reuse": "accumulate"},
-}
-"""What each ``--method`` (``SDRStrategy(method=...)``, ``avalanche_sdr.training.METHODS``)
-decides with, whether it builds generators and its reuse: read here to refuse contradictory
-options while parsing, before torch is imported (``tests/examples`` checks it against the
-library's registry)."""
-GENERATOR_RULES = ("agreement", "calibrated")
-"""The rules that score tasks with the entries' generators (the others read none)."""
+METHOD_NAMES = ("paper", "recommended")
+"""``--method`` names: the library's method registry (``avalanche_sdr.training.METHODS``),
+named here so that ``--help`` and a usage error need no torch (``tests/examples`` checks
+them against the registry)."""
 BUDGETS = ("cpu", "cpu_large_task", "paper")
 """``--preset`` names: the library's budget registry (``settings="cpu"``, ...)."""
 BASELINE_BUDGET = {"cpu": "cpu", "cpu_large_task": "cpu", "paper": "paper"}
@@ -109,32 +103,35 @@ def argument_parser(doc: str, *, data_root: str, data_help: str, capped: Optiona
     return parser
 
 
-def add_method_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--method``, ``--preset`` and the options that win over the method: ``--decision``,
-    ``--reuse`` (``None``: the method's) and the deprecated ``--no-generators``; every
-    example takes them. Check them with :func:`check_method_options`."""
+def add_method_arguments(parser: argparse.ArgumentParser, preset_help: str = "") -> None:
+    """``--method``, ``--preset`` and the options that win over the method: ``--detector``
+    and ``--reuse`` (``None``: the method's); every example takes them. Check them with
+    :func:`check_method_options`.
+
+    :param preset_help: a sentence on the budget for this example's stream, added to
+        ``--preset``'s help.
+    """
     from avalanche_sdr.vocabulary import DETECTORS, REUSE_MODES
 
-    parser.add_argument("--method", default="paper", choices=tuple(METHOD_DEFAULTS),
+    parser.add_argument("--method", default="paper", choices=METHOD_NAMES,
                         help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
-                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
-                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
-                        "task-free router); --decision and --reuse win over it")
+                        "per entry, head-only reuse; default) or recommended (the small-task rule: the two-sample "
+                        "repeat test with classes matched in any order at a level falling with task size, a "
+                        "fallback for small tasks; no generators, the learning reuse, the lda_weighted task-free "
+                        "router); --detector and --reuse win over it")
     parser.add_argument("--preset", default="cpu", choices=BUDGETS,
-                        help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SMALL_TASK_SETTINGS, "
+                        help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SETTINGS, "
                         "the harness's --preset cpu behind the results pages; default), cpu_large_task "
-                        "(CPU_SETTINGS: head-only reuse 2 epochs at lr 0.001, VAEs up to 20 epochs) or paper "
-                        "(PAPER_SETTINGS, supplementary A.1: 100 epochs per new task, VAEs up to 2000 epochs; meant "
-                        "for a GPU)")
-    parser.add_argument("--decision", default=None, choices=DETECTORS,
-                        help="detection rule instead of the method's (SDRStrategy(detector=...)): agreement (the "
+                        "(CPU_LARGE_TASK_SETTINGS: head-only reuse 2 epochs at lr 0.001, VAEs up to 20 epochs) or "
+                        "paper (PAPER_SETTINGS, supplementary A.1: 100 epochs per new task, VAEs up to 2000 epochs; "
+                        "meant for a GPU)" + (f". {preset_help}" if preset_help else ""))
+    parser.add_argument("--detector", default=None, choices=DETECTORS,
+                        help="detector instead of the method's (SDRStrategy(detector=...)): agreement (the "
                         "paper's: argmax p == argmin S), calibrated (likelihood gap, consistency lift and S against "
                         "permuted labels), two_sample (a level-0.01 repeat test on E0 features, classes paired k "
-                        "with k) or expert_gate (Aljundi et al.'s autoencoder relatedness, a baseline); the "
-                        "generators follow the rule: two_sample and expert_gate build none")
-    parser.add_argument("--no-generators", action="store_true",
-                        help="deprecated, no effect: the generators follow the rule (two_sample and expert_gate "
-                        "build none, agreement and calibrated need them); drop it")
+                        "with k), small_task (two_sample with a pooled-covariance fallback for tasks of few images "
+                        "a class) or expert_gate (Aljundi et al.'s autoencoder relatedness, a baseline); the "
+                        "generators follow the detector: only agreement and calibrated read them")
     parser.add_argument("--reuse", default=None, choices=REUSE_MODES,
                         help="what a task detected as a repeat trains, instead of the method's: head (the paper's; "
                         "a new head on the reused entry, which stays frozen) or accumulate (the repeat keeps "
@@ -152,24 +149,23 @@ def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None)
 
 
 def check_method_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """argparse errors (exit code 2) for options that contradict the rule that decides
-    (``--decision``, else ``--method``'s): ``--no-generators`` with a rule that scores
-    with the generators, ``--generator`` or ``--vae-epochs`` with a rule that reads none.
-    A ``--no-generators`` that cannot act (the rule builds none anyway) is accepted with a
-    deprecation note."""
-    rule = args.decision or METHOD_DEFAULTS[args.method]["decision"]
-    of = "" if args.decision else f" (of --method {args.method})"
-    if args.no_generators and rule in GENERATOR_RULES:
-        parser.error(f"--decision {rule}{of} scores tasks with the generators; drop --no-generators")
-    generator = getattr(args, "generator", None)
-    if generator is not None and rule not in GENERATOR_RULES:
-        parser.error(f"--generator {generator}: the rule {rule}{of} reads no generators; use --decision "
-                     "agreement or calibrated, or drop --generator")
-    if getattr(args, "vae_epochs", None) is not None and rule not in GENERATOR_RULES:
-        parser.error(f"--vae-epochs: the rule {rule}{of} builds no generators; drop it")
-    if args.no_generators:
-        print(f"note: --no-generators is deprecated and has no effect: the rule {rule} builds no generators; "
-              "drop it", file=sys.stderr)
+    """argparse errors (exit code 2) for options that contradict the detector
+    (``--detector``, else ``--method``'s): ``--generator`` or ``--vae-epochs`` with a
+    detector that reads no generators. The detector's class says whether it reads them
+    (``needs_generators``), so the registry is imported only when one of these options is
+    given."""
+    given = [option for option, name in (("--generator", "generator"), ("--vae-epochs", "vae_epochs"))
+             if getattr(args, name, None) is not None]
+    if not given:
+        return
+    from avalanche_sdr.detection.registry import make_detector
+    from avalanche_sdr.training import METHODS
+
+    detector = make_detector(args.detector or METHODS[args.method].defaults()["detector"])
+    if not detector.needs_generators:
+        of = "" if args.detector else f" (of --method {args.method})"
+        parser.error(f"{given[0]}: the detector {detector.rule}{of} reads no generators; use --detector "
+                     f"agreement or calibrated, or drop {given[0]}")
 
 
 def sizes(capped_sizes: Tuple[int, int, int]) -> str:
@@ -209,17 +205,17 @@ def given_backbone(args, in_channels: int):
 
 
 def detector(args, *, elbo_samples: int):
-    """``SDRStrategy``'s ``detector``: ``--decision``'s rule, else ``None`` (the
-    ``--method``'s), except that a rule reading generators (the paper method's
-    ``agreement``) is built here with ``elbo_samples`` Monte-Carlo samples per ELBO
-    (the library's default is 1)."""
-    from avalanche_sdr.detection import make_detector
+    """``SDRStrategy``'s ``detector``: ``--detector``'s, else ``None`` (the ``--method``'s),
+    except that a detector given by a name whose rule reads ``elbo_samples`` (the paper
+    method's ``agreement``) is built here with ``elbo_samples`` Monte-Carlo samples per
+    ELBO (the library's default is 1)."""
+    from avalanche_sdr.detection.registry import detector_options, make_detector
     from avalanche_sdr.training import METHODS
 
-    rule = args.decision or METHODS[args.method].defaults()["detector"]
-    if isinstance(rule, str) and rule in GENERATOR_RULES:
-        return make_detector(rule, elbo_samples=elbo_samples)
-    return make_detector(rule) if args.decision else None
+    chosen = args.detector or METHODS[args.method].defaults()["detector"]
+    if isinstance(chosen, str) and "elbo_samples" in detector_options(chosen):
+        return make_detector(chosen, elbo_samples=elbo_samples)
+    return make_detector(chosen) if args.detector else None
 
 
 def settings_keywords(args) -> Dict[str, Any]:
@@ -245,26 +241,25 @@ def baseline_budget(args):
 
 def method_values(strategy) -> Dict[str, Any]:
     """What an ``SDRStrategy`` runs with, expanded from its method, budget and keywords
-    (recorded beside ``"method"`` in the results): ``"decision"`` (the rule's name),
+    (recorded beside ``"method"`` in the results): ``"detector"`` (its rule's name),
     ``"generator"`` (``"independent"``, ``"eft"`` or ``"none"``), ``"strategy"`` (its
     training settings, detector and routers) and ``"repository"`` (the model's
     configuration), as its checkpoint records them."""
     from avalanche_sdr.training.checkpoint import repository_fingerprint, strategy_fingerprint
 
     sdr, repository = strategy_fingerprint(strategy), repository_fingerprint(strategy.model)
-    return {"decision": sdr["detector"]["rule"], "generator": repository["generator"] or "none",
+    return {"detector": sdr["detector"]["rule"], "generator": repository["generator"] or "none",
             "strategy": sdr, "repository": repository}
 
 
 def legend(strategy, n_warm_start: int) -> str:
     """How to read the lines of a run of ``strategy`` (:func:`avalanche_sdr.cli.output_legend`
-    for the rule, generators and reuse it runs with)."""
-    values = method_values(strategy)
-    return cli.output_legend(values["decision"], n_warm_start, generators=values["generator"] != "none",
-                             reuse=values["strategy"]["reuse"])
+    for the detector, generators and reuse it runs with)."""
+    return cli.output_legend(strategy.sdr.detector, n_warm_start, generators=strategy.model.has_generators,
+                             reuse=strategy.sdr.settings.reuse)
 
 
-RESULT_OPTIONS = ("decision", "reuse", "generator", "n_splits", "new_task_epochs", "vae_epochs", "task_sizes")
+RESULT_OPTIONS = ("detector", "reuse", "generator", "n_splits", "new_task_epochs", "vae_epochs", "task_sizes")
 """The command-line options, besides ``--method``, ``--preset``, ``--seed`` and E0's, that
 change a run's results (recorded in its config under ``"options"``)."""
 
@@ -432,7 +427,7 @@ class Run:
         print(cli.results_table(results))
         print()
         config = results["config"]
-        sdr = f"SDR ({config['decision']}, {config['strategy']['reuse']} reuse)"  # what ran, options included
+        sdr = f"SDR ({config['detector']}, {config['strategy']['reuse']} reuse)"  # what ran, options included
         print(f"{'method':<32} {'acc (%)':>8} {'mem (MB)':>9} {'wall (s)':>9}")
         for row in [dict(results, label=sdr), *baselines.values()]:
             print(f"{row['label']:<32} {100 * row['average_accuracy']:>8.2f} {row['memory_mb']:>9.2f} "

@@ -29,7 +29,6 @@ def parse_args(argv=None):
 
 
 def main(args) -> dict:
-    import copy
     import dataclasses
     import time
 
@@ -59,18 +58,19 @@ def main(args) -> dict:
             backbone = small_cnn_backbone(in_channels=3, widths=(32, 64, 128))
         if not run.resumed({"backbone": backbone}):  # --checkpoint-dir of an interrupted run: E0 loaded
             if pretrain:
+                # every warm-start image, as the committed results (the library holds half out by default)
                 pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
-                                  device=args.device)
+                                  device=args.device, holdout=None)
             run.pretrained({"backbone": backbone})
 
         # 3. SDR: before training on a task, test whether it repeats an earlier one; reuse
-        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR freezes the
-        #    E0 it gets: a copy, so that the baselines below start from the same weights.
+        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR adapts and
+        #    freezes its own copy of E0, so the baselines below start from the same weights.
         strategy = SDRStrategy.from_benchmark(
-            copy.deepcopy(backbone), benchmark,
+            backbone, benchmark,
             method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
             settings=args.preset,  # the training budget by name: "cpu", "cpu_large_task" or "paper"
-            detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+            detector=_common.detector(args, elbo_samples=8),  # --detector, else the method's (8 ELBO samples)
             **_common.settings_keywords(args),  # --reuse, --new-task-epochs, --vae-epochs when given
             latent_dim=32, vae_width=32,  # each entry's ConvVAE for 3x32x32 images (methods with generators)
             evaluator=run.closing(sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)),

@@ -32,14 +32,14 @@ from the RNG state after E0. Its rows, each reproduced here by the same seed and
 - ``sdr_two_sample_nogen [accumulate]`` (the harness's ``--method recommended``; the
   "SDR two-sample, no generators [accumulate]" rows of docs/results/learning_reuse.md,
   fashion50's):
-  ``--decision two_sample --reuse accumulate``. The library's ``--method recommended``
+  ``--detector two_sample --reuse accumulate``. The library's ``--method recommended``
   differs from that row twice: classes matched in any order, and the ``lda_weighted``
   task-free router, whose state counts in memory;
 - ``ewc`` and ``replay`` at the preset's values: ``--compare`` (the ``[tuned]`` rows'
   values come from the harness's tuning on the validation stream, not offered here);
 - ``sdr_eft_g``: ``--generator eft``, but for the base VAE's epochs (10 here, 40 there).
 
-    python examples/fashion_mnist.py --n-splits 2 --task-sizes capped --decision two_sample \\
+    python examples/fashion_mnist.py --n-splits 2 --task-sizes capped --detector two_sample \\
         --reuse accumulate --compare --seed 0 --output results/fmnist10/seed0.json
     python examples/fashion_mnist.py --n-splits 2 --seed 0 --log-dir results/fmnist10 \\
         --output results/fmnist10/results.json
@@ -67,7 +67,6 @@ def parse_args(argv=None):
 
 
 def main(args) -> dict:
-    import copy
     import dataclasses
     import time
 
@@ -105,8 +104,9 @@ def main(args) -> dict:
             pretrained["base_vae"] = ConvVAE(1, 28, latent_dim=16, width=32)
         if not run.resumed(pretrained):  # --checkpoint-dir of an interrupted run: E0 (and the VAE) loaded
             if pretrain:
+                # every warm-start image, as the committed results (the library holds half out by default)
                 pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
-                                  device=args.device)
+                                  device=args.device, holdout=None)
             if "base_vae" in pretrained:
                 pretrain_vae(pretrained["base_vae"], warm_start, epochs=10, lr=2e-3, device=args.device)
             run.pretrained(pretrained)
@@ -114,13 +114,13 @@ def main(args) -> dict:
         generator = {"generator": args.generator, "base_vae": pretrained.get("base_vae")} if args.generator else {}
 
         # 3. SDR: before training on a task, test whether it repeats an earlier one; reuse
-        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR freezes the
-        #    E0 it gets: a copy, so that the baselines below start from the same weights.
+        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR adapts and
+        #    freezes its own copy of E0, so the baselines below start from the same weights.
         strategy = SDRStrategy.from_benchmark(
-            copy.deepcopy(backbone), benchmark,
+            backbone, benchmark,
             method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
             settings=args.preset,  # the training budget by name: "cpu", "cpu_large_task" or "paper"
-            detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+            detector=_common.detector(args, elbo_samples=8),  # --detector, else the method's (8 ELBO samples)
             **_common.settings_keywords(args),  # --reuse, --new-task-epochs, --vae-epochs when given
             latent_dim=16, vae_width=32,  # each entry's ConvVAE for 1x28x28 images (methods with generators)
             **generator,

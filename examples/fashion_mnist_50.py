@@ -27,13 +27,13 @@ starts from the RNG state after E0. Its rows, each reproduced here by the same s
   ``--method paper``;
 - ``sdr_two_sample_nogen [accumulate]`` (the harness's ``--method recommended``; the
   "SDR two-sample, no generators [accumulate]" rows of docs/results/learning_reuse.md):
-  ``--decision two_sample --reuse accumulate``. The library's ``--method recommended``
+  ``--detector two_sample --reuse accumulate``. The library's ``--method recommended``
   differs from that row twice: classes matched in any order, and the ``lda_weighted``
   task-free router, whose state counts in memory;
 - ``ewc`` and ``replay`` at the preset's values: ``--compare`` (the ``[tuned]`` rows'
   values come from the harness's tuning on the validation stream, not offered here).
 
-    python examples/fashion_mnist_50.py --task-sizes capped --decision two_sample --reuse accumulate \\
+    python examples/fashion_mnist_50.py --task-sizes capped --detector two_sample --reuse accumulate \\
         --compare --seed 0 --output results/fmnist50/seed0.json
     python examples/fashion_mnist_50.py --preset paper --device cuda --compare \\
         --output results/fmnist50/results.json
@@ -54,7 +54,6 @@ def parse_args(argv=None):
 
 
 def main(args) -> dict:
-    import copy
     import dataclasses
     import time
 
@@ -86,18 +85,19 @@ def main(args) -> dict:
             backbone = small_cnn_backbone(in_channels=1, widths=(32, 64, 128))
         if not run.resumed({"backbone": backbone}):  # --checkpoint-dir of an interrupted run: E0 loaded
             if pretrain:
+                # every warm-start image, as the committed results (the library holds half out by default)
                 pretrain_backbone(backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32,
-                                  device=args.device)
+                                  device=args.device, holdout=None)
             run.pretrained({"backbone": backbone})
 
         # 3. SDR: before training on a task, test whether it repeats an earlier one; reuse
-        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR freezes the
-        #    E0 it gets: a copy, so that the baselines below start from the same weights.
+        #    that entry, or grow a new one (EFT adapters on E0, a=8, b=16). SDR adapts and
+        #    freezes its own copy of E0, so the baselines below start from the same weights.
         strategy = SDRStrategy.from_benchmark(
-            copy.deepcopy(backbone), benchmark,
+            backbone, benchmark,
             method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
             settings=args.preset,  # the training budget by name: "cpu", "cpu_large_task" or "paper"
-            detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+            detector=_common.detector(args, elbo_samples=8),  # --detector, else the method's (8 ELBO samples)
             **_common.settings_keywords(args),  # --reuse, --new-task-epochs, --vae-epochs when given
             latent_dim=16, vae_width=32,  # each entry's ConvVAE for 1x28x28 images (methods with generators)
             evaluator=run.closing(sdr_evaluation_plugin(log_dir=args.log_dir, interactive=False)),

@@ -9,7 +9,7 @@ a conv VAE. The 7 later tasks are each detected as new or similar before any tra
 on them. That is the paper's SDR, ``--method paper`` (default); ``--method recommended``
 runs the recommended one (the two-sample repeat test with classes matched in any order,
 no generators, the learning reuse, the ``lda_weighted`` task-free router), and
-``--preset`` names the training budget (default ``cpu``, ``CPU_SMALL_TASK_SETTINGS``).
+``--preset`` names the training budget (default ``cpu``, ``CPU_SETTINGS``).
 
 Prints a legend, one line per task (decision, scores, seconds) and a final table
 (each task's decision against the ground truth, its test accuracy; detection,
@@ -43,18 +43,8 @@ def parse_args(argv=None):
                         help="seed of the stream's task order and of training (default 0)")
     parser.add_argument("--output", type=cli.output_file, default=None, metavar="FILE",
                         help="write the results JSON here (checked before training starts)")
-    parser.add_argument("--method", default="paper", choices=tuple(_common.METHOD_DEFAULTS),
-                        help="SDR's method (SDRStrategy(method=...)): paper (the paper's SDR: agreement rule, a VAE "
-                        "per entry, head-only reuse; default) or recommended (the two-sample repeat test with "
-                        "classes matched in any order, no generators, the learning reuse, the lda_weighted "
-                        "task-free router); --decision, --no-generators and --reuse win over it")
-    parser.add_argument("--preset", default="cpu", choices=_common.BUDGETS,
-                        help="training budget by name (SDRStrategy(settings=...)): cpu (CPU_SMALL_TASK_SETTINGS: "
-                        "digits tasks hold ~120 training images, so a reused entry's head trains 10 epochs at lr "
-                        "0.01; default), cpu_large_task (CPU_SETTINGS) or paper (PAPER_SETTINGS)")
-    cli.add_decision_arguments(parser)
-    cli.add_reuse_argument(parser)
-    parser.set_defaults(decision=None, reuse=None)  # None: the --method's
+    _common.add_method_arguments(parser, preset_help="Digits tasks hold ~120 training images: with cpu a reused "
+                                 "entry's head trains 10 epochs at lr 0.01")
     parser.add_argument(
         "--forward-transfer", action="store_true",
         help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
@@ -96,14 +86,15 @@ def main(args) -> dict:
         # The checkpoint holds the pretrained E0 and the RNG states to continue from.
         print(f"resuming from the checkpoint in {args.checkpoint_dir}", flush=True)
     else:
-        pretrain_backbone(
-            backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet
+        pretrain_backbone(  # every warm-start image, as the committed results (the library holds half out by default)
+            backbone, warm_start, epochs=args.pretrain_epochs, lr=2e-3, batch_size=32, verbose=not args.quiet,
+            holdout=None,
         )
     strategy = SDRStrategy.from_benchmark(
         backbone, benchmark,
         method=args.method,  # "paper" (agreement rule, a VAE per entry, head-only reuse) or "recommended"
-        settings=args.preset,  # "cpu": CPU_SMALL_TASK_SETTINGS
-        detector=_common.detector(args, elbo_samples=8),  # --decision, else the method's (8 ELBO samples)
+        settings=args.preset,  # "cpu": CPU_SETTINGS
+        detector=_common.detector(args, elbo_samples=8),  # --detector, else the method's (8 ELBO samples)
         **_common.settings_keywords(args),  # --reuse, --new-task-epochs when given
         latent_dim=8, vae_width=16,  # each entry's ConvVAE for 1x8x8 images (methods with generators)
         forward_transfer=args.forward_transfer,

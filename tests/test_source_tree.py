@@ -5,6 +5,11 @@
   or what ``python -m`` finds from the repository root.
 - No import cycle among the modules of ``avalanche_sdr/``, nor among those of
   ``benchmarks/`` (the harness), read with the standard library alone (``ast``).
+- No arrow back up in ``benchmarks/``: a module imports only those of its layer or below
+  (:data:`HARNESS_LAYERS`: the Table 2 engine, then the studies, then the commands), no
+  module of ``benchmarks/table2/`` imports a study, and a package's ``__init__`` imports
+  none of its modules.
+- No Python file under ``docs/`` but Sphinx's ``conf.py``: scripts live in ``benchmarks/``.
 
 What counts as an import (:func:`import_graph`): every ``import`` and ``from ... import``
 statement of a module, at module level and inside functions alike, since an import
@@ -46,6 +51,7 @@ def test_the_pattern_finds_each_way_of_editing_sys_path():
 def test_no_python_file_edits_sys_path():
     files = list(_python_files())
     assert any(p.name == "conf.py" for p in files) and len(files) > 50
+    assert ROOT / "benchmarks" / "studies" / "where_the_time_goes" / "train_step_cpu.py" in files  # the harness too
     offenders = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                  if EDIT.search(line) and p != Path(__file__).resolve()]
@@ -193,3 +199,194 @@ def test_no_import_cycle_in_the_harness():
     graph = import_graph(sources)
     cycles = find_cycles(graph)
     assert not cycles, "import cycles in benchmarks/ (cut each at a leaf module):\n" + _cycle_report(cycles, graph)
+
+
+# ---------------------------------------------------------------------- private state
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _root(node: ast.AST) -> ast.AST:
+    """The object an attribute chain starts from: ``self`` for ``self.a.b``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def private_state_writes(module: str, source: str, known: Set[str]) -> List[str]:
+    """Where the module ``module`` (its ``source``) touches another module's private state.
+
+    Flagged: an assignment, augmented assignment or ``del`` of ``<expr>._name`` where
+    ``<expr>`` is not ``self``/``cls`` and ``_name`` is not an attribute this module sets
+    through ``self`` (its own classes' state); an item assigned into or deleted from
+    another object's container, ``<expr>.name[key] = ...`` (the owner's methods write it,
+    e.g. ``model.set_exemplars``, not ``model.entry_exemplars[key] = ...``); any use of
+    ``<expr>.__dict__`` but ``self.__dict__``; ``setattr``/``delattr`` of a private name on anything but
+    ``self``/``cls``; a private name imported from another module of ``known`` (dotted
+    names), or read as ``<module>._name`` through an imported module of ``known``.
+
+    :return: one line per finding, ``module:line: what``.
+    """
+    tree = ast.parse(source)
+    own = {node.attr for node in ast.walk(tree)
+           if isinstance(node, ast.Attribute) and _is_self(node.value) and isinstance(node.ctx, ast.Store)}
+    modules: Dict[str, str] = {}
+    found = []
+    for node in _imports(tree):
+        if isinstance(node, ast.Import):
+            modules.update({alias.asname or alias.name: alias.name for alias in node.names if alias.name in known})
+            continue
+        base = node.module or ""
+        for alias in node.names:
+            if base in known and _is_private(alias.name) and f"{base}.{alias.name}" not in known:
+                found.append(f"{module}:{node.lineno}: imports the private {base}.{alias.name}")
+            if f"{base}.{alias.name}" in known:
+                modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete))
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute)
+                    and not _is_self(_root(target.value)) and target.value.attr != "__dict__"):
+                found.append(f"{module}:{node.lineno}: writes into {ast.unparse(target.value)}")
+            for part in ast.walk(target):
+                if (isinstance(part, ast.Attribute) and _is_private(part.attr) and not _is_self(part.value)
+                        and part.attr not in own):
+                    found.append(f"{module}:{node.lineno}: writes {ast.unparse(part)}")
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__" and not _is_self(node.value):
+            found.append(f"{module}:{node.lineno}: reaches into {ast.unparse(node)}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+                and len(node.args) >= 2 and not _is_self(node.args[0]) and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str) and _is_private(node.args[1].value)):
+            found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Attribute) and _is_private(node.attr) and ast.unparse(node.value) in modules:
+            found.append(f"{module}:{node.lineno}: uses the private {modules[ast.unparse(node.value)]}.{node.attr}")
+    return found
+
+
+def test_the_private_state_check_finds_each_kind_of_reach():
+    known = {"pkg", "pkg.a", "pkg.b"}
+    source = (
+        "from pkg.b import _helper, public\n"
+        "import pkg.b\n"
+        "class Owner:\n"
+        "    def __init__(self):\n"
+        "        self._mine = 1\n"
+        "    def copy(self, other):\n"
+        "        other._mine = self._mine\n"  # this module's own state: allowed
+        "def reach(model):\n"
+        "    model._cache = {}\n"
+        "    model.__dict__['_kept'] = 2\n"
+        "    setattr(model, '_x', 3)\n"
+        "    del model._cache\n"
+        "    model.stored[3] = None\n"
+        "    return pkg.b._secret\n"
+    )
+    found = private_state_writes("pkg.a", source, known)
+    assert sorted(line.split(": ", 1)[1] for line in found) == sorted([
+        "imports the private pkg.b._helper", "writes model._cache", "writes model._cache",
+        "reaches into model.__dict__", "setattr(model, '_x', 3)", "uses the private pkg.b._secret",
+        "writes into model.stored",
+    ])
+    assert private_state_writes("pkg.a", "class A:\n    def f(self, o):\n        self._x = o._y\n", known) == []
+
+
+def test_no_library_module_writes_another_modules_private_state():
+    """Every piece of state has one owner, changed through its owner's methods (issue #46:
+    the LDA router wrote the repository's ``_lda_cache`` and the learning reuse its
+    ``entry_exemplars[...]``; now the router keeps what it derives itself and the reuse
+    calls ``model.set_exemplars``)."""
+    sources = _package_sources("avalanche_sdr")
+    found = [line for name, text in sources.items() for line in private_state_writes(name, text, set(sources))]
+    assert not found, "private state reached from outside its module:\n" + "\n".join(found)
+def test_no_python_file_under_docs_but_the_sphinx_configuration():
+    scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.py") if p != ROOT / "docs" / "conf.py")
+    assert not scripts, "Python files under docs/ (move them into benchmarks/, with a test):\n" + "\n".join(scripts)
+
+
+# ---------------------------------------------------------------------- the harness's layers
+
+HARNESS_LAYERS = (
+    ("benchmarks.table2.catalogue",),
+    ("benchmarks.table2.variants",),
+    ("benchmarks.table2.methods",),
+    ("benchmarks.table2.tuning",),
+    ("benchmarks.table2.specs",),
+    ("benchmarks.table2.engine",),
+    ("benchmarks.table2.executors", "benchmarks.table2.report", "benchmarks.table2.equal_memory"),
+    ("benchmarks.table2.tuning_runs",),
+    ("benchmarks.studies", "benchmarks.stream_designs"),
+    ("benchmarks.table2.command", "benchmarks.table2.gpu_check"),
+    ("benchmarks.table2.__main__",),
+)
+"""The modules of ``benchmarks/`` from the bottom up (a name stands for itself and the
+modules under it): the names a parser offers, the rows and their builders, the tuning
+grids, what a run is, the engine, where runs execute and what is written, then the studies
+and the generated stream designs (which may use any of those), and last the commands. A module imports only modules of its
+own layer or below; the package ``__init__`` modules import nothing."""
+
+def _layer(module: str) -> int:
+    for index, layer in enumerate(HARNESS_LAYERS):
+        if any(module == name or module.startswith(name + ".") for name in layer):
+            return index
+    raise KeyError(module)
+
+
+def _harness_graph():
+    sources = _package_sources("benchmarks")
+    packages = {name for name in sources if any(other.startswith(name + ".") for other in sources)}
+    return import_graph(sources), packages
+
+
+def arrows_back_up(graph: Dict[str, Set[str]], packages: Set[str]) -> List[str]:
+    """Every import of ``graph`` that goes against :data:`HARNESS_LAYERS`: from a package's
+    ``__init__``, from a lower layer to a higher one, and from ``benchmarks/table2/`` (the
+    commands included) to a study."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        if module in packages:
+            found += [f"{module} (a package's __init__) -> {t}" for t in sorted(targets)]
+            continue
+        for target in sorted(targets - packages):
+            if _layer(target) > _layer(module):
+                found.append(f"{module} -> {target} (layer {_layer(module)} imports layer {_layer(target)})")
+            elif module.startswith("benchmarks.table2.") and target.startswith("benchmarks.studies."):
+                found.append(f"{module} -> {target} (benchmarks/table2/ imports a study)")
+    return found
+
+
+def test_the_layer_check_finds_each_kind_of_arrow_back_up():
+    graph = {"benchmarks.table2": set(), "benchmarks.table2.engine": {"benchmarks.table2.command"},
+             "benchmarks.table2.methods": {"benchmarks.studies.small_tasks", "benchmarks.table2.catalogue"},
+             "benchmarks.studies.small_tasks": {"benchmarks.table2.engine", "benchmarks.table2.gpu_check"},
+             "benchmarks.studies": {"benchmarks.studies.small_tasks"}, "benchmarks.table2.catalogue": set(),
+             "benchmarks.table2.command": {"benchmarks.table2.engine", "benchmarks.studies.small_tasks"},
+             "benchmarks.table2.gpu_check": set()}
+    found = arrows_back_up(graph, {"benchmarks.table2", "benchmarks.studies"})
+    assert found == ["benchmarks.studies (a package's __init__) -> benchmarks.studies.small_tasks",
+                     "benchmarks.studies.small_tasks -> benchmarks.table2.gpu_check (layer 8 imports layer 9)",
+                     "benchmarks.table2.command -> benchmarks.studies.small_tasks (benchmarks/table2/ imports a study)",
+                     "benchmarks.table2.engine -> benchmarks.table2.command (layer 5 imports layer 9)",
+                     "benchmarks.table2.methods -> benchmarks.studies.small_tasks (layer 2 imports layer 8)"]
+
+
+def test_no_arrow_back_up_in_the_harness():
+    graph, packages = _harness_graph()
+    assert "benchmarks.table2.engine" in graph and "benchmarks.studies.detection.sim" in graph
+    unplaced = []
+    for module in sorted(set(graph) - packages):
+        try:
+            _layer(module)
+        except KeyError:
+            unplaced.append(module)
+    assert not unplaced, ("modules of benchmarks/ in no layer of HARNESS_LAYERS (a study goes under "
+                          "benchmarks/studies/, one module or package per results page):\n" + "\n".join(unplaced))
+    found = arrows_back_up(graph, packages)
+    assert not found, "imports against benchmarks/' layers (tests/test_source_tree.py, HARNESS_LAYERS):\n" + \
+        "\n".join(found)

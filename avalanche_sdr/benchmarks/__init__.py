@@ -8,7 +8,8 @@
   on each give class-incremental labels and repeats with classes in another order.
 - :func:`class_incremental_stream`: the task-label-free test stream that
   ``SDRStrategy(eval_router=...)`` evaluates; :func:`dataset_tensors` /
-  :func:`experience_tensors`: an experience as tensors.
+  :func:`experience_tensors` / :func:`stream_tensors`: an experience, or a whole stream,
+  as tensors.
 - :class:`DatasetNotFoundError`, :class:`CorruptDatasetError`: a preset's files are
   missing, or one is unreadable.
 """
@@ -19,7 +20,7 @@ from .digits import DIGITS_GROUPS, MixedDigits
 from .emnist import EMNIST_TABLE4_GROUPS, MixedEMNIST, emnist_groups
 from .fashion_mnist import FASHION_MNIST_GROUPS, MixedFashionMNIST
 from .image_arrays import ImageArrayDataset, gather_images
-from avalanche_sdr.dataset_tensors import dataset_tensors, experience_tensors
+from avalanche_sdr.dataset_tensors import dataset_tensors, experience_tensors, stream_tensors
 
 from .mixed_stream import (
     MixedSimilarityBenchmark,
@@ -64,5 +65,6 @@ __all__ = [
     "load_fashion_mnist",
     "mixed_similarity_benchmark",
     "sizes_from_class_counts",
+    "stream_tensors",
     "warm_start_order",
 ]

@@ -29,6 +29,23 @@ def _as_tensor(array: ArrayLike) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+def _check_stored_range(data: torch.Tensor, max_value: float) -> None:
+    """Refuse stored images that do not map to [0, 1] by ``/ max_value`` (see
+    :class:`ImageArrayDataset`); uint8 images with ``max_value >= 255`` need no pass."""
+    if data.numel() == 0 or (data.dtype == torch.uint8 and max_value >= 255):
+        return
+    if data.is_floating_point() and not bool(torch.isfinite(data).all()):
+        raise ValueError("images contain NaN or Inf values")
+    low, high = float(data.min()), float(data.max())
+    if data.is_floating_point() and max_value > 1.0 and 0.0 <= low and 0.0 < high <= 1.0:
+        raise ValueError(f"the float images lie in [{low:.4g}, {high:.4g}] but max_value={max_value:g} would map "
+                         f"them to [0, {1.0 / max_value:.4g}]: pass max_value=1.0 for images in [0, 1]")
+    if low < 0.0 or high > max_value:
+        raise ValueError(f"images must lie in [0, max_value={max_value:g}] (images / max_value in [0, 1]); got values "
+                         f"in [{low:.4g}, {high:.4g}]: pass the stored value of a white pixel as max_value (255 for "
+                         "0-255 pixels) and leave out normalising transforms (e.g. Normalize)")
+
+
 class ImageArrayDataset(Dataset):
     """A torchvision-style classification dataset held in memory.
 
@@ -36,10 +53,16 @@ class ImageArrayDataset(Dataset):
     (``images[i] / max_value``), ``y`` a Python int.
 
     :param images: [N, C, H, W] uint8 or floating array/tensor (stored as given:
-        uint8 stays uint8, floats become float32).
+        uint8 stays uint8, floats become float32), values in [0, ``max_value``].
     :param targets: [N] integer class labels.
-    :param max_value: the stored value that maps to 1.0 (255 for 8-bit images).
+    :param max_value: the stored value that maps to 1.0 (255 for 8-bit images, 1.0
+        for float images in [0, 1]).
     :param classes: optional class names, ``classes[label]`` (torchvision convention).
+    :raises ValueError: images not [N, C, H, W]; targets of another length; a
+        ``max_value`` that is not positive; NaN or Inf; values outside
+        [0, ``max_value``] (e.g. normalised images, or 0-255 pixels with
+        ``max_value=1.0``); float images in [0, 1] given with ``max_value`` above 1
+        (the default 255 would darken them 255 times: pass ``max_value=1.0``).
 
     Attributes: ``data`` (the stored [N, C, H, W] tensor), ``targets`` (int64 tensor
     [N]), ``max_value`` (float), ``classes`` (list of str or None).
@@ -66,8 +89,9 @@ class ImageArrayDataset(Dataset):
                 f"images and targets differ in length: {len(data)} images, "
                 f"{len(labels)} targets"
             )
-        if not max_value > 0:
+        if isinstance(max_value, bool) or not isinstance(max_value, (int, float)) or not 0 < max_value < float("inf"):
             raise ValueError(f"max_value must be positive; got {max_value}")
+        _check_stored_range(data, float(max_value))
         self.data: torch.Tensor = data
         self.targets: torch.Tensor = labels
         self.max_value: float = float(max_value)

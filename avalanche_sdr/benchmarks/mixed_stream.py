@@ -281,13 +281,20 @@ def sizes_from_class_counts(
     )
 
 
-def _per_group(value: PerTask, groups: List[List[int]], name: str) -> List[Optional[int]]:
-    """Per-class counts for each group from a per-task size (int or one per group)."""
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _per_group(value: PerTask, groups: List[List[int]], name: str, minimum: int = 0) -> List[Optional[int]]:
+    """Per-class counts for each group from a per-task size (int or one per group), each
+    at least ``minimum`` images per task (1: a task's training or test images)."""
     if value is None:
         return [None] * len(groups)
-    if isinstance(value, (int, np.integer)):
+    if _is_count(value):
         values = [int(value)] * len(groups)
     else:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") or not all(map(_is_count, value)):
+            raise ValueError(f"{name} must be an int, or a sequence of ints with one per group; got {value!r}")
         values = [int(v) for v in value]
         if len(values) != len(groups):
             raise ValueError(
@@ -296,9 +303,10 @@ def _per_group(value: PerTask, groups: List[List[int]], name: str) -> List[Optio
             )
     counts = []
     for k, (total, group) in enumerate(zip(values, groups)):
-        if total < 0 or total % len(group) != 0:
+        if total < minimum or total % len(group) != 0:
+            what = "a non-negative" if minimum == 0 else "a positive"
             raise ValueError(
-                f"{name}={total} for group {k} must be a non-negative multiple of its "
+                f"{name}={total} for group {k} must be {what} multiple of its "
                 f"{len(group)} classes (the per-class count is {name} / {len(group)})"
             )
         counts.append(total // len(group))
@@ -614,14 +622,14 @@ def mixed_similarity_benchmark(
         (0..K).
     :param train_per_task: training images per task, an int for every group or a
         sequence with one int per group; each class contributes
-        ``train_per_task / c`` images (must divide exactly). None: all the class's
+        ``train_per_task / c`` images (must divide exactly; at least one). None: all the class's
         images in the split minus the validation images.
     :param valid_per_task: validation images per task (same forms). None: a
         ``valid_fraction`` share of each class's train+validation images
         (``round(valid_fraction * part)`` for all-data splits, or
         ``round(n_train * valid_fraction / (1 - valid_fraction))`` per class on top of
         a given ``train_per_task``).
-    :param test_per_task: test images per task (same forms). None: all the class's
+    :param test_per_task: test images per task (same forms; at least one per class). None: all the class's
         test images in the split (``np.array_split`` of the class's test images).
     :param valid_fraction: in [0, 1), see ``valid_per_task``.
     :param scale_to_available: when a class holds too few images for the requested
@@ -639,8 +647,9 @@ def mixed_similarity_benchmark(
         image for torchvision datasets without a transform of their own). None: no
         transform. Whatever it returns that is not a floating-point tensor (a PIL
         image, a uint8 tensor) is converted to float32 [C, H, W], uint8 values / 255.
-    :param eval_transform: the same for the ``"eval"`` group (deterministic, e.g.
-        ``Normalize``). None: no transform (not ``train_transform``).
+    :param eval_transform: the same for the ``"eval"`` group (deterministic, e.g. a
+        centre crop; a normalisation such as ``Normalize`` suits other models only:
+        SDR's take [0, 1] images and normalise inside). None: no transform (not ``train_transform``).
     :param in_memory: True: read every selected image into memory (through the
         dataset's ``__getitem__`` when it has transforms; images must share one shape
         and lie in [0, 1]); False: lazy; None: the default above.
@@ -690,9 +699,9 @@ def mixed_similarity_benchmark(
         )
     order = warm_start_order(len(groups), n_splits, n_warm_start, seed)
     permutations = label_permutations(order, groups, seed, shuffle_repeat_labels)
-    n_train = _per_group(train_per_task, groups, "train_per_task")
+    n_train = _per_group(train_per_task, groups, "train_per_task", minimum=1)
     n_valid = _per_group(valid_per_task, groups, "valid_per_task")
-    n_test = _per_group(test_per_task, groups, "test_per_task")
+    n_test = _per_group(test_per_task, groups, "test_per_task", minimum=1)
     names = _names_by_class(train_dataset, class_names)
 
     train_targets = targets_array(train_dataset)

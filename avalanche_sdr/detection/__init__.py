@@ -7,7 +7,12 @@
 * :func:`calibrated_decision`, :class:`TwoSampleDetector` (``"two_sample"``): rules
   beyond the paper, with evidence on their own scale or a level fixed in advance.
 * :class:`ExpertGateDetector` (``"expert_gate"``): the autoencoder-relatedness baseline.
-* :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule.
+* :class:`Level` (:class:`FixedLevel`, :class:`LevelBySize`, by name in :data:`LEVELS`):
+  the two-sample test's level as a function of the task's size.
+* :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule
+  (:class:`AgreementDetector`, :class:`CalibratedDetector`).
+* :class:`Detector`: what every detector is (the protocol the strategy relies on);
+  :data:`DETECTOR_TYPES`: the detector classes by rule name.
 
 Functions on tensors and detectors over an ``SDRModel``; nothing here imports Avalanche.
 """
@@ -28,20 +33,27 @@ from .complexity import (
     relu_ntk_gram,
 )
 from .consistency import distribution_consistency
+from .base import Detector, FeatureRuleDetector
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
-from .detector import DECISION_RULES, DecisionRule, SimilarTaskDetector
+from .detector import DECISION_RULES, AgreementDetector, CalibratedDetector, DecisionRule, SimilarTaskDetector
 from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
+from .level import LEVELS, FixedLevel, Level, LevelBySize, make_level
 from .registry import DETECTOR_TYPES, make_detector
 from .small_task import DEFAULT_SMALL_TASK, SmallTaskDetector, SmallTaskSettings
 from .two_sample import (
+    DEFAULT_HOLDOUT_SHARE,
     DEFAULT_TWO_SAMPLE,
+    PRETRAINING_RECORD,
+    PretrainingRecord,
     ReferenceHoldout,
+    ReferenceWarning,
     TwoSampleDetector,
     TwoSampleSettings,
     bonferroni,
     bottleneck_matching,
     energy_pvalue,
     hotelling_pvalue,
+    pretraining_record,
     random_projection,
 )
 
@@ -63,7 +75,11 @@ __all__ = [
     "DetectionRecord",
     "agreement_decision",
     "DECISION_RULES",
+    "AgreementDetector",
+    "CalibratedDetector",
     "DecisionRule",
+    "Detector",
+    "FeatureRuleDetector",
     "SimilarTaskDetector",
     "DETECTOR_TYPES",
     "make_detector",
@@ -73,8 +89,18 @@ __all__ = [
     "DEFAULT_SMALL_TASK",
     "SmallTaskDetector",
     "SmallTaskSettings",
+    "FixedLevel",
+    "LEVELS",
+    "Level",
+    "LevelBySize",
+    "make_level",
+    "DEFAULT_HOLDOUT_SHARE",
     "DEFAULT_TWO_SAMPLE",
+    "PRETRAINING_RECORD",
+    "PretrainingRecord",
     "ReferenceHoldout",
+    "ReferenceWarning",
+    "pretraining_record",
     "TwoSampleDetector",
     "TwoSampleSettings",
     "bonferroni",

@@ -5,20 +5,21 @@ consistency) and ``a = argmin_j S(j, t)`` (complexity measure) over the same
 candidates, the new task is *similar* to candidate ``a`` when ``a == b`` and *new*
 otherwise.
 
-Also the parts shared by the detectors: :func:`candidate_entries` and
-:class:`FeatureRuleDetector`, the base of the rules that need no generators.
+Also :func:`candidate_entries`, the entries every detector compares with.
+
+A record holds the detection's evidence and the decision; what the strategy's reuse did
+to the entry afterwards (an update, a rollback) is recorded by the reuse
+(:class:`~avalanche_sdr.training.learning_reuse.ReuseRecord`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from avalanche_sdr._batching import check_batch_size
-from avalanche_sdr._checks import check_int
 from avalanche_sdr.vocabulary import DECISIONS  # allowed values of DetectionRecord.decision
 
 EVIDENCE_FIELDS = ("mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value")
@@ -66,57 +67,7 @@ def candidate_entries(model, num_classes: int, class_count_filter: bool) -> list
     repeat must (tasks carry local labels 0..c-1)."""
     if not class_count_filter:
         return list(model.entries)
-    return [e for e in model.entries if model.head_num_classes(model.entry_creator[e]) == num_classes]
-
-
-class FeatureRuleDetector:
-    """What the detectors that decide from encoder features alone, without
-    generators, share (:class:`~avalanche_sdr.detection.two_sample.TwoSampleDetector`,
-    :class:`~avalanche_sdr.detection.expert_gate.ExpertGateDetector`): the settings'
-    type check, the candidate filter, the choice of the best-scoring candidate and the
-    features kept from the last ``detect``.
-
-    Subclasses set ``rule`` (the name stored in :attr:`DetectionRecord.rule`) and
-    ``settings_type`` (a frozen settings dataclass with a bool ``class_count_filter``),
-    and their ``detect`` stores ``(task, features, ...)`` in ``self._last``.
-
-    :param settings: an instance of ``settings_type``.
-    :param batch_size: batch size of the feature pass (images); ``None``: chosen for the
-        model's device (:func:`~avalanche_sdr._batching.eval_batch_size`).
-    :raises TypeError: if ``settings`` is not one.
-    :raises ValueError: if ``batch_size`` is not ``None`` or a positive int.
-    """
-
-    rule: str
-    settings_type: type
-    needs_generators = False
-
-    def __init__(self, settings, batch_size: Optional[int] = None) -> None:
-        if not isinstance(settings, self.settings_type):
-            name = self.settings_type.__name__
-            article = "an" if name[0] in "AEIOU" else "a"
-            raise TypeError(f"settings must be {article} {name}, got {type(settings).__name__}")
-        self.settings = settings
-        self.batch_size = check_batch_size(batch_size)
-        self._last: Optional[tuple] = None  # (task, features, ...) of the last detect
-
-    def candidates(self, model, num_classes: int) -> list[int]:
-        """Entries compared against (:func:`candidate_entries`, with the settings'
-        ``class_count_filter``)."""
-        return candidate_entries(model, num_classes, self.settings.class_count_filter)
-
-    def cached_features(self, task: int) -> Optional[torch.Tensor]:
-        """The features computed by the last ``detect`` if it was for ``task``, else
-        ``None``: E0's [n, D] float32 (Expert Gate) or the projected [n, dim] float64
-        (two-sample rule in E0's feature space), on the CPU."""
-        last = self._last
-        return last[1] if last is not None and last[0] == int(task) else None
-
-    @staticmethod
-    def best_candidate(scores: Sequence[float]) -> Optional[int]:
-        """Index of the highest of the per-candidate ``scores`` (ties: the lowest
-        index); ``None`` when there are no candidates."""
-        return max(range(len(scores)), key=lambda i: (scores[i], -i)) if scores else None
+    return [e for e in model.entries if model.heads.num_classes(model.entry_creator[e]) == num_classes]
 
 
 @dataclass
@@ -158,32 +109,6 @@ class DetectionRecord:
         reused entry's in another order: element ``k`` is the entry's class (output of
         the entry's head, a local label of the task that created it) that the new
         task's local class ``k`` repeats. Empty: the identity (class k repeats class k).
-    :param entry_updated: ``reuse="accumulate"`` (:class:`~avalanche_sdr.training.SDRSettings`):
-        the reused entry's adapters, BatchNorm copies and head kept training on this
-        task's data (``False``: head-only reuse, the paper's, or the guard refused the
-        update).
-    :param gate_accuracy: ``reuse="accumulate"`` with ``reuse_guard``: accuracy of the
-        reused entry's head (through ``class_permutation``) on this task's training
-        data, before any training on it (fraction in [0, 1]); ``None`` when not measured.
-    :param gate_threshold: the accuracy ``gate_accuracy`` had to reach for the update
-        to go ahead (midway between chance, 1/c, and the entry's accuracy on its stored
-        images); ``None`` when not measured.
-    :param update_epochs: an update (``entry_updated``) with ``update_early_stop``: the
-        epochs whose state it kept (the best on the repeat's held-out share);
-        ``None`` when not measured.
-    :param heldout_accuracy: an update with ``update_rollback``: the entry's head's
-        accuracy on the entry's held-out images (its creating task's, never trained on
-        since) before and after the update, ``[before, after]`` (fractions in [0, 1]);
-        empty when not measured.
-    :param update_rolled_back: the update lowered ``heldout_accuracy`` and was undone:
-        the entry, its BatchNorm copies and head are as before this task, which still
-        answers through the entry's head (``entry_updated`` stays ``True``).
-    :param update_balanced: the update (``entry_updated``) was class-balanced (``update_balance``'s
-        rule asked for it: class weights, the entry's BatchNorm copies in eval mode).
-    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: the
-        smallest p-value of its chi-square tests (the repeat's class counts against the
-        entry's creating task's and against equal counts, the creating task's against
-        equal counts); ``None`` when not tested.
     :param decoy_rank_pvalue: ``"small_task"`` fallback: Monte-Carlo p-value of "this
         task differs from the best candidate as the decoys do" (a reuse needs it at most
         the rule's ``beta``); ``None`` when the fallback did not decide.
@@ -209,15 +134,7 @@ class DetectionRecord:
     power: float | None = None
     class_count_filter: bool = False
     class_permutation: list[int] = field(default_factory=list)
-    entry_updated: bool = False
-    gate_accuracy: float | None = None
-    gate_threshold: float | None = None
-    update_epochs: int | None = None
-    heldout_accuracy: list[float] = field(default_factory=list)
-    update_rolled_back: bool = False
     decoy_rank_pvalue: float | None = None
-    update_balanced: bool = False
-    balance_p_value: float | None = None
 
     def __post_init__(self) -> None:
         self.task = _as_int(self.task, "task")
@@ -267,25 +184,7 @@ class DetectionRecord:
             raise ValueError(f"class_permutation must be a permutation of 0..c-1, got {self.class_permutation}")
         if self.class_permutation and self.decision != "reuse":
             raise ValueError(f"class_permutation is only recorded for a 'reuse', not {self.decision!r}")
-        if not isinstance(self.entry_updated, bool):
-            raise ValueError(f"entry_updated must be a bool, got {self.entry_updated!r}")
-        if self.entry_updated and self.decision != "reuse":
-            raise ValueError(f"entry_updated is only set for a 'reuse', not {self.decision!r}")
-        for name in ("gate_accuracy", "gate_threshold", "decoy_rank_pvalue", "balance_p_value"):
-            value = getattr(self, name)
-            setattr(self, name, None if value is None else float(value))
-        self.update_epochs = _as_optional_int(self.update_epochs, "update_epochs")
-        self.heldout_accuracy = _as_float_list(self.heldout_accuracy, "heldout_accuracy", allow_nan=False)
-        if self.heldout_accuracy and len(self.heldout_accuracy) != 2:
-            raise ValueError(f"heldout_accuracy is [before, after], got {self.heldout_accuracy}")
-        if not isinstance(self.update_rolled_back, bool):
-            raise ValueError(f"update_rolled_back must be a bool, got {self.update_rolled_back!r}")
-        if self.update_rolled_back and not self.entry_updated:
-            raise ValueError("update_rolled_back is only set for an update (entry_updated=True)")
-        if not isinstance(self.update_balanced, bool):
-            raise ValueError(f"update_balanced must be a bool, got {self.update_balanced!r}")
-        if self.update_balanced and not self.entry_updated:
-            raise ValueError("update_balanced is only set for an update (entry_updated=True)")
+        self.decoy_rank_pvalue = None if self.decoy_rank_pvalue is None else float(self.decoy_rank_pvalue)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-python dict (int, float, str, None, lists) that ``json.dumps`` accepts.
@@ -301,25 +200,17 @@ class DetectionRecord:
             "reused_entry": self.reused_entry,
             "candidate_entries": list(self.candidate_entries),
             "candidate_tasks": list(self.candidate_tasks),
-            "consistency": [_json_float(v) for v in self.consistency],
-            "complexity": [_json_float(v) for v in self.complexity],
+            "consistency": [json_float(v) for v in self.consistency],
+            "complexity": [json_float(v) for v in self.complexity],
             "vote_consistency": self.vote_consistency,
             "vote_complexity": self.vote_complexity,
             "rule": self.rule,
-            "detection_seconds": _json_float(self.detection_seconds),
-            **{name: [_json_float(v) for v in getattr(self, name)] for name in EVIDENCE_FIELDS},
-            "power": None if self.power is None else _json_float(self.power),
+            "detection_seconds": json_float(self.detection_seconds),
+            **{name: [json_float(v) for v in getattr(self, name)] for name in EVIDENCE_FIELDS},
+            "power": None if self.power is None else json_float(self.power),
             "class_count_filter": self.class_count_filter,
             "class_permutation": list(self.class_permutation),
-            "entry_updated": self.entry_updated,
-            "gate_accuracy": None if self.gate_accuracy is None else _json_float(self.gate_accuracy),
-            "gate_threshold": None if self.gate_threshold is None else _json_float(self.gate_threshold),
-            "update_epochs": self.update_epochs,
-            "heldout_accuracy": list(self.heldout_accuracy),
-            "update_rolled_back": self.update_rolled_back,
-            "decoy_rank_pvalue": None if self.decoy_rank_pvalue is None else _json_float(self.decoy_rank_pvalue),
-            "update_balanced": self.update_balanced,
-            "balance_p_value": None if self.balance_p_value is None else _json_float(self.balance_p_value),
+            "decoy_rank_pvalue": None if self.decoy_rank_pvalue is None else json_float(self.decoy_rank_pvalue),
         }
 
     @classmethod
@@ -358,13 +249,13 @@ class DetectionRecord:
                 values[name] = [float(v) for v in values[name]]
         if "detection_seconds" in values:
             values["detection_seconds"] = float(values["detection_seconds"])
-        for name in ("power", "gate_accuracy", "gate_threshold"):
+        for name in ("power", "decoy_rank_pvalue"):
             if values.get(name) is not None:
                 values[name] = float(values[name])
         return cls(**values)
 
 
-def _json_float(value: float) -> float | str:
+def json_float(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
@@ -397,5 +288,5 @@ def _as_float_list(values: Any, name: str, allow_nan: bool = False) -> list[floa
     return out
 
 
-__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "FeatureRuleDetector",
-           "agreement_decision", "candidate_entries"]
+__all__ = ["DECISIONS", "AGREEMENT_RULE", "EVIDENCE_FIELDS", "DetectionRecord", "agreement_decision",
+           "candidate_entries", "json_float"]

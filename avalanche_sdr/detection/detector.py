@@ -14,7 +14,6 @@ comparison: a task that reused an entry adds no candidate of its own.
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -27,9 +26,11 @@ from avalanche_sdr.detection.calibrated import (
     CalibrationThresholds,
     calibrated_decision,
 )
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.complexity import permuted_label_complexity
 from avalanche_sdr.detection.consistency import distribution_consistency
 from avalanche_sdr.detection.decision import DetectionRecord, agreement_decision, candidate_entries
+from avalanche_sdr.models.task_data import TaskData
 
 Evidence = Mapping[str, List[float]]
 """Per-candidate evidence lists: ``consistency``, ``complexity``, ``mean_elbo``,
@@ -52,8 +53,11 @@ DECISION_RULES: Dict[str, DecisionRule] = {"agreement": _agreement_rule, "calibr
 :func:`~avalanche_sdr.detection.calibrated.calibrated_decision` (thresholds used only by it)."""
 
 
-class SimilarTaskDetector:
+class SimilarTaskDetector(Detector):
     """Scores a new task against every repository entry and decides reuse or new.
+
+    The rules by name: :class:`AgreementDetector` (``"agreement"``) and
+    :class:`CalibratedDetector` (``"calibrated"``) fix ``rule``.
 
     :param rule: name of the decision rule in :data:`DECISION_RULES`
         (``"agreement"``: the paper's rule, reuse when argmax p == argmin S).
@@ -77,6 +81,7 @@ class SimilarTaskDetector:
     """
 
     needs_generators = True
+    rule = ""  # set per object (the rule argument), or fixed by a subclass
 
     def __init__(
         self,
@@ -90,7 +95,6 @@ class SimilarTaskDetector:
         thresholds: Optional[CalibrationThresholds] = None,
         n_permutations: int = 8,
         class_count_filter: bool = False,
-        match_class_count: Optional[bool] = None,
     ):
         if rule not in DECISION_RULES:
             raise ValueError(f"unknown decision rule {rule!r}; available: {sorted(DECISION_RULES)}")
@@ -110,10 +114,6 @@ class SimilarTaskDetector:
             raise TypeError(f"thresholds must be a CalibrationThresholds, got {type(thresholds).__name__}")
         self.thresholds = thresholds
         self.n_permutations = check_int(n_permutations, "n_permutations")
-        if match_class_count is not None:
-            warnings.warn("SimilarTaskDetector(match_class_count=...) is deprecated: write class_count_filter=...",
-                          DeprecationWarning, stacklevel=2)
-            class_count_filter = match_class_count
         self.class_count_filter = bool(class_count_filter)
 
     def candidates(self, model, num_classes: int) -> List[int]:
@@ -201,15 +201,16 @@ class SimilarTaskDetector:
             "permuted_complexity": permuted,
         }
 
-    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
-        """Score task ``task`` against the repository and decide (no model change).
+    def detect(self, model, data: TaskData) -> DetectionRecord:
+        """Score the task of ``data`` against the repository and decide (no model change).
 
         :return: a :class:`DetectionRecord` with ``decision`` "new" or "reuse";
             ``entry`` is the reused entry, or -1 for "new" until the strategy
             creates the entry.
         """
         start = time.perf_counter()
-        evidence = self.evidence(model, x, y, num_classes, task=task)
+        task, num_classes = data.task, data.num_classes
+        evidence = self.evidence(model, data.x, data.y, num_classes, task=task)
         choice = DECISION_RULES[self.rule](evidence, self.thresholds)
         consistency, complexity = evidence["consistency"], evidence["complexity"]
         entries = self.candidates(model, num_classes)
@@ -228,5 +229,59 @@ class SimilarTaskDetector:
             class_count_filter=self.class_count_filter,
         )
 
+    # ------------------------------------------------------------------ how a record reads
+    def scores(self, record: DetectionRecord) -> str:
+        """``T<j>:p=..,S=..`` per candidate: consistency p and complexity S."""
+        return " ".join(f"T{t}:p={p:.2f},S={s:.3f}"
+                        for t, p, s in zip(record.candidate_tasks, record.consistency, record.complexity))
 
-__all__ = ["SimilarTaskDetector", "DECISION_RULES", "DecisionRule", "Evidence"]
+    def legend(self) -> List[str]:
+        """The p and S scores, and the rule."""
+        lines = [
+            "    Tj:p=..,S=..      scores against the entry made by task j:",
+            "                      p = consistency p(P_t = P_j), how likely t's images are under",
+            "                      j's generator (the p of all entries sum to 1; higher = more alike)",
+            "                      S = complexity S(j,t) of t's labels on j's features (lower = more",
+            "                      alike)",
+        ]
+        if self.rule == "agreement":
+            return lines + ["                      rule: reuse the entry when argmax p and argmin S agree"]
+        return lines + ["                      rule (calibrated): reuse when the votes agree and t's images",
+                        "                      are as likely under those entries' VAEs as their own held-out images"]
+
+    def nearest_entry(self, record: DetectionRecord) -> Optional[int]:
+        """The complexity vote: the entry with the lowest S(j, t)."""
+        return record.vote_complexity
+
+
+class AgreementDetector(SimilarTaskDetector):
+    """The paper's rule, ``"agreement"``: reuse an entry when argmax p == argmin S
+    (options: those of :class:`SimilarTaskDetector`, no ``thresholds``)."""
+
+    rule = "agreement"
+
+    def __init__(self, *, prior: str = "uniform", elbo_samples: int = 1, max_samples: Optional[int] = None,
+                 batch_size: Optional[int] = None, jitter: float = 1e-6, n_permutations: int = 8,
+                 class_count_filter: bool = False):
+        super().__init__(rule="agreement", prior=prior, elbo_samples=elbo_samples, max_samples=max_samples,
+                         batch_size=batch_size, jitter=jitter, n_permutations=n_permutations,
+                         class_count_filter=class_count_filter)
+
+
+class CalibratedDetector(SimilarTaskDetector):
+    """The ``"calibrated"`` rule (:func:`~avalanche_sdr.detection.calibrated.calibrated_decision`)
+    with ``thresholds`` (default :data:`~avalanche_sdr.detection.calibrated.DEFAULT_THRESHOLDS`,
+    set on Fashion-MNIST); other options: those of :class:`SimilarTaskDetector`."""
+
+    rule = "calibrated"
+
+    def __init__(self, *, thresholds: CalibrationThresholds = DEFAULT_THRESHOLDS, prior: str = "uniform",
+                 elbo_samples: int = 1, max_samples: Optional[int] = None, batch_size: Optional[int] = None,
+                 jitter: float = 1e-6, n_permutations: int = 8, class_count_filter: bool = False):
+        super().__init__(rule="calibrated", thresholds=thresholds, prior=prior, elbo_samples=elbo_samples,
+                         max_samples=max_samples, batch_size=batch_size, jitter=jitter,
+                         n_permutations=n_permutations, class_count_filter=class_count_filter)
+
+
+__all__ = ["AgreementDetector", "CalibratedDetector", "SimilarTaskDetector", "DECISION_RULES", "DecisionRule",
+           "Evidence"]

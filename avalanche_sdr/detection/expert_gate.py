@@ -16,18 +16,18 @@ relatedness as a detection rule, step by step".
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-import warnings
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from avalanche_sdr._checks import check_int
-from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
+from avalanche_sdr.detection.base import FeatureRuleDetector
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.models.task_data import TaskData
 
 STD_FLOOR = 1e-6
 """Lower clamp of the per-feature std of an AE's input standardisation."""
@@ -50,8 +50,7 @@ class ExpertGateSettings:
     :param epochs: training epochs of each autoencoder.
     :param lr: Adam learning rate of the autoencoders.
     :param batch_size: mini-batch size of autoencoder training.
-    :param class_count_filter: (formerly ``match_class_count``, still accepted with a
-        ``DeprecationWarning``) compare only with entries whose creating task has the
+    :param class_count_filter: compare only with entries whose creating task has the
         new task's class count.
     :param seed: seed of the private generators (AE initialisation, shuffling); each
         task mixes its task id in.
@@ -64,13 +63,8 @@ class ExpertGateSettings:
     batch_size: int = 64
     class_count_filter: bool = False
     seed: int = 0
-    match_class_count: dataclasses.InitVar[Optional[bool]] = None  # the former name of class_count_filter
 
-    def __post_init__(self, match_class_count: Optional[bool] = None):
-        if match_class_count is not None:
-            warnings.warn("ExpertGateSettings(match_class_count=...) is deprecated: write class_count_filter=...",
-                          DeprecationWarning, stacklevel=3)
-            object.__setattr__(self, "class_count_filter", match_class_count)
+    def __post_init__(self):
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
                 or not math.isfinite(self.threshold):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
@@ -231,21 +225,18 @@ class ExpertGateDetector(FeatureRuleDetector):
         return _check_features(model.batched_features(x, None, self.batch_size).float())
 
     # -------------------------------------------------------------- autoencoders
-    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
-                 features: Optional[Tensor] = None) -> None:
-        """Store entry ``entry``'s AE, trained on its creating task ``task``.
+    def remember(self, model, entry: int, data: TaskData) -> None:
+        """Store entry ``entry``'s AE, trained on its creating task.
 
-        If the last :meth:`detect` was for ``task`` (and ``features``, when given,
-        equal the features it used), its own AE is stored as is; otherwise an AE is
-        trained on ``features`` (or on E0's features of ``x``).
+        If the last :meth:`detect` was for this task, its own AE is stored as is;
+        otherwise an AE is trained on E0's features of the task's images.
         """
         last = self._last
-        if last is not None and last[0] == int(task) and (features is None or features is last[1] or (
-                features.shape == last[1].shape and torch.equal(features.detach().to("cpu", torch.float32), last[1]))):
+        if last is not None and last[0] == data.task:
             ae = last[2]
         else:
-            feats = self.features(model, x) if features is None else features
-            ae = train_autoencoder(feats, self.settings, task)
+            ae = train_autoencoder(_check_features(data.e0_features(model, self.batch_size).float()), self.settings,
+                                   data.task)
         model.set_detection_state(entry, ae)
         self._last = None
 
@@ -266,17 +257,17 @@ class ExpertGateDetector(FeatureRuleDetector):
         return {k: state[k] for k in AE_STATE_KEYS}
 
     # -------------------------------------------------------------- decision
-    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
+    def detect(self, model, data: TaskData) -> DetectionRecord:
         """Score the task's relatedness to every candidate entry and decide (no model
-        change; the own AE is kept for :meth:`remember`).
+        change; the own AE is kept for :meth:`remember`). The rule reads the images only,
+        not the labels.
 
-        :param x: [n, C, H, W] float images; ``y``: [n] int64 local labels (unused
-            by the rule, which reads inputs only).
         :return: the record; ``p_value`` holds the relatedness per candidate.
         """
         start = time.perf_counter()
         s = self.settings
-        feats = self.features(model, x)
+        task, num_classes = data.task, data.num_classes
+        feats = _check_features(data.e0_features(model, self.batch_size).float())
         entries = self.candidates(model, num_classes)
         stored = [self.autoencoder(model, e) for e in entries]
         own = train_autoencoder(feats, s, task)
@@ -289,6 +280,16 @@ class ExpertGateDetector(FeatureRuleDetector):
             model, task=task, entries=entries, reused=reused, rule=self.rule,
             detection_seconds=time.perf_counter() - start, p_value=scores, class_count_filter=s.class_count_filter,
         )
+
+    score_name = "rel"
+
+    def legend(self) -> List[str]:
+        """The relatedness scores."""
+        return [
+            "    Tj:rel=..         Expert Gate relatedness of t to task j (from autoencoder errors;",
+            "                      1 = as well reconstructed as by t's own autoencoder); rule: reuse",
+            f"                      the most related entry if rel >= {self.settings.threshold:g}",
+        ]
 
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe): the rule, the

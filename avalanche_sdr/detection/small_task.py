@@ -40,7 +40,9 @@ from torch import Tensor
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord, candidate_entries
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.detection.two_sample import (
     DEFAULT_TWO_SAMPLE,
     TwoSampleDetector,
@@ -221,12 +223,12 @@ def pooled_hotelling_pvalue(x: Tensor, ref: Tensor, covariance: PooledCovariance
 # ---------------------------------------------------------------------- detector
 
 
-class SmallTaskDetector:
+class SmallTaskDetector(Detector):
     """Decision rule ``"small_task"``: the two-sample rule, and where it lacks power, a
     pooled-covariance repeat test with a Monte-Carlo false-reuse bound (module doc).
 
     Same contract as :class:`~avalanche_sdr.detection.TwoSampleDetector` (``detect``,
-    ``remember``, ``cached_features``); needs no generators. A record decided by the
+    ``remember``); needs no generators. A record decided by the
     fallback has :attr:`~avalanche_sdr.detection.DetectionRecord.decoy_rank_pvalue`
     set (``None`` when the two-sample rule decided) and the fallback's per-candidate
     combined p-values in ``p_value``; ``power`` is the two-sample rule's.
@@ -252,13 +254,27 @@ class SmallTaskDetector:
         """As the two-sample rule's (``feature_space="entry"``: after the entry's training)."""
         return self.two_sample.remember_after_training
 
-    def cached_features(self, task: int) -> Optional[Tensor]:
-        """The two-sample rule's features of the last ``detect`` if it was for ``task``."""
-        return self.two_sample.cached_features(task)
-
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
-        return dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        config = dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
+        if self.two_sample.reference_holdout is not None:
+            config["reference_holdout"] = self.two_sample.reference_holdout.to_dict()
+        return config
+
+    def use_pretraining(self, record) -> None:
+        """The two-sample rule's :meth:`~avalanche_sdr.detection.TwoSampleDetector.use_pretraining`
+        (its references; the fallback's projected pixels do not depend on E0)."""
+        self.two_sample.use_pretraining(record)
+
+    def legend(self) -> List[str]:
+        """The two-sample rule's p-values and power, and the fallback's decoy rank."""
+        s = self.settings
+        return self.two_sample.legend() + [
+            f"    fallback          on tasks of >= {s.min_per_class} images a class where that test lacks power,",
+            "                      a test with a within-class covariance pooled over the stored",
+            "                      classes decides (p: its p-values); a reuse then needs a decoy",
+            f"                      rank <= {s.beta:g} (known-different decoys ranked against the task)",
+        ]
 
     # -------------------------------------------------------------- features
     def project_inputs(self, x: Tensor) -> Tensor:
@@ -274,12 +290,12 @@ class SmallTaskDetector:
             raise ValueError("the task's inputs contain NaN or Inf")
         return out
 
-    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
-                 features: Optional[Tensor] = None) -> None:
+    def remember(self, model, entry: int, data: TaskData) -> None:
         """Store the two-sample rule's references and up to ``reference_per_class``
         projected inputs per class (seeded subsample) in ``entry``'s detection state."""
-        self.two_sample.remember(model, entry, task, x, y, num_classes, features=features)
-        projected = self.project_inputs(x)
+        self.two_sample.remember(model, entry, data)
+        task, y, num_classes = data.task, data.y, data.num_classes
+        projected = self.project_inputs(data.x)
         g = task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
         for j in range(num_classes):
@@ -337,7 +353,7 @@ class SmallTaskDetector:
         """
         s = self.settings
         c = len(sizes)
-        level = s.two_sample.alpha / c
+        level = s.two_sample.level(max(1, min(sizes))) / c
         halves = {(e, j): self._halves(refs, (e, j)) for e in refs for j in range(len(refs[e]))}
         targets = range(c)
         options = []
@@ -361,17 +377,15 @@ class SmallTaskDetector:
         return (1 + at_least) / (s.n_decoys + 1)
 
     # -------------------------------------------------------------- decision
-    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
+    def detect(self, model, data: TaskData) -> DetectionRecord:
         """Decide by the two-sample rule; where it found no rejection but lacked power,
         by the fallback (module doc). No model change.
 
-        :param x: [n, C, H, W] training inputs in [0, 1]; :param y: [n] int64 local
-            labels 0..num_classes-1; :param num_classes: c.
+        :param data: the task's training inputs in [0, 1] and local labels 0..c-1.
         """
         start = time.perf_counter()
-        if x.dim() != 4 or y.dim() != 1 or x.shape[0] != y.shape[0]:
-            raise ValueError(f"need x [n, C, H, W] and y [n] of one length, got {tuple(x.shape)} and {tuple(y.shape)}")
-        first = self.two_sample.detect(model, task, x, y, num_classes)
+        task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
+        first = self.two_sample.detect(model, data)
         first.rule = self.rule
         s = self.settings
         y = y.cpu()
@@ -402,7 +416,7 @@ class SmallTaskDetector:
             matchings.append(sigma)
         best = max(range(len(combined)), key=lambda i: (combined[i], -i))
         reused, rank_p = None, None
-        if combined[best] >= s.two_sample.alpha:
+        if combined[best] >= s.two_sample.level(max(1, min(len(v) for v in samples))):
             rank_p = self.decoy_rank_pvalue(combined[best], entries[best], [len(v) for v in samples], task, refs,
                                             covariance)
             if rank_p <= s.beta:

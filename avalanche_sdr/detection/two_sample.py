@@ -21,12 +21,13 @@ section "The two-sample repeat test, step by step"; evidence: docs/results/detec
 """
 from __future__ import annotations
 
-import dataclasses
 import math
+import sys
+import textwrap
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -36,7 +37,10 @@ from torch import Tensor
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.detection.decision import DetectionRecord, FeatureRuleDetector
+from avalanche_sdr.detection.base import FeatureRuleDetector
+from avalanche_sdr.detection.decision import DetectionRecord
+from avalanche_sdr.detection.level import Level, make_level
+from avalanche_sdr.models.task_data import TaskData
 
 TESTS = ("hotelling", "energy")
 """Per-class two-sample tests of :class:`TwoSampleDetector`."""
@@ -53,7 +57,12 @@ class TwoSampleSettings:
     """The settings of the two-sample rule, fixed before any run.
 
     :param alpha: level of the repeat test (false-new rate of a true repeat at most
-        ``alpha``, Bonferroni over classes). 0.01, fixed in advance.
+        ``alpha``, Bonferroni over classes): a number (the same level at every task
+        size; 0.01, fixed in advance), or a :class:`~avalanche_sdr.detection.level.Level`
+        or its name in :data:`~avalanche_sdr.detection.level.LEVELS` (``"by_size"``: 1 %
+        up to 40 images a class, 0.01 % from 100, fixed in advance:
+        docs/results/detection/level/alpha_rule_fixed_in_advance.md), stored as the
+        object. :meth:`level` gives the level of a task.
     :param min_power: least estimated power against known-distinct decoys for a
         reuse; below it the task is new. 0.9, fixed in advance (the conventional
         beta = 0.1).
@@ -66,8 +75,7 @@ class TwoSampleSettings:
     :param n_permutations: permutations of the energy test (p-value resolution
         1 / (n_permutations + 1) must be below ``alpha / c``).
     :param class_count_filter: compare only with entries of the same class count
-        (recorded as :attr:`~avalanche_sdr.detection.DetectionRecord.class_count_filter`;
-        formerly ``match_class_count``, still accepted with a ``DeprecationWarning``).
+        (recorded as :attr:`~avalanche_sdr.detection.DetectionRecord.class_count_filter`).
     :param feature_space: ``"e0"`` (default): E0's frozen features, shared by every
         entry (one forward pass per task; references stored when an entry is
         created); ``"entry"``: each candidate's own encoder E_e (one forward pass per
@@ -86,7 +94,7 @@ class TwoSampleSettings:
         as ``class_permutation``. Costs c^2 per-class tests per candidate instead of c.
     """
 
-    alpha: float = 0.01
+    alpha: Union[float, Level] = 0.01
     min_power: float = 0.9
     test: str = "hotelling"
     dim: int = 16
@@ -98,17 +106,14 @@ class TwoSampleSettings:
     feature_space: str = "e0"
     seed: int = 0
     match_classes: bool = False
-    match_class_count: dataclasses.InitVar[Optional[bool]] = None  # the former name of class_count_filter
 
-    def __post_init__(self, match_class_count: Optional[bool] = None):
-        if match_class_count is not None:
-            warnings.warn("TwoSampleSettings(match_class_count=...) is deprecated: write class_count_filter=...",
-                          DeprecationWarning, stacklevel=3)
-            object.__setattr__(self, "class_count_filter", match_class_count)
+    def __post_init__(self):
         if not isinstance(self.class_count_filter, bool):
             raise ValueError(f"class_count_filter must be a bool, got {self.class_count_filter!r}")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if isinstance(self.alpha, (str, Level)):
+            object.__setattr__(self, "alpha", make_level(self.alpha))
+        elif isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), or be a Level or a level's name, got {self.alpha!r}")
         if not 0.0 <= self.min_power <= 1.0:
             raise ValueError(f"min_power must lie in [0, 1], got {self.min_power}")
         if self.feature_space not in FEATURE_SPACES:
@@ -122,9 +127,18 @@ class TwoSampleSettings:
         if self.reference_per_class < 2 or self.max_per_class < 2:
             raise ValueError("reference_per_class and max_per_class must be >= 2")
 
+    def level(self, per_class: int) -> float:
+        """The level of the test for a task whose smallest class has ``per_class`` images
+        (``alpha`` itself when it is a number)."""
+        return self.alpha.at(per_class) if isinstance(self.alpha, Level) else float(self.alpha)
+
     def to_dict(self) -> Dict[str, object]:
-        """JSON-safe dict of the settings."""
-        return dict(self.__dict__)
+        """JSON-safe dict of the settings (a :class:`~avalanche_sdr.detection.level.Level`
+        ``alpha`` as its ``to_dict()``)."""
+        out = dict(self.__dict__)
+        if isinstance(self.alpha, Level):
+            out["alpha"] = self.alpha.to_dict()
+        return out
 
 
 DEFAULT_TWO_SAMPLE = TwoSampleSettings()
@@ -409,6 +423,108 @@ class ReferenceHoldout:
 
 
 
+DEFAULT_HOLDOUT_SHARE = 0.5
+"""The share of each warm-start class that :func:`~avalanche_sdr.training.pretrain_backbone`
+holds out by default: the share the level study chose on its validation seeds
+(docs/results/detection.md, "Warm-start references")."""
+
+PRETRAINING_RECORD = "sdr_pretraining"
+"""The attribute :func:`~avalanche_sdr.training.pretrain_backbone` sets on the backbone it
+trains: a :class:`PretrainingRecord` (read with :func:`pretraining_record`)."""
+
+
+class ReferenceWarning(UserWarning):
+    """The two-sample rule cannot tell whether its warm-start references hold its level
+    (E0 carries no record of its pretraining, or was pretrained on every image of the
+    warm-start tasks). The message says what the test then assumes and how to fix it;
+    ``warnings.filterwarnings("ignore", category=ReferenceWarning)`` silences it where E0
+    saw none of the stream (e.g. ImageNet weights)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PretrainingRecord:
+    """What a backbone was pretrained on, recorded by
+    :func:`~avalanche_sdr.training.pretrain_backbone` on the backbone it trains
+    (attribute :data:`PRETRAINING_RECORD`). A deep copy of the backbone carries it (SDR's
+    repository keeps its own copy of E0), a ``state_dict`` does not.
+
+    :param tasks: task labels of the warm-start experiences the backbone was trained on
+        (empty: none of the stream's).
+    :param holdout: the images of those tasks left out of its training
+        (:class:`ReferenceHoldout`), or ``None``: it was trained on every image.
+    :raises ValueError: a holdout drawn for other tasks than ``tasks``.
+    """
+
+    tasks: Tuple[int, ...]
+    holdout: Optional[ReferenceHoldout] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(sorted(int(t) for t in self.tasks)))
+        if self.holdout is not None:
+            if not isinstance(self.holdout, ReferenceHoldout):
+                raise TypeError(f"holdout must be a ReferenceHoldout or None, got {type(self.holdout).__name__}")
+            if sorted(self.holdout.rows) != list(self.tasks):
+                raise ValueError(f"the holdout was drawn for tasks {sorted(self.holdout.rows)}, the record's tasks "
+                                 f"are {list(self.tasks)}")
+
+    def then(self, later: "PretrainingRecord") -> "PretrainingRecord":
+        """The record of a backbone trained as this record says, then as ``later`` says.
+
+        ``later`` itself when this record names no task or is the same record (the same
+        tasks and held-out rows); otherwise the union of the tasks with no holdout: a
+        held-out image of one training may have been trained on by the other, so no
+        image is known to be unseen (the two-sample rule then warns,
+        :class:`ReferenceWarning`).
+        """
+        if not self.tasks or _same_record(self, later):
+            return later
+        return PretrainingRecord(tuple(set(self.tasks) | set(later.tasks)), None)
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON-safe summary: the tasks and the holdout's :meth:`ReferenceHoldout.to_dict` (or ``None``)."""
+        return {"tasks": list(self.tasks), "holdout": None if self.holdout is None else self.holdout.to_dict()}
+
+
+def pretraining_record(backbone) -> Optional[PretrainingRecord]:
+    """The :class:`PretrainingRecord` :func:`~avalanche_sdr.training.pretrain_backbone` left on
+    ``backbone`` (attribute :data:`PRETRAINING_RECORD`), ``None`` when it carries none.
+
+    :raises TypeError: the attribute holds something else.
+    """
+    record = getattr(backbone, PRETRAINING_RECORD, None)
+    if record is not None and not isinstance(record, PretrainingRecord):
+        raise TypeError(f"{type(backbone).__name__}.{PRETRAINING_RECORD} must be a PretrainingRecord, got "
+                        f"{type(record).__name__}")
+    return record
+
+
+def _same_holdout(a: ReferenceHoldout, b: ReferenceHoldout) -> bool:
+    return a is b or (a.to_dict() == b.to_dict() and dict(a.sizes) == dict(b.sizes)
+                      and all(torch.equal(a.rows[t], b.rows[t]) for t in a.rows))
+
+
+def _same_record(a: Optional[PretrainingRecord], b: Optional[PretrainingRecord]) -> bool:
+    if a is b:
+        return True
+    if a is None or b is None or a.tasks != b.tasks:
+        return False
+    if a.holdout is None or b.holdout is None:
+        return a.holdout is b.holdout
+    return _same_holdout(a.holdout, b.holdout)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside this package and Avalanche (the user's line)."""
+    import avalanche
+    import avalanche_sdr
+
+    inside = tuple(str(p) for m in (avalanche_sdr, avalanche) for p in m.__path__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class TwoSampleDetector(FeatureRuleDetector):
     """Decision rule ``"two_sample"``: reuse an entry only when a level-``alpha``
     test does not reject "this task repeats it" and had the power to (module doc).
@@ -420,9 +536,10 @@ class TwoSampleDetector(FeatureRuleDetector):
     :param settings: :class:`TwoSampleSettings` (default :data:`DEFAULT_TWO_SAMPLE`).
     :param batch_size: batch size of the E0 feature pass.
     :param reference_holdout: the :class:`ReferenceHoldout` E0 was pretrained with
-        (``None``: E0 saw none of the stream, e.g. ImageNet or CIFAR-10 weights); the
-        entry of each of its tasks stores its reference from the held-out rows only.
-        E0's feature space only (``feature_space="e0"``).
+        (``None``: the one E0's :class:`PretrainingRecord` names, read by
+        :meth:`use_pretraining` when the strategy is built, if any); the entry of each of
+        its tasks stores its reference from the held-out rows only. E0's feature space
+        only (``feature_space="e0"``).
     """
 
     rule = "two_sample"
@@ -438,10 +555,76 @@ class TwoSampleDetector(FeatureRuleDetector):
                 raise ValueError("reference_holdout protects E0's features; with feature_space='entry' every "
                                  "reference is taken in the entry's own encoder, trained on all its images")
         self.reference_holdout = reference_holdout
+        self._pretraining: Optional[Tuple[Optional[PretrainingRecord]]] = None  # (record,) once use_pretraining ran
         self._projection: Optional[Tensor] = None
         self._distinct: Dict[Tuple[int, int, int, int], bool] = {}
         self._cache_owner = None  # the model the _distinct cache refers to
         self._last: Optional[Tuple[int, Tensor]] = None  # (task, projected features) of the last detect
+
+    # -------------------------------------------------------------- what E0 saw
+    def use_pretraining(self, record: Optional[PretrainingRecord]) -> None:
+        """Take the warm-start entries' references from what E0 was not trained on.
+
+        The strategy calls it once, when it is built, with the record of its E0
+        (:func:`pretraining_record` of the repository's backbone):
+
+        - a record with a holdout (:func:`~avalanche_sdr.training.pretrain_backbone`'s
+          default): the entry of each of its tasks stores its reference from the held-out
+          images only (as ``reference_holdout=`` does);
+        - a record of a backbone trained on none of the stream's images: nothing changes;
+        - no record, or a record of a backbone trained on every image of some warm-start
+          tasks: the test then assumes E0 saw none of those tasks' images, which breaks its
+          level for repeats of them if it did; one :class:`ReferenceWarning` says so, with
+          the fix (none when ``reference_holdout`` was given).
+
+        Nothing happens in each entry's own feature space (``feature_space="entry"``).
+
+        :param record: the record, or ``None`` when E0 carries none.
+        :raises ValueError: ``reference_holdout`` was given and the record says E0 was
+            trained without another holdout, or on those images; the detector already
+            serves a strategy whose E0 has another record (build one detector per strategy).
+        """
+        if record is not None and not isinstance(record, PretrainingRecord):
+            raise TypeError(f"record must be a PretrainingRecord or None, got {type(record).__name__}")
+        if self._pretraining is not None:
+            if _same_record(self._pretraining[0], record):
+                return
+            raise ValueError("this detector already serves a strategy whose E0 was pretrained otherwise; build one "
+                             "detector per strategy")
+        if self.settings.feature_space != "e0":
+            self._pretraining = (record,)
+            return
+        given = self.reference_holdout
+        if given is not None:
+            if record is not None and record.holdout is None and set(record.tasks) & set(given.rows):
+                raise ValueError(f"reference_holdout was given, but E0 was pretrained on every image of tasks "
+                                 f"{sorted(set(record.tasks) & set(given.rows))} (its record); pretrain it with that "
+                                 "holdout (pretrain_backbone(holdout=...)) or drop reference_holdout")
+            if record is not None and record.holdout is not None and not _same_holdout(given, record.holdout):
+                raise ValueError("reference_holdout differs from the holdout E0 was pretrained without (its record, "
+                                 "from pretrain_backbone); drop reference_holdout: the detector takes E0's")
+            self._pretraining = (record,)
+            return
+        if record is None:
+            warnings.warn(
+                "E0 carries no record of its pretraining (pretrain_backbone leaves one): the two-sample test assumes "
+                "E0 was trained on none of this stream's images. If it was trained on the warm-start tasks' images, "
+                "their entries' references are images E0 was trained on, and repeats of those tasks are declared new "
+                "far more often than the test's level (docs/results/detection.md, 'Warm-start references'). Fix: "
+                "pretrain E0 with avalanche_sdr.pretrain_backbone, which holds references out by default, or pass "
+                "TwoSampleDetector(reference_holdout=...) with the holdout E0 was pretrained without. If E0 saw none "
+                "of the stream (e.g. ImageNet weights), nothing is wrong: warnings.filterwarnings('ignore', "
+                "category=ReferenceWarning) silences this.", ReferenceWarning, stacklevel=_user_stacklevel())
+        elif record.holdout is None and record.tasks:
+            warnings.warn(
+                f"E0 was pretrained on every image of the warm-start tasks {list(record.tasks)} "
+                "(pretrain_backbone(holdout=None)): their entries' references are images E0 was trained on, and "
+                "repeats of those tasks are declared new far more often than the test's level "
+                "(docs/results/detection.md, 'Warm-start references'). Fix: pretrain E0 with pretrain_backbone's "
+                f"default holdout (holdout={DEFAULT_HOLDOUT_SHARE}).", ReferenceWarning, stacklevel=_user_stacklevel())
+        else:
+            self.reference_holdout = record.holdout
+        self._pretraining = (record,)
 
     # -------------------------------------------------------------- features
     @property
@@ -450,10 +633,14 @@ class TwoSampleDetector(FeatureRuleDetector):
         the plugin then calls :meth:`remember` at the end of the experience."""
         return self.settings.feature_space == "entry"
 
-    def project(self, model, x: Tensor, entry: Optional[int] = None) -> Tensor:
+    def project(self, model, x: Tensor, entry: Optional[int] = None, data: Optional[TaskData] = None) -> Tensor:
         """Features of ``x`` ([n, C, H, W]) under E0 (``entry=None``) or E_entry, projected:
-        [n, dim] float64 on the CPU."""
-        feats = model.batched_features(x, entry, self.batch_size).double()
+        [n, dim] float64 on the CPU. ``data``: the task data whose images ``x`` are, so that
+        E0's features computed once for it are read (``entry=None`` only)."""
+        if entry is None and data is not None:
+            feats = data.e0_features(model, self.batch_size).double()
+        else:
+            feats = model.batched_features(x, entry, self.batch_size).double()
         if self._projection is None or self._projection.shape[0] != feats.shape[1]:
             self._projection = random_projection(feats.shape[1], self.settings.dim)
         out = feats @ self._projection
@@ -461,13 +648,13 @@ class TwoSampleDetector(FeatureRuleDetector):
             raise ValueError("E0 features of the task contain NaN or Inf; check the inputs and the backbone")
         return out
 
-    def _check_resolution(self, num_classes: int) -> None:
+    def _check_resolution(self, num_classes: int, alpha: float) -> None:
         s = self.settings
-        if s.test == "energy" and 1.0 / (s.n_permutations + 1) >= s.alpha / num_classes:
+        if s.test == "energy" and 1.0 / (s.n_permutations + 1) >= alpha / num_classes:
             raise ValueError(
                 f"the energy test with n_permutations={s.n_permutations} cannot reach p < alpha / c = "
-                f"{s.alpha / num_classes:g} for a {num_classes}-class task; use n_permutations >= "
-                f"{math.ceil(num_classes / s.alpha)}"
+                f"{alpha / num_classes:g} for a {num_classes}-class task; use n_permutations >= "
+                f"{math.ceil(num_classes / alpha)}"
             )
 
     def _pvalue(self, x: Tensor, ref: Tensor, generator: torch.Generator) -> float:
@@ -495,22 +682,27 @@ class TwoSampleDetector(FeatureRuleDetector):
         return combined, sigma
 
     # -------------------------------------------------------------- references
-    def remember(self, model, entry: int, task: int, x: Tensor, y: Tensor, num_classes: int,
-                 features: Optional[Tensor] = None) -> None:
+    def remember(self, model, entry: int, data: TaskData) -> None:
         """Store entry ``entry``'s reference: up to ``reference_per_class`` projected
         features per class of its creating task's training data (seeded subsample);
-        for a task of :attr:`reference_holdout`, of its held-out images only.
+        for a task of :attr:`reference_holdout`, of its held-out images only. The
+        projected features of the last :meth:`detect` are reused when it was for this task.
 
-        :param x: [n, C, H, W] the task's training images; :param y: int64 [n] local labels.
-        :param features: [n, dim] their projected features when already computed.
+        :param data: the creating task's training data (images, local labels).
         """
+        task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
         space = entry if self.settings.feature_space == "entry" else None
+        features = self.cached_features(task)
         holdout = self.reference_holdout
         if holdout is not None and int(task) in holdout.rows:
             rows = holdout.held_out(int(task), len(y))
             x, y = x[rows], y[rows]
             features = None if features is None else features[rows]
-        feats = self.project(model, x, space) if features is None else features
+            feats = self.project(model, x, space) if features is None else features
+        elif features is None:
+            feats = self.project(model, x, space, data=data)
+        else:
+            feats = features
         self._forget(model, entry)
         g = task_generator(self.settings.seed, task, _REFERENCE)
         keep_f, keep_y = [], []
@@ -550,8 +742,8 @@ class TwoSampleDetector(FeatureRuleDetector):
     def _known_distinct(self, key: Tuple[int, int], other: Tuple[int, int], refs, selection: Tensor,
                         level: float) -> bool:
         """Whether ``selection`` (the first half of class ``other``'s reference) is told
-        apart from class ``key``'s reference at ``level`` (cached per pair)."""
-        cache_key = key + other
+        apart from class ``key``'s reference at ``level`` (cached per pair and level)."""
+        cache_key = key + other + (level,)
         if cache_key not in self._distinct:
             if len(selection) < 1 or len(selection) + len(refs[key[0]][key[1]]) < 3:
                 self._distinct[cache_key] = False
@@ -571,7 +763,8 @@ class TwoSampleDetector(FeatureRuleDetector):
         first half the per-class test distinguishes from entry's class-j reference
         (level alpha / c); decoy samples are drawn from its second half, at most the
         size of the new class paired with j (fewer when that half is smaller: the power
-        is then underestimated, which errs towards "new").
+        is then underestimated, which errs towards "new"). The level is the settings'
+        level at the smallest of ``sizes`` (:meth:`TwoSampleSettings.level`).
 
         :param sizes: c ints, the new task's class-k sizes.
         :param pairing: c ints, ``pairing[k]`` the entry class new class k is tested
@@ -586,7 +779,8 @@ class TwoSampleDetector(FeatureRuleDetector):
         if sorted(pairing) != list(range(c)):
             raise ValueError(f"pairing must be a permutation of 0..{c - 1}, got {pairing}")
         sizes = [sizes[pairing.index(j)] for j in range(c)]  # entry class j <- its paired new class's size
-        level = s.alpha / c
+        alpha = s.level(max(1, min(sizes)))
+        level = alpha / c
         same_space = [entry] if s.feature_space == "entry" else list(refs)
         halves = {(e, j): self._halves(refs, (e, j)) for e in same_space for j in range(len(refs[e]))}
         decoys = []
@@ -604,15 +798,16 @@ class TwoSampleDetector(FeatureRuleDetector):
                 pool_j = halves[decoys[j][int(torch.randint(len(decoys[j]), (1,), generator=g))]][1]
                 sample = pool_j[subsample(len(pool_j), max(1, min(sizes[j], len(pool_j))), g)]
                 pvalues.append(self._pvalue(sample, refs[entry][j], g))
-            rejected += bonferroni(pvalues) < s.alpha
+            rejected += bonferroni(pvalues) < alpha
         return rejected / s.n_decoys
 
     # -------------------------------------------------------------- decision
-    def detect(self, model, task: int, x: Tensor, y: Tensor, num_classes: int) -> DetectionRecord:
-        """Test the task against every candidate entry and decide (no model change)."""
+    def detect(self, model, data: TaskData) -> DetectionRecord:
+        """Test the task of ``data`` against every candidate entry and decide (no model change),
+        at the settings' level for the task's smallest class (:meth:`TwoSampleSettings.level`)."""
         start = time.perf_counter()
+        task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
         s = self.settings
-        self._check_resolution(num_classes)
         self._forget(model)
         g = task_generator(s.seed, task, _SUBSAMPLE)
         rows = []
@@ -620,10 +815,12 @@ class TwoSampleDetector(FeatureRuleDetector):
             idx = torch.nonzero(y == j).flatten()
             rows.append(idx[subsample(len(idx), s.max_per_class, g)])
         sizes = [len(r) for r in rows]
+        alpha = s.level(max(1, min(sizes)))
+        self._check_resolution(num_classes, alpha)
         entries = self.candidates(model, num_classes)
         refs = {e: self._references(model, e) for e in model.entries}
         if s.feature_space == "e0":
-            feats = self.project(model, x)
+            feats = self.project(model, x, data=data)
             self._last = (int(task), feats)
         combined, matchings = [], []
         identity = list(range(num_classes))
@@ -641,7 +838,7 @@ class TwoSampleDetector(FeatureRuleDetector):
         best = self.best_candidate(combined)
         power = None
         reused = None
-        if best is not None and combined[best] >= s.alpha:
+        if best is not None and combined[best] >= alpha:
             power = self.decoy_power(model, entries[best], sizes, task, refs, pairing=matchings[best])
             if power >= s.min_power:
                 reused = entries[best]
@@ -652,6 +849,21 @@ class TwoSampleDetector(FeatureRuleDetector):
             class_count_filter=s.class_count_filter, class_permutation=permutation,
         )
 
+    def legend(self) -> List[str]:
+        """The p-values, the level (:meth:`Level.describe <avalanche_sdr.detection.level.Level.describe>`)
+        and the power check."""
+        s = self.settings
+        rule = textwrap.wrap("features); rule: reuse the entry with the largest p if p >= "
+                             + make_level(s.alpha).describe(), width=94, initial_indent=" " * 22,
+                             subsequent_indent=" " * 22)
+        return [
+            "    Tj:p=..           p-value of the test \"task t repeats task j\" (class by class, on "
+            + ("E0's" if s.feature_space == "e0" else "j's"),
+            *rule,
+            "    power=..          share of known-different decoy tasks the test told apart from that",
+            f"                      entry; below {s.min_power:g} the test could not tell, and the task is new",
+        ]
+
     def config(self) -> Dict[str, object]:
         """Everything that changes this detector's decisions (JSON-safe)."""
         config = dict(rule=self.rule, **self.settings.to_dict(), batch_size=self.batch_size)
@@ -661,8 +873,9 @@ class TwoSampleDetector(FeatureRuleDetector):
 
 
 __all__ = [
-    "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "MIN_HELD_OUT_PER_CLASS", "PROJECTION_SEED", "ReferenceHoldout", "TESTS",
-    "TwoSampleDetector", "TwoSampleSettings",
+    "DEFAULT_HOLDOUT_SHARE", "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "MIN_HELD_OUT_PER_CLASS", "PRETRAINING_RECORD",
+    "PROJECTION_SEED", "PretrainingRecord", "ReferenceHoldout", "ReferenceWarning", "TESTS",
+    "TwoSampleDetector", "TwoSampleSettings", "pretraining_record",
     "bonferroni", "bottleneck_matching", "energy_pvalue", "hotelling_pvalue", "random_projection",
     "reference_halves",
 ]

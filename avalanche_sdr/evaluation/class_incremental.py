@@ -76,7 +76,7 @@ def routed_scores(model, x: Tensor, router: str, num_classes: int) -> Tensor:
     try:
         for task in torch.unique(prediction.tasks).tolist():
             mask = prediction.tasks == task
-            logits = model.head_logits(task, features[model.entry_of(task)][mask])
+            logits = model.heads.logits(task, features[model.entry_of(task)][mask])
             scores[mask, : logits.shape[1]] = logits
         # A router that chooses the class itself ("lda") may answer another of the task's
         # classes than its head would: that class's column is raised just above the row.
@@ -166,7 +166,7 @@ class ClassIncrementalEvalPlugin(SupervisedPlugin):
         tasks, entries = routable(model, self.router)
         self._check_fitted(model, entries)
         self._can_route = bool(tasks)
-        heads = [max(model.class_ids(t)) for t in model.trained_tasks]
+        heads = [max(model.heads.class_ids(t)) for t in model.trained_tasks]
         self.num_classes = 1 + max(heads + labels + [_declared_classes(benchmark) - 1, 0])
 
     def _check_group_labels(self, model, experience, labels: List[int]) -> None:
@@ -175,11 +175,11 @@ class ClassIncrementalEvalPlugin(SupervisedPlugin):
         if not isinstance(group, int):  # no hidden group: nothing to compare
             return
         for task, other in self._task_groups.items():
-            if other != group and model.is_trained(task) and set(model.class_ids(task)) & set(labels):
+            if other != group and model.heads.is_trained(task) and set(model.heads.class_ids(task)) & set(labels):
                 raise ValueError(
                     f"evaluation without task labels needs class ids that identify classes across tasks, but "
                     f"the experience of group {group} has labels {labels} and task {task} of group {other} was "
-                    f"trained on class ids {model.class_ids(task)}; {ORIGINAL_IDS_ADVICE}"
+                    f"trained on class ids {model.heads.class_ids(task)}; {ORIGINAL_IDS_ADVICE}"
                 )
 
     def _check_fitted(self, model, routed_entries: List[int]) -> None:

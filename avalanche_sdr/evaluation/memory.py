@@ -287,6 +287,23 @@ def _count_strategy(strategy: Any, counter: TensorByteCounter) -> None:
             function(plugin, strategy, counter)
 
 
+def entry_bytes(model: Any, entry: int) -> int:
+    """Bytes of one entry of an :class:`~avalanche_sdr.models.SDRModel`: its adapters,
+    BatchNorm copies, generator (if any), detection state and stored images (if any).
+
+    Parameters and buffers at their stored dtype, each storage once (the memory
+    definition of docs/method.rst).
+    """
+    modules = list(model.encoder.entry_modules(entry))
+    if model.generators is not None:
+        modules += list(model.generators.entry_modules(entry))
+    for store in (model.detection_states, model.entry_exemplars):
+        if str(int(entry)) in store:
+            modules.append(store[str(int(entry))])
+    tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
 def repository_memory_bytes(strategy: Any) -> int:
     """Bytes a strategy keeps to predict every task seen and continue the stream.
 
@@ -350,6 +367,7 @@ __all__ = [
     "PluginMemoryFunction",
     "RepositoryMemory",
     "TensorByteCounter",
+    "entry_bytes",
     "plugin_memory_function",
     "register_plugin_memory",
     "repository_memory_bytes",

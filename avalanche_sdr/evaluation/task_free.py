@@ -61,9 +61,9 @@ def check_original_class_ids(model: Any, task_groups: Mapping[int, Any]) -> None
     """
     by_ids: Dict[tuple, Any] = {}
     for task, group in task_groups.items():
-        if not model.is_trained(task):
+        if not model.heads.is_trained(task):
             continue
-        ids = tuple(model.class_ids(task))
+        ids = tuple(model.heads.class_ids(task))
         if ids in by_ids and by_ids[ids] != group:
             raise ValueError(
                 f"task-free accuracy needs class ids that identify classes across tasks, but tasks of "

@@ -1,11 +1,20 @@
-"""Models: EFT adapters, backbones E0, VAE generators and the SDR repository."""
+"""Models: EFT adapters, backbones E0, VAE generators and the SDR repository.
+
+The repository (:class:`SDRModel`) with its parts by owner: the task heads
+(:class:`~avalanche_sdr.models.heads.TaskHeads`), the stored tensors' formats
+(:mod:`avalanche_sdr.models.stored`), the state digests
+(:mod:`avalanche_sdr.models.digests`), and the per-task data object handed to the
+detector, the learning reuse and the routers (:class:`~avalanche_sdr.models.task_data.TaskData`).
+"""
 from avalanche_sdr.models.backbones import (
     cifar_resnet_backbone,
     resnet18_backbone,
     small_cnn_backbone,
 )
 from avalanche_sdr.models.eft import EFTAdapter, EFTConv2d, EFTEncoder, TaskBatchNorm2d
+from avalanche_sdr.models.heads import TaskHeads
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.models.vae import ConvVAE, EFTVAEBank, IndependentVAEBank
 from avalanche_sdr.vocabulary import ROUTERS  # the router names; the routers: avalanche_sdr.routers
 
@@ -21,14 +30,8 @@ __all__ = [
     "IndependentVAEBank",
     "EFTVAEBank",
     "SDRModel",
+    "TaskData",
+    "TaskHeads",
     "build_sdr_model",
     "ROUTERS",
 ]
-
-
-def __getattr__(name):
-    if name == "TaskFreePrediction":  # moved to avalanche_sdr.routers (kept here for one release)
-        from avalanche_sdr.routers.base import TaskFreePrediction
-
-        return TaskFreePrediction
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -365,7 +365,9 @@ class EFTEncoder(EntryBookkeeping):
     frozen BatchNorm statistics never change (see :class:`TaskBatchNorm2d`).
 
     :param backbone: module with an int attribute ``feature_dim`` mapping
-        [N, C, H, W] in [0, 1] to [N, feature_dim]; modified in place.
+        [N, C, H, W] in [0, 1] to [N, feature_dim]; modified in place
+        (:func:`~avalanche_sdr.models.build_sdr_model` gives it its own copy of the
+        user's E0).
     :param a: channels per group of the adapters' 3x3 convolutions (paper: 8).
     :param b: channels per group of the adapters' 1x1 convolutions (paper: 16).
     :param gamma: weight of the 1x1 branch (paper: 1; 0 drops it).

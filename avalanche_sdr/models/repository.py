@@ -3,11 +3,17 @@
 :class:`SDRModel` holds everything SDR keeps to predict every task seen so far and
 to continue the stream (paper Fig. 2): the frozen backbone E0 with one EFT adapter
 set E_m per *unique* entry m, one VAE generator G_m per entry (or none), each
-entry's detector state, one classification head f_t per *task* t (or, with the
-learning reuse, a link to the head of the entry's creating task), the map task t ->
-entry m(t), and the class ids of tasks trained on global class ids. Task t is
-predicted by ``f_t(E_{m(t)}(x))``; entries are numbered in creation order, tasks are
-Avalanche task labels.
+entry's detector state, the task heads (:class:`~avalanche_sdr.models.heads.TaskHeads`:
+one classification head f_t per *task* t or, with the learning reuse, a link to the
+head of the entry's creating task, and the class ids of tasks trained on global class
+ids) and the map task t -> entry m(t). Task t is predicted by ``f_t(E_{m(t)}(x))``;
+entries are numbered in creation order, tasks are Avalanche task labels.
+
+Each piece of state has one owner, and changes only through its owner's methods: the
+entries and the task map here, the heads in ``model.heads``, the stored tensors
+(detection states, router states, the learning reuse's stored images) in
+:class:`~avalanche_sdr.models.stored.TensorStore` s written through the methods here
+(which check the entry), their formats in :mod:`avalanche_sdr.models.stored`.
 
 Why a dynamic model: Avalanche grows models in ``adaptation(experience)``, so the
 repository adds its heads there and its memory is what the model holds. A task not
@@ -19,8 +25,7 @@ contents".
 """
 from __future__ import annotations
 
-import hashlib
-import warnings
+import copy
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -29,59 +34,16 @@ from torch import Tensor, nn
 from avalanche.models import MultiTaskModule
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
+from avalanche_sdr._checks import check_images
 from avalanche_sdr.models.eft import EFTEncoder
+from avalanche_sdr.models.heads import TaskHeads
+from avalanche_sdr.models.stored import TensorStore
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
+from avalanche_sdr.vocabulary import DEFAULT_ROUTER, ROUTERS
 
-
-def stored_images(images: Tensor) -> Tensor:
-    """Images as the repository stores them: uint8 ``round(x * 255)`` when every value
-    lies in [0, 1] (4x smaller), else float32 (uint8 input is kept as it is).
-
-    :param images: [n, C, H, W] float or uint8 images.
-    """
-    if images.is_floating_point() and images.numel() and float(images.min()) >= 0.0 and float(images.max()) <= 1.0:
-        return (images * 255.0).round().to(torch.uint8)
-    return images if images.dtype == torch.uint8 else images.float()
-
-
-def float_images(images: Tensor) -> Tensor:
-    """Stored images (:func:`stored_images`) back as float32: uint8 ones divided by 255."""
-    return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
-
-
-class TensorSet(nn.Module):
-    """A named set of buffers (no parameters): one entry's detection state, or a router's.
-
-    Buffers are part of the ``state_dict`` (so checkpoints keep them) and of every
-    memory count, and move with ``.to(device)``.
-    """
-
-    def __init__(self, tensors: Mapping[str, Tensor]):
-        super().__init__()
-        for name, tensor in tensors.items():
-            self.register_buffer(name, tensor.detach().clone())
-
-    def as_dict(self) -> Dict[str, Tensor]:
-        """The buffers by name."""
-        return dict(self.named_buffers())
-
-    def shapes(self) -> Dict[str, List[Any]]:
-        """``{name: [shape list, dtype name]}`` (JSON-safe), what a layout records."""
-        return {name: [list(t.shape), str(t.dtype).replace("torch.", "")] for name, t in self.named_buffers()}
-
-    @staticmethod
-    def zeros(shapes: Mapping[str, Any]) -> Dict[str, Tensor]:
-        """Zero tensors of the shapes and dtypes :meth:`shapes` recorded (values to load next)."""
-        return {name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, (shape, dtype) in shapes.items()}
-
-
-UNTRAINED_HEAD_SEED = 0x5D2
-"""Base seed of the untrained heads that answer untrained tasks (task t: this + t)."""
-
-
-class UntrainedTaskWarning(UserWarning):
-    """A task that has not been trained was evaluated: E0 and an untrained head answer it."""
+_FORMER_KEYS = (("heads.", "heads.own."), ("head_class_ids.", "heads.ids."), ("head_permutations.", "heads.perms."))
+"""``state_dict`` key prefixes of the repository before its heads had a module of their
+own -> the current ones (:meth:`SDRModel._load_from_state_dict` reads both)."""
 
 
 class SDRModel(MultiTaskModule):
@@ -110,34 +72,37 @@ class SDRModel(MultiTaskModule):
         self.generators = generators
         self._input_shape = None if input_shape is None else tuple(int(v) for v in input_shape)
         self.head_hidden = head_hidden
-        self.heads = nn.ModuleDict()
-        self.detection_states = nn.ModuleDict()
-        self.routing_states = nn.ModuleDict()
+        self.heads = TaskHeads(encoder.feature_dim, head_hidden)
+        """The task heads, their links, permutations and class ids (:class:`~avalanche_sdr.models.heads.TaskHeads`)."""
+        self.detection_states = TensorStore()
+        """Per entry (key ``str(entry)``): the tensors its detector keeps (:meth:`set_detection_state`)."""
+        self.routing_states = TensorStore()
         """Task-free routers' tensors (:mod:`avalanche_sdr.routers`), by key
         ``<router>_e<entry>`` or ``<router>_t<task>``: counted in memory, checkpointed."""
         self._routers: Dict[str, Any] = {}  # name -> router object (keep_routers), for predict
-        self.head_class_ids = nn.ModuleDict()
-        """Per task trained on global class ids: a :class:`TensorSet` with ``ids``, the
-        sorted class ids [c] int64 of its head's c outputs (absent for local labels)."""
-        self.head_links: Dict[int, int] = {}
-        """Task -> the task whose head it answers through (:meth:`link_head`); tasks with
-        a head of their own are absent."""
-        self.head_permutations = nn.ModuleDict()
-        """Per linked task whose classes are in another order than its head owner's: a
-        :class:`TensorSet` with ``perm`` [c] int64 (local class k -> owner output perm[k])."""
-        self.entry_exemplars = nn.ModuleDict()
-        """Per entry (key ``str(entry)``): a :class:`TensorSet` with ``images`` [n, C, H, W]
-        (uint8, value * 255, or float32) and ``labels`` [n] int64 in the entry's head
-        space (:meth:`set_exemplars`); counted in the entry's memory, checkpointed."""
+        self.entry_exemplars = TensorStore()
+        """Per entry (key ``str(entry)``): the learning reuse's stored tensors
+        (:meth:`set_exemplars`); counted in the entry's memory, checkpointed."""
         self.task_to_entry: Dict[int, int] = {}
         self.entry_creator: Dict[int, int] = {}
         self._entry_in_training: Optional[int] = None
-        # Untrained tasks (see forward_single_task): class ids announced by an
-        # evaluation experience, and the untrained heads built for them. Plain
-        # attributes: not in the state_dict, the memory or any checkpoint.
-        self._untrained_class_ids: Dict[int, List[int]] = {}
-        self._untrained_heads: Dict[Tuple[int, Tuple[int, ...]], nn.Module] = {}
-        self._warned_untrained: set = set()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Reads a ``state_dict`` of either key layout (:data:`_FORMER_KEYS`)."""
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            rest = key[len(prefix):]
+            for old, new in _FORMER_KEYS:
+                if rest.startswith(old) and not rest.startswith(("heads.own.", "heads.ids.", "heads.perms.")):
+                    state_dict[prefix + new + rest[len(old):]] = state_dict.pop(key)
+                    break
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _device(self):
+        return next(self.encoder.parameters()).device
+
+    def _check_entry(self, entry: int) -> None:
+        if entry not in self.entry_creator:
+            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
 
     # ------------------------------------------------------------------ entries
     @property
@@ -168,8 +133,7 @@ class SDRModel(MultiTaskModule):
 
     def assign_task(self, task: int, entry: int) -> None:
         """Map ``task`` to an existing entry (reuse of E_entry and G_entry)."""
-        if entry not in self.entry_creator:
-            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
+        self._check_entry(entry)
         self.task_to_entry[int(task)] = int(entry)
 
     def entry_of(self, task: int) -> int:
@@ -182,36 +146,82 @@ class SDRModel(MultiTaskModule):
                 f"{sorted(self.task_to_entry)}"
             ) from None
 
+    def link_head(self, task: int, owner: int, permutation=None) -> None:
+        """Let ``task`` answer through ``owner``'s head instead of a head of its own
+        (the learning reuse: one head per entry), :meth:`TaskHeads.link
+        <avalanche_sdr.models.heads.TaskHeads.link>` once both are checked to map to one entry.
+
+        :param task: a task mapped to ``owner``'s entry, without a head of its own.
+        :param owner: a task with a head of its own (the entry's creating task).
+        :param permutation: local class k of ``task`` is output ``permutation[k]`` of
+            the owner's head; ``None``: the identity.
+        :raises ValueError: the two are mapped to different entries, or the errors of
+            ``TaskHeads.link``.
+        """
+        if self.entry_of(task) != self.entry_of(owner):
+            raise ValueError(f"task {task} (entry {self.entry_of(task)}) cannot answer through the head of "
+                             f"task {owner} (entry {self.entry_of(owner)})")
+        self.heads.link(task, owner, permutation)
+
+    @property
+    def trained_tasks(self) -> List[int]:
+        """Tasks with a head (own or linked), in training order."""
+        return [t for t in self.task_to_entry if self.heads.is_trained(t)]
+
     @property
     def has_generators(self) -> bool:
         """Whether the repository keeps a generator per entry."""
         return self.generators is not None
 
+    # ------------------------------------------------------------------ stored tensors
     def set_detection_state(self, entry: int, tensors: Mapping[str, Tensor]) -> None:
         """Store (or replace) the tensors a detector keeps for ``entry``.
 
         :param entry: an existing entry.
         :param tensors: name -> tensor (names without dots); copied, no gradients.
         """
-        if entry not in self.entry_creator:
-            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
-        device = next(self.encoder.parameters()).device
-        self.detection_states[str(int(entry))] = TensorSet(tensors).to(device)
+        self._check_entry(entry)
+        self.detection_states.put(str(int(entry)), tensors, self._device())
 
     def detection_state(self, entry: int) -> Dict[str, Tensor]:
         """The tensors stored for ``entry`` by :meth:`set_detection_state` (empty if none)."""
-        state = self.detection_states[str(int(entry))] if str(int(entry)) in self.detection_states else None
-        return {} if state is None else state.as_dict()
+        return self.detection_states.read(str(int(entry)))
 
     def set_routing_state(self, key: str, tensors: Mapping[str, Tensor]) -> None:
         """Store (or replace) a router's tensors under ``key`` (see :attr:`routing_states`)."""
-        device = next(self.encoder.parameters()).device
-        self.routing_states[key] = TensorSet(tensors).to(device)
+        self.routing_states.put(key, tensors, self._device())
 
     def routing_state(self, key: str) -> Dict[str, Tensor]:
         """The tensors stored by :meth:`set_routing_state` under ``key`` (empty if none)."""
-        return self.routing_states[key].as_dict() if key in self.routing_states else {}
+        return self.routing_states.read(key)
 
+    def set_exemplars(self, entry: int, tensors: Mapping[str, Tensor], replace: bool = True) -> None:
+        """Store tensors of ``entry`` for the learning reuse: its stored images (``images``
+        [n, C, H, W], uint8 or float32, as :func:`~avalanche_sdr.models.stored.stored_images`
+        keeps them; ``labels`` [n] int64 in the entry's head space) and what it keeps
+        beside them (held-out images, class counts).
+
+        :param entry: an existing entry.
+        :param tensors: name -> tensor; copied to the model's device, no gradients.
+        :param replace: ``True``: these tensors are the entry's set; ``False``: add them
+            to (or replace them in) the entry's existing set.
+        :raises KeyError: an entry that does not exist, or ``replace=False`` for an
+            entry with no set yet.
+        """
+        self._check_entry(entry)
+        key = str(int(entry))
+        if replace:
+            self.entry_exemplars.put(key, tensors, self._device())
+        elif key not in self.entry_exemplars:
+            raise KeyError(f"entry {entry} has no stored images to keep {sorted(tensors)} beside")
+        else:
+            self.entry_exemplars.add(key, tensors)
+
+    def exemplars(self, entry: int) -> Dict[str, Tensor]:
+        """The tensors stored for ``entry`` by :meth:`set_exemplars` (empty if none)."""
+        return self.entry_exemplars.read(str(int(entry)))
+
+    # ------------------------------------------------------------------ routers
     def keep_routers(self, routers) -> None:
         """Remember the task-free router objects fitted into this repository (by their
         ``name``), so that :meth:`predict` can be given their names. The strategy calls
@@ -239,10 +249,17 @@ class SDRModel(MultiTaskModule):
             (:class:`~avalanche_sdr.routers.Router`) fitted into it.
         :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction`
             (``class_ids``, ``tasks``, ``entries``: int64 [N]).
-        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] or not finite.
+        :raises TypeError: ``x`` is not a float tensor of the model's dtype (uint8 or
+            0-255 pixels: ``x.float() / 255``; float64: ``x.float()``).
+        :raises ValueError: an unknown router name; ``x`` not [N, C, H, W] of the
+            repository's (C, H, W) (:attr:`input_shape`), on another device, not finite, or
+            with values far outside [0, 1] (:func:`~avalanche_sdr._checks.check_images`:
+            the message says what to do).
         :raises RuntimeError: the repository was not fitted with the router (the message
             says how to fit it).
         """
+        reference = next(self.encoder.parameters())
+        check_images(x, shape=self.input_shape, dtype=reference.dtype, device=reference.device)
         if router is None:
             router = DEFAULT_ROUTER
         if isinstance(router, str):
@@ -255,22 +272,6 @@ class SDRModel(MultiTaskModule):
             router = self._routers[router]
         return router.route(self, x)
 
-    def entry_bytes(self, entry: int) -> int:
-        """Bytes of one entry: its adapters, BatchNorm copies, generator (if any),
-        detection state and stored images (if any).
-
-        Parameters and buffers at their stored dtype (the memory definition of
-        docs/method.rst).
-        """
-        modules = list(self.encoder.entry_modules(entry))
-        if self.generators is not None:
-            modules += list(self.generators.entry_modules(entry))
-        if str(int(entry)) in self.detection_states:
-            modules.append(self.detection_states[str(int(entry))])
-        if str(int(entry)) in self.entry_exemplars:
-            modules.append(self.entry_exemplars[str(int(entry))])
-        tensors = {id(t): t for m in modules for t in list(m.parameters()) + list(m.buffers())}
-        return sum(t.numel() * t.element_size() for t in tensors.values())
 
     @property
     def input_shape(self) -> Tuple[int, int, int]:
@@ -283,6 +284,7 @@ class SDRModel(MultiTaskModule):
         else:
             c, size = bank.base.in_channels, bank.base.image_size
         return int(c), int(size), int(size)
+
 
     # ------------------------------------------------------------------ layout
     def layout(self) -> Dict[str, Any]:
@@ -297,28 +299,29 @@ class SDRModel(MultiTaskModule):
         "routing_states": [[key, {name: [shape, dtype]}], ...]}`` — what
         :meth:`restore_layout` needs to rebuild an empty repository so that a saved
         ``state_dict`` loads into it. ``"class_ids"`` lists the tasks trained on global
-        class ids (:meth:`set_class_ids`) and is left out when there are none;
-        ``"routing_states"`` likewise (a repository fitted with task-free routers);
+        class ids (:meth:`TaskHeads.set_class_ids
+        <avalanche_sdr.models.heads.TaskHeads.set_class_ids>`) and is left out when there
+        are none; ``"routing_states"`` likewise (a repository fitted with task-free routers);
         ``"head_links": [[task, owner task, [permutation]], ...]`` (training order) and
         ``"exemplars": [[entry, {name: [shape, dtype]}], ...]`` appear with the
         learning reuse (:meth:`link_head`, :meth:`set_exemplars`).
         """
+        heads = self.heads
         layout = {
             "entries": [[int(e), int(self.entry_creator[e])] for e in self.entries],
             "task_to_entry": [[int(t), int(e)] for t, e in self.task_to_entry.items()],
-            "heads": [[int(key), self.head_num_classes(int(key))] for key in self.heads],
+            "heads": [[int(key), heads.num_classes(int(key))] for key in heads.own],
             "max_class_label": int(self.max_class_label),
-            "detection_states": [[int(key), state.shapes()] for key, state in self.detection_states.items()],
+            "detection_states": [[int(key), shapes] for key, shapes in self.detection_states.layout()],
         }
         if len(self.routing_states):
-            layout["routing_states"] = [[key, state.shapes()] for key, state in self.routing_states.items()]
-        if self.head_links:
-            layout["head_links"] = [[int(t), int(o), self.head_permutation(t)] for t, o in self.head_links.items()]
+            layout["routing_states"] = self.routing_states.layout()
+        if heads.links:
+            layout["head_links"] = [[int(t), int(o), heads.permutation(t)] for t, o in heads.links.items()]
         if len(self.entry_exemplars):
-            layout["exemplars"] = [[int(key), state.shapes()] for key, state in self.entry_exemplars.items()]
-        if len(self.head_class_ids):
-            layout["class_ids"] = [[int(key), [int(v) for v in ids.ids.tolist()]]
-                                   for key, ids in self.head_class_ids.items()]
+            layout["exemplars"] = [[int(key), shapes] for key, shapes in self.entry_exemplars.layout()]
+        if len(heads.ids):
+            layout["class_ids"] = [[int(key), heads.class_ids(int(key))] for key in heads.ids]
         return layout
 
     def restore_layout(self, layout: Mapping[str, Any]) -> None:
@@ -331,10 +334,11 @@ class SDRModel(MultiTaskModule):
         :raises RuntimeError: if the repository already holds entries or heads.
         :raises ValueError: if the layout's entries are not numbered 0, 1, 2, ...
         """
-        if self.entry_creator or len(self.heads) or len(self.head_class_ids) or self.head_links:
+        heads = self.heads
+        if self.entry_creator or len(heads) or len(heads.ids) or heads.links:
             raise RuntimeError(
                 f"restore_layout needs an empty repository; this one holds entries {self.entries} "
-                f"and heads for tasks {[int(k) for k in self.heads]}"
+                f"and heads for tasks {[int(k) for k in heads.own]}"
             )
         for entry, task in layout["entries"]:
             if int(entry) != self.num_entries:
@@ -343,256 +347,22 @@ class SDRModel(MultiTaskModule):
             if self.generators is not None:
                 self.generators.add_entry(int(entry))
             self.entry_creator[int(entry)] = int(task)
-        for entry, shapes in layout.get("detection_states", []):
-            self.set_detection_state(int(entry), TensorSet.zeros(shapes))
-        for key, shapes in layout.get("routing_states", []):
-            self.set_routing_state(str(key), TensorSet.zeros(shapes))
+        device = self._device()
+        self.detection_states.restore(layout.get("detection_states", []), device)
+        self.routing_states.restore(layout.get("routing_states", []), device)
         for task, entry in layout["task_to_entry"]:
             self.assign_task(int(task), int(entry))
         for task, ids in layout.get("class_ids", []):
-            self.set_class_ids(int(task), ids)
+            heads.set_class_ids(int(task), ids)
         for task, num_classes in layout["heads"]:
-            self.add_head(int(task), int(num_classes))
+            heads.add(int(task), int(num_classes))
         for task, owner, permutation in layout.get("head_links", []):
             self.link_head(int(task), int(owner), permutation)
-        for entry, shapes in layout.get("exemplars", []):
-            self.entry_exemplars[str(int(entry))] = TensorSet(TensorSet.zeros(shapes))  # images, labels, held-out
+        self.entry_exemplars.restore(layout.get("exemplars", []), device)  # images, labels, held-out
         # Avalanche's MultiTaskModule bookkeeping, as adaptation() left it.
         self.known_train_tasks_labels = set(self.task_to_entry)
         self.max_class_label = int(layout["max_class_label"])
         self.freeze_all()
-
-    # ------------------------------------------------------------------ heads
-    def _make_head(self, num_classes: int) -> nn.Module:
-        dim = self.encoder.feature_dim
-        if self.head_hidden is None:
-            return nn.Linear(dim, num_classes)
-        return nn.Sequential(nn.Linear(dim, self.head_hidden), nn.ReLU(), nn.Linear(self.head_hidden, num_classes))
-
-    def add_head(self, task: int, num_classes: int) -> nn.Module:
-        """Create the head f_t of ``task`` with ``num_classes`` outputs (idempotent)."""
-        key = str(int(task))
-        if key in self.heads:
-            existing = self.head_num_classes(task)
-            if existing != num_classes:
-                raise ValueError(f"task {task} already has a head with {existing} classes, got {num_classes}")
-            return self.heads[key]
-        if num_classes < 1:
-            raise ValueError(f"a head needs at least one class, got {num_classes} for task {task}")
-        head = self._make_head(num_classes)
-        device = next(self.encoder.parameters()).device
-        self.heads[key] = head.to(device)
-        return self.heads[key]
-
-    def head_num_classes(self, task: int) -> int:
-        """Number of outputs of the head of ``task`` (its head owner's, for a linked task)."""
-        return self._head_outputs(self.head_module(task))
-
-    def head_owner(self, task: int) -> int:
-        """The task whose head ``task`` answers through: itself, or its :meth:`link_head` owner."""
-        return self.head_links.get(int(task), int(task))
-
-    def head_module(self, task: int) -> nn.Module:
-        """The head ``task`` answers through (its own, or its owner's for a linked task)."""
-        return self.heads[str(self.head_owner(task))]
-
-    def head_permutation(self, task: int) -> List[int]:
-        """For a linked task, the owner output of each of its local classes (identity: [0..c-1])."""
-        key = str(int(task))
-        if key in self.head_permutations:
-            return [int(v) for v in self.head_permutations[key].perm.tolist()]
-        return list(range(self.head_num_classes(task)))
-
-    def head_labels(self, task: int, y: Tensor) -> Tensor:
-        """``task``'s local labels ``y`` ([n] int64, 0..c-1) as outputs of the head it
-        answers through (:meth:`head_permutation`): [n] int64 on the CPU."""
-        return torch.as_tensor(self.head_permutation(task), dtype=torch.long)[y.cpu()]
-
-    def link_head(self, task: int, owner: int, permutation=None) -> None:
-        """Let ``task`` answer through ``owner``'s head instead of a head of its own
-        (the learning reuse: one head per entry).
-
-        :param task: a task mapped to ``owner``'s entry, without a head of its own.
-        :param owner: a task with a head of its own (the entry's creating task).
-        :param permutation: local class k of ``task`` is output ``permutation[k]`` of
-            the owner's head; ``None``: the identity.
-        :raises ValueError: ``task`` already has a head, ``owner`` has none, the two are
-            mapped to different entries, or ``permutation`` is not a permutation of the
-            owner's outputs.
-        """
-        task, owner = int(task), int(owner)
-        if str(task) in self.heads:
-            raise ValueError(f"task {task} has a head of its own; it cannot answer through task {owner}'s")
-        if str(owner) not in self.heads:
-            raise ValueError(f"task {owner} has no head of its own to answer through")
-        if self.entry_of(task) != self.entry_of(owner):
-            raise ValueError(f"task {task} (entry {self.entry_of(task)}) cannot answer through the head of "
-                             f"task {owner} (entry {self.entry_of(owner)})")
-        c = self._head_outputs(self.heads[str(owner)])
-        perm = list(range(c)) if permutation is None else [int(v) for v in permutation]
-        if sorted(perm) != list(range(c)):
-            raise ValueError(f"permutation {perm} of task {task} is not a permutation of task {owner}'s "
-                             f"{c} head outputs")
-        self.head_links[task] = owner
-        if str(task) in self.head_permutations:
-            del self.head_permutations[str(task)]
-        if perm != list(range(c)):
-            device = next(self.encoder.parameters()).device
-            self.head_permutations[str(task)] = TensorSet({"perm": torch.tensor(perm, dtype=torch.long)}).to(device)
-
-    def entry_updatable(self, entry: int) -> bool:
-        """Whether every task mapped to ``entry`` answers through its creating task's head,
-        so that training the entry (the learning reuse) moves no frozen head's features."""
-        creator = self.entry_creator[int(entry)]
-        return all(self.head_owner(t) == creator for t, e in self.task_to_entry.items()
-                   if e == int(entry) and self.is_trained(t))
-
-    # ------------------------------------------------------------------ state digests
-    def task_state_digest(self, task: int) -> str:
-        """A content digest of what ``task``'s task-aware forward reads besides E0: it
-        changes whenever any of it changes, whoever changed it.
-
-        Hashed, each with its name, dtype and shape: the task's entry number and that
-        entry's adapters and BatchNorm copies (parameters and buffers, running statistics
-        included), the task whose head it answers through (:meth:`head_owner`) and that
-        head's parameters, the task's permutation (:meth:`link_head`) and its class ids
-        (:meth:`set_class_ids`). Other entries and heads, generators, detection states,
-        stored images and router states are not read by the task's forward and do not
-        enter it; E0, shared by every task, has :meth:`backbone_state_digest`.
-
-        :param task: a trained task (:meth:`is_trained`).
-        :return: 32 hex characters (BLAKE2b of 16 bytes).
-        :raises KeyError: ``task`` has no head.
-        """
-        if not self.is_trained(task):
-            raise KeyError(f"task {task} has not been trained: the repository knows tasks {self.trained_tasks}")
-        task, entry, owner = int(task), self.entry_of(task), self.head_owner(task)
-        named = [(f"entry{entry}.{i}.{name}", t) for i, module in enumerate(self.encoder.entry_modules(entry))
-                 for name, t in self._named_tensors(module)]
-        named += [(f"head{owner}.{name}", t) for name, t in self._named_tensors(self.head_module(task))]
-        for label, store in (("perm", self.head_permutations), ("ids", self.head_class_ids)):
-            if str(task) in store:
-                named += [(f"{label}.{name}", t) for name, t in self._named_tensors(store[str(task)])]
-        return self._digest(named)
-
-    def backbone_state_digest(self) -> str:
-        """A content digest of E0: every parameter and buffer of the encoder that belongs
-        to no entry (the frozen convolutions and BatchNorm layers, any other backbone
-        layer), as :meth:`task_state_digest` hashes them. E0 is frozen, so it stays the
-        same unless something outside SDR writes into it.
-
-        :return: 32 hex characters (BLAKE2b of 16 bytes).
-        """
-        entry_tensors = {id(t) for e in self.encoder.entries for m in self.encoder.entry_modules(e)
-                         for _, t in self._named_tensors(m)}
-        return self._digest([(name, t) for name, t in self._named_tensors(self.encoder) if id(t) not in entry_tensors])
-
-    @staticmethod
-    def _named_tensors(module: nn.Module) -> List[Tuple[str, Tensor]]:
-        return [*module.named_parameters(), *module.named_buffers()]
-
-    @staticmethod
-    def _digest(named: List[Tuple[str, Tensor]]) -> str:
-        """BLAKE2b (16 bytes, hex) of every tensor's name, dtype, shape and bytes, in order."""
-        h = hashlib.blake2b(digest_size=16)
-        for name, tensor in named:
-            t = tensor.detach()
-            h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-            h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-        return h.hexdigest()
-
-    # ------------------------------------------------------------------ stored images
-    def set_exemplars(self, entry: int, images: Tensor, labels: Tensor, quantize: bool = True) -> None:
-        """Store (or replace) training images of ``entry`` (the learning reuse's guard).
-
-        :param entry: an existing entry.
-        :param images: [n, C, H, W] float images; kept as uint8 (``round(x * 255)``)
-            when ``quantize`` and every value lies in [0, 1], else as float32.
-        :param labels: [n] int64 labels in the entry's head space (local labels of the
-            entry's creating task).
-        """
-        if entry not in self.entry_creator:
-            raise KeyError(f"entry {entry} does not exist; the repository holds entries {self.entries}")
-        images = images.detach().cpu()
-        if images.dim() != 4 or labels.shape != (images.shape[0],):
-            raise ValueError(f"images must be [n, C, H, W] with labels [n], got {tuple(images.shape)} and "
-                             f"{tuple(labels.shape)}")
-        if quantize:
-            images = stored_images(images)
-        elif images.dtype != torch.uint8:
-            images = images.float()
-        device = next(self.encoder.parameters()).device
-        self.entry_exemplars[str(int(entry))] = TensorSet(
-            {"images": images, "labels": labels.detach().cpu().long()}).to(device)
-
-    def exemplars(self, entry: int) -> Tuple[Tensor, Tensor]:
-        """The images stored for ``entry``: float32 [n, C, H, W] (uint8 ones divided by
-        255) and int64 labels [n]; both empty (n = 0) when none are stored."""
-        key = str(int(entry))
-        if key not in self.entry_exemplars:
-            c, h, w = self.input_shape
-            return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
-        state = self.entry_exemplars[key]
-        return float_images(state.images), state.labels
-
-    @staticmethod
-    def _head_outputs(head: nn.Module) -> int:
-        last = head if isinstance(head, nn.Linear) else head[-1]
-        return last.out_features
-
-    def is_trained(self, task: int) -> bool:
-        """Whether ``task`` has a head, of its own or linked (trained, or being trained)."""
-        return str(int(task)) in self.heads or int(task) in self.head_links
-
-    @property
-    def trained_tasks(self) -> List[int]:
-        """Tasks with a head (own or linked), in training order."""
-        return [t for t in self.task_to_entry if self.is_trained(t)]
-
-    # ------------------------------------------------------------------ class ids
-    def set_class_ids(self, task: int, class_ids) -> None:
-        """Record the class ids of ``task``'s head outputs (before its head is added).
-
-        Local labels (``class_ids`` == 0..c-1) store nothing: the head's output k is
-        class k. Other ids (global class ids, e.g. ``[4, 7]``) are kept as a buffer
-        (state_dict, checkpoints, memory): output k of the head is class
-        ``class_ids[k]`` and :meth:`forward` returns the logits at those columns.
-
-        :param task: task label.
-        :param class_ids: the task's distinct class ids, in increasing order, >= 0.
-        :raises ValueError: ids not strictly increasing or negative, or ``task``
-            already has other class ids or a head of another width.
-        """
-        ids = torch.as_tensor(class_ids, dtype=torch.long).detach().flatten().cpu()
-        if ids.numel() == 0 or int(ids.min()) < 0 or bool((ids[1:] <= ids[:-1]).any()):
-            raise ValueError(
-                f"task {task}: class ids must be distinct, increasing and >= 0, got {ids.tolist()}"
-            )
-        key = str(int(task))
-        identity = torch.equal(ids, torch.arange(ids.numel()))
-        if self.is_trained(task) or key in self.head_class_ids:
-            if ids.tolist() != self.class_ids(task):
-                raise ValueError(f"task {task} already has class ids {self.class_ids(task)}, got {ids.tolist()}")
-            return
-        if identity:
-            return
-        device = next(self.encoder.parameters()).device
-        self.head_class_ids[key] = TensorSet({"ids": ids}).to(device)
-
-    def class_ids(self, task: int) -> List[int]:
-        """The class id of each output of ``task``'s head (``[0, ..., c-1]`` for local labels).
-
-        Detection records and detector states use local labels 0..c-1; local label k
-        of the task is class ``class_ids(task)[k]``.
-
-        :raises KeyError: ``task`` has neither a head nor recorded class ids.
-        """
-        key = str(int(task))
-        if key in self.head_class_ids:
-            return [int(v) for v in self.head_class_ids[key].ids.tolist()]
-        if self.is_trained(task):
-            return list(range(self.head_num_classes(task)))
-        raise KeyError(f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}")
 
     def adaptation(self, experience) -> None:
         """Avalanche hook: add the head of the experience's task when training.
@@ -600,7 +370,7 @@ class SDRModel(MultiTaskModule):
         Training: the experience's task must already be mapped to an entry (the
         strategy does this before model adaptation); its head gets one output per
         class of the experience (labels 0..c-1, or c global class ids, see
-        :meth:`set_class_ids`).
+        :meth:`TaskHeads.set_class_ids <avalanche_sdr.models.heads.TaskHeads.set_class_ids>`).
 
         Evaluation: for a task without a head, the experience's classes are noted:
         they size the untrained head that answers it (:meth:`forward_single_task`).
@@ -608,10 +378,11 @@ class SDRModel(MultiTaskModule):
         """
         super().adaptation(experience)
         classes = sorted({int(c) for c in experience.classes_in_this_experience})
+        heads = self.heads
         if not self.training:
             for task in experience.task_labels:
-                if not self.is_trained(task):
-                    self._untrained_class_ids[int(task)] = classes
+                if not heads.is_trained(task):
+                    heads.announce(task, classes)
             return
         for task in experience.task_labels:
             if int(task) not in self.task_to_entry:
@@ -619,17 +390,15 @@ class SDRModel(MultiTaskModule):
                     f"task {task} reached SDRModel.adaptation without an entry: SDRModel is "
                     "trained through SDRStrategy, which maps each task before adaptation"
                 )
-            self.set_class_ids(task, classes)
-            width = len(self.class_ids(task)) if str(int(task)) in self.head_class_ids else int(max(classes)) + 1
-            if int(task) in self.head_links:
-                if width != self.head_num_classes(task):
+            heads.set_class_ids(task, classes)
+            width = len(heads.class_ids(task)) if heads.has_class_ids(task) else int(max(classes)) + 1
+            if int(task) in heads.links:
+                if width != heads.num_classes(task):
                     raise ValueError(f"task {task} has {width} classes but answers through task "
-                                     f"{self.head_owner(task)}'s head of {self.head_num_classes(task)}")
+                                     f"{heads.owner(task)}'s head of {heads.num_classes(task)}")
             else:
-                self.add_head(task, width)
-            self._untrained_class_ids.pop(int(task), None)
-            for cached in [k for k in self._untrained_heads if k[0] == int(task)]:
-                del self._untrained_heads[cached]
+                heads.add(task, width)
+            heads.forget_untrained(task)
 
     # ------------------------------------------------------------------ forward
     def features(self, x: Tensor, entry: Optional[int]) -> Tensor:
@@ -662,18 +431,6 @@ class SDRModel(MultiTaskModule):
         """
         device = next(self.parameters()).device
         batch_size = eval_batch_size(device, batch_size)
-        kept = self.__dict__.get("_kept_e0")
-        if entry is None and kept is not None and x is kept["x"]:
-            digest = self.backbone_state_digest()
-            if kept["batch_size"] == batch_size and kept["digest"] == digest:
-                return kept["features"].clone()
-            features = self._feature_passes(x, None, batch_size, device)
-            kept.update(batch_size=batch_size, digest=digest, features=features.clone())
-            return features
-        return self._feature_passes(x, entry, batch_size, device)
-
-    def _feature_passes(self, x: Tensor, entry: Optional[int], batch_size: int, device) -> Tensor:
-        """:meth:`batched_features`' passes: [n, feature_dim] float32 on the CPU."""
         was_training = self.training
         self.eval()
         try:
@@ -683,28 +440,11 @@ class SDRModel(MultiTaskModule):
             self.encoder.set_active(None)
             self.train(was_training)
 
-    def keep_e0_features(self, x: Optional[Tensor]) -> None:
-        """Keep E0's features of the images ``x`` once computed, until the next call.
-
-        While kept, :meth:`batched_features` ``(x, None, b)`` for this very tensor (``is``)
-        computes E0's features once and then returns a copy of them for the same batch
-        size b, as long as E0 is unchanged (:meth:`backbone_state_digest`, checked on every
-        read): the values are those of a new pass. :class:`~avalanche_sdr.training.SDRPlugin`
-        keeps a task's training images from its detection to its routers' fits, which all
-        read E0's features of them. ``None`` forgets what was kept.
-
-        :param x: [n, C, H, W] images, or ``None``.
-        :raises TypeError: ``x`` is neither a tensor nor ``None``.
-        """
-        if x is not None and not isinstance(x, Tensor):
-            raise TypeError(f"x must be a tensor of images or None, got {type(x).__name__}")
-        self.__dict__["_kept_e0"] = None if x is None else {"x": x, "batch_size": None, "digest": None,
-                                                            "features": None}
-
     def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
         """f_t(E_{m(t)}(x)): [N, C, H, W] -> logits [N, c_t].
 
-        With global class ids (:meth:`set_class_ids`) the c local logits are placed
+        With global class ids (:meth:`TaskHeads.set_class_ids
+        <avalanche_sdr.models.heads.TaskHeads.set_class_ids>`) the c local logits are placed
         at the task's class-id columns of an [N, max id + 1] tensor whose other
         columns hold the lowest finite value of the dtype: the argmax is the original
         class id, and a softmax or cross-entropy over the row equals the one over
@@ -714,69 +454,25 @@ class SDRModel(MultiTaskModule):
         (no adapters) through a fresh, untrained head** with one output per class the
         evaluated experience announced in model adaptation (Avalanche does this
         before every evaluation experience). That head is initialised from a seed
-        derived from the task label (:data:`UNTRAINED_HEAD_SEED` + t) without
+        derived from the task label (:data:`~avalanche_sdr.models.heads.UNTRAINED_HEAD_SEED`
+        + t) without
         touching the global RNG, so the answer is reproducible; it is not stored in
         the repository (no memory, not in the ``state_dict`` or checkpoints). The
-        first such answer per task issues an :class:`UntrainedTaskWarning`.
+        first such answer per task issues an
+        :class:`~avalanche_sdr.models.heads.UntrainedTaskWarning`.
 
         :raises KeyError: an untrained task no evaluation experience announced.
         """
-        if not self.is_trained(task_label):
+        if not self.heads.is_trained(task_label):
             if int(task_label) in self.task_to_entry:
                 raise KeyError(f"task {task_label} has no head yet")
-            return self._untrained_forward(x, int(task_label))
-        return self.head_logits(task_label, self.features(x, self.entry_of(task_label)))
-
-    def head_logits(self, task: int, features: Tensor) -> Tensor:
-        """f_t on features already computed by ``task``'s entry: [N, D] -> logits [N, c]
-        (at the class-id columns for a task trained on global class ids, as
-        :meth:`forward_single_task`). A linked task's logits are its owner head's
-        outputs in the task's class order (column k: output ``permutation[k]``)."""
-        key = str(int(task))
-        logits = self.head_module(task)(features)
-        if key in self.head_permutations:
-            logits = logits.index_select(1, self.head_permutations[key].perm)
-        if key in self.head_class_ids:
-            logits = self._at_class_ids(logits, self.head_class_ids[key].ids)
-        return logits
-
-    @staticmethod
-    def _at_class_ids(logits: Tensor, ids: Tensor) -> Tensor:
-        """Local logits [N, c] -> [N, max id + 1] with column ids[k] = logits[:, k]."""
-        ids = ids.to(logits.device)
-        out = torch.full((logits.shape[0], int(ids.max()) + 1), torch.finfo(logits.dtype).min,
-                         device=logits.device, dtype=logits.dtype)
-        return out.index_copy(1, ids, logits)
-
-    def _untrained_forward(self, x: Tensor, task: int) -> Tensor:
-        """E0 features through the untrained head of ``task`` (see forward_single_task)."""
-        if task not in self._untrained_class_ids:
-            raise KeyError(
-                f"task {task} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}; "
-                "an untrained task is answered (by E0 and an untrained head) only when evaluated through an "
-                "Avalanche strategy, whose model adaptation announces the task's classes"
-            )
-        classes = tuple(self._untrained_class_ids[task])
-        head = self._untrained_heads.get((task, classes))
-        if head is None:
-            with torch.random.fork_rng(devices=[]):
-                torch.random.default_generator.manual_seed(UNTRAINED_HEAD_SEED + task)
-                head = self._make_head(len(classes))
-            head.requires_grad_(False)
-            self._untrained_heads[(task, classes)] = head
-        if task not in self._warned_untrained:
-            self._warned_untrained.add(task)
-            warnings.warn(
-                f"task {task} has not been trained: it is answered by E0 features (no adapters) and an "
-                f"untrained head over its {len(classes)} classes {list(classes)} (chance-level predictions)",
-                UntrainedTaskWarning, stacklevel=3,
-            )
-        head = head.to(device=x.device)
-        self._untrained_heads[(task, classes)] = head
-        logits = head(self.features(x, None))
-        if list(classes) != list(range(len(classes))):
-            logits = self._at_class_ids(logits, torch.tensor(classes))
-        return logits
+            if not self.heads.announced(task_label):
+                raise KeyError(
+                    f"task {task_label} has not been trained: the repository knows tasks {sorted(self.task_to_entry)}; "
+                    "an untrained task is answered (by E0 and an untrained head) only when evaluated through an "
+                    "Avalanche strategy, whose model adaptation announces the task's classes")
+            return self.heads.untrained_logits(task_label, self.features(x, None))
+        return self.heads.logits(task_label, self.features(x, self.entry_of(task_label)))
 
     def forward_all_tasks(self, x: Tensor) -> Dict[int, Tensor]:
         """Every trained task's output, as Avalanche's ``MultiTaskModule.forward_all_tasks``.
@@ -817,6 +513,7 @@ class SDRModel(MultiTaskModule):
         for mask, logits in parts:
             out[mask, : logits.shape[1]] = logits
         return out
+
 
     # ------------------------------------------------------------------ training state
     def train(self, mode: bool = True) -> "SDRModel":
@@ -862,7 +559,7 @@ class SDRModel(MultiTaskModule):
             for head-only reuse.
         """
         self.freeze_all()
-        params: List[nn.Parameter] = list(self.head_module(task).parameters())
+        params: List[nn.Parameter] = list(self.heads.module(task).parameters())
         if train_encoder_entry:
             self._entry_in_training = self.entry_of(task)
             params += list(self.encoder.entry_parameters(self._entry_in_training))
@@ -870,6 +567,7 @@ class SDRModel(MultiTaskModule):
             p.requires_grad_(True)
         self.train(self.training)
         return params
+
 
 
 def build_sdr_model(
@@ -887,10 +585,17 @@ def build_sdr_model(
     vae_width: int = 32,
     head_hidden: Optional[int] = None,
 ) -> SDRModel:
-    """Build an empty repository around a frozen backbone.
+    """Build an empty repository around a frozen copy of a backbone.
+
+    The repository wraps and freezes its own deep copy (``copy.deepcopy``) of
+    ``backbone`` and of ``base_vae``: the modules passed are never changed (their
+    weights, ``requires_grad`` flags, modes, classes and submodules stay as they were),
+    so the same E0 can build another repository or start a baseline
+    (:func:`~avalanche_sdr.baselines.make_multi_head_net`). Every argument is checked
+    before anything is copied or built.
 
     :param backbone: E0, a module with ``feature_dim`` (see
-        :mod:`avalanche_sdr.models.backbones`); wrapped and frozen in place.
+        :mod:`avalanche_sdr.models.backbones`); copied, not changed.
     :param in_channels: image channels C the generators model.
     :param image_size: image height == width the generators model.
     :param a: EFT channels per group of the 3x3 transformation (paper 8).
@@ -902,7 +607,8 @@ def build_sdr_model(
         "EFT for E and G"); ``None`` — no generators (only for detectors that do not
         use them, such as ``detector="two_sample"``): an entry is then its adapters,
         BatchNorm copies, detection state and heads.
-    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``.
+    :param base_vae: the shared, usually pretrained, ``ConvVAE`` for ``"eft"``; copied,
+        not changed.
     :param latent_dim: latent dimension of new VAEs (``"independent"``).
     :param vae_width: first-layer channels of new VAEs (``"independent"``).
     :param head_hidden: hidden width of the heads (``None``: linear heads).
@@ -917,16 +623,11 @@ def build_sdr_model(
             f"the backbone takes {backbone_channels}-channel images but in_channels={in_channels}; "
             "build both for the stream's images"
         )
-    encoder = EFTEncoder(backbone, a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
-    if generator is None:
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
-    if generator == "independent":
-        if base_vae is not None:
-            raise ValueError("base_vae is only used with generator='eft'")
-        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
-    elif generator == "eft":
+    if generator not in (None, "independent", "eft"):
+        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+    if generator != "eft" and base_vae is not None:
+        raise ValueError("base_vae is only used with generator='eft'")
+    if generator == "eft":
         if base_vae is None:
             raise ValueError("generator='eft' needs base_vae, a (pretrained) ConvVAE to adapt")
         if (base_vae.in_channels, base_vae.image_size) != (in_channels, image_size):
@@ -934,10 +635,14 @@ def build_sdr_model(
                 f"base_vae models {base_vae.in_channels}x{base_vae.image_size}x{base_vae.image_size} "
                 f"images, the repository {in_channels}x{image_size}x{image_size}"
             )
-        bank = EFTVAEBank(base_vae, a=a, b=b, gamma=gamma)
+    encoder = EFTEncoder(copy.deepcopy(backbone), a=a, b=b, gamma=gamma, task_batchnorm=task_batchnorm)
+    if generator is None:
+        return SDRModel(encoder, None, head_hidden=head_hidden, input_shape=(in_channels, image_size, image_size))
+    if generator == "independent":
+        bank = IndependentVAEBank(in_channels, image_size, latent_dim=latent_dim, width=vae_width)
     else:
-        raise ValueError(f"generator must be 'independent', 'eft' or None, got {generator!r}")
+        bank = EFTVAEBank(copy.deepcopy(base_vae), a=a, b=b, gamma=gamma)
     return SDRModel(encoder, bank, head_hidden=head_hidden)
 
 
-__all__ = ["SDRModel", "TensorSet", "UNTRAINED_HEAD_SEED", "UntrainedTaskWarning", "build_sdr_model"]
+__all__ = ["SDRModel", "build_sdr_model"]

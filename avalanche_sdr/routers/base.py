@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from avalanche_sdr.models.task_data import TaskData
+
 
 @dataclass
 class TaskFreePrediction:
@@ -86,22 +88,21 @@ class Router(abc.ABC):
 
     # ------------------------------------------------------------------ fitting
     @abc.abstractmethod
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
-        """Fit the router's state for a just-trained ``task`` (its entry: ``model.entry_of(task)``).
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
+        """Fit the router's state for the just-trained task ``data.task`` (its entry:
+        ``model.entry_of(data.task)``).
 
-        :param x: [n, C, H, W] float images of the task's training data.
-        :param y: [n] int64 local labels 0..c-1.
-        :param num_classes: c.
+        :param data: the task's training data (:class:`~avalanche_sdr.models.task_data.TaskData`:
+            images, local labels 0..c-1, class ids, E0's features computed once).
         :param new_entry: the task created its entry (warm start or new).
         :param entry_updated: the task trained a reused entry's adapters (the learning
             reuse): features read through the entry moved.
         """
 
-    def before_repeat(self, model, task: int, entry: int, x: Tensor, class_ids: Tensor) -> int:
+    def before_repeat(self, model, data: TaskData, entry: int) -> int:
         """Called with a detected repeat's training data before it trains (held-out
-        evidence for routers that learn from repeats); returns the images used. Default:
-        nothing (0)."""
+        evidence for routers that learn from repeats), ``entry`` the entry it reuses;
+        returns the images used. Default: nothing (0)."""
         return 0
 
     def state_modules(self, model) -> List[torch.nn.Module]:
@@ -163,7 +164,7 @@ def route_together(model, x: Tensor, routers: Sequence[Router]) -> Tuple[Dict[st
     for router in routers:
         tasks, entries = router.routable(model)
         if not tasks:
-            if not any(model.is_trained(t) for t in model.task_to_entry):
+            if not any(model.heads.is_trained(t) for t in model.task_to_entry):
                 raise RuntimeError("the repository holds no trained task to route to")
             router.not_fitted(model)
         answerable.append((router, tasks, entries))
@@ -196,7 +197,7 @@ def heads_prediction(model, x: Tensor, tasks: List[int], choice: Tensor, feature
     class_ids = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
     for t in torch.unique(routed_tasks).tolist():
         mask = routed_tasks == t
-        logits = model.head_logits(int(t), features[model.entry_of(int(t))][mask])
+        logits = model.heads.logits(int(t), features[model.entry_of(int(t))][mask])
         class_ids[mask] = logits.argmax(dim=1)  # head_logits' columns are the class ids
     return TaskFreePrediction(class_ids=class_ids, tasks=routed_tasks.long(), entries=routed_entries)
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from avalanche_sdr.detection.expert_gate import DEFAULT_EXPERT_GATE, reconstruction_errors, train_autoencoder
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router, TaskFreePrediction, entry_key, heads_prediction, required_state
 from avalanche_sdr.vocabulary import ROUTER_EXPERT_GATE
 
@@ -24,15 +25,14 @@ class ExpertGateRouter(Router):
     name = ROUTER_EXPERT_GATE
     state_name = ROUTER_EXPERT_GATE
 
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
         """Store the autoencoder of a NEW entry (trained on E0 features of its creating
-        ``task``); nothing for a reused entry."""
+        task); nothing for a reused entry."""
         if not new_entry:
             return
-        feats = model.batched_features(x, None).float()
-        model.set_routing_state(entry_key(self.name, model.entry_of(task)),
-                                train_autoencoder(feats, DEFAULT_EXPERT_GATE, task))
+        feats = data.e0_features(model).float()
+        model.set_routing_state(entry_key(self.name, model.entry_of(data.task)),
+                                train_autoencoder(feats, DEFAULT_EXPERT_GATE, data.task))
 
     def routable(self, model) -> Tuple[List[int], List[int]]:
         """The entries with an autoencoder, and their creating tasks (in entry order)."""

@@ -18,6 +18,7 @@ from typing import Dict, List, Tuple
 import torch
 from torch import Tensor
 
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router, TaskFreePrediction, entry_key, heads_prediction, required_state, task_key
 from avalanche_sdr.routers.covariance import ledoit_wolf_covariance, whitening
 from avalanche_sdr.vocabulary import ROUTER_GAUSSIAN
@@ -33,15 +34,15 @@ def _nearest_class_distance(w: Tensor, means: Tensor) -> Tensor:
     return torch.cdist(w, means).pow(2).min(dim=1).values
 
 
-def fit_gaussian(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int, new_entry: bool) -> None:
+def fit_gaussian(model, task: int, entry: int, data: TaskData, new_entry: bool) -> None:
     """Store the ``"gaussian"`` router's state of ``task`` (and of ``entry`` when new).
 
-    :param x: [n, C, H, W] the task's training images; ``y``: [n] int64 local labels
-        0..c-1 (every class present).
+    :param data: training images of ``task``'s classes with ``task``'s local labels
+        0..c-1 (every class present) in ``data.y``.
     """
-    z = torch.cat([model.batched_features(x, None), model.batched_features(x, entry)], dim=1).double()
-    y = y.to("cpu")
-    means = _class_means(z, y, num_classes)
+    z = torch.cat([data.e0_features(model), model.batched_features(data.x, entry)], dim=1).double()
+    y = data.y.to("cpu")
+    means = _class_means(z, y, data.num_classes)
     if new_entry:
         whiten = whitening(ledoit_wolf_covariance(z - means[y]))
         rows, cols = torch.tril_indices(*whiten.shape)
@@ -74,17 +75,17 @@ def _gaussian_scores(model, tasks: List[int], features: Dict[int, Tensor], e0: T
     return torch.stack(columns, dim=1)
 
 
-def _refit_entry_tasks(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int) -> None:
+def _refit_entry_tasks(model, entry: int, data: TaskData) -> None:
     """The ``"gaussian"`` class means of the other tasks on an updated ``entry``: they
-    share its head, so ``task``'s data [n, C, H, W] with local labels ``y`` [n] (mapped
-    into the head's class order, then into each other task's own order through its
-    :meth:`~avalanche_sdr.models.SDRModel.head_permutation`) give their means in the
+    share its head, so the task's data (its local labels mapped into the head's class
+    order, then into each other task's own order through its
+    :meth:`~avalanche_sdr.models.heads.TaskHeads.permutation`) give their means in the
     entry's new feature space."""
-    head_y = model.head_labels(task, y)
+    head_y = model.heads.labels(data.task, data.y)
     for other in model.trained_tasks:
-        if other != task and model.entry_of(other) == entry:
-            inverse = torch.argsort(torch.as_tensor(list(model.head_permutation(other)), dtype=torch.long))
-            fit_gaussian(model, other, entry, x, inverse[head_y], num_classes, False)
+        if other != data.task and model.entry_of(other) == entry:
+            inverse = torch.argsort(torch.as_tensor(list(model.heads.permutation(other)), dtype=torch.long))
+            fit_gaussian(model, other, entry, data.with_labels(inverse[head_y]), False)
 
 
 class GaussianRouter(Router):
@@ -93,17 +94,16 @@ class GaussianRouter(Router):
     name = ROUTER_GAUSSIAN
     state_name = ROUTER_GAUSSIAN
 
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
         """:meth:`Router.fit`; an updated entry's covariance is refitted as for a new entry,
         and so are the class means of every other task on it (:func:`_refit_entry_tasks`)."""
-        entry = model.entry_of(task)
-        fit_gaussian(model, task, entry, x, y, num_classes, new_entry or entry_updated)
+        entry = model.entry_of(data.task)
+        fit_gaussian(model, data.task, entry, data, new_entry or entry_updated)
         if entry_updated:
-            _refit_entry_tasks(model, task, entry, x, y, num_classes)
+            _refit_entry_tasks(model, entry, data)
 
     def routable(self, model) -> Tuple[List[int], List[int]]:
-        tasks = [t for t in model.task_to_entry if model.is_trained(t) and model.routing_state(task_key(self.name, t))
+        tasks = [t for t in model.task_to_entry if model.heads.is_trained(t) and model.routing_state(task_key(self.name, t))
                  and model.routing_state(entry_key(self.name, model.entry_of(t)))]
         return tasks, sorted({model.entry_of(t) for t in tasks})
 

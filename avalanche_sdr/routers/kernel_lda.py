@@ -31,12 +31,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+import weakref
+
 import torch
 from torch import Tensor
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.models.closed_form_heads import (FOURIER, LDA, RandomFeatures, accumulate, check_fraction,
                                                     check_positive, solve_head)
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router, TaskFreePrediction, entry_key
 from avalanche_sdr.routers.lda_router import unit_task
 from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA
@@ -59,6 +62,11 @@ SHRINKAGE = 1e-3
 
 def _key(entry: int) -> str:
     return entry_key(ROUTER_KERNEL_LDA, entry)
+
+
+_SOLVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+"""Repository -> its solved discriminants (:meth:`KernelLDARouter._solved`): derived from
+the routing state, never stored; kept here, not on the repository, and let go with it."""
 
 
 class KernelLDARouter(Router):
@@ -95,14 +103,14 @@ class KernelLDARouter(Router):
         return features
 
     @torch.no_grad()
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
-        """Add a just-trained ``task``'s training images to the statistics (module doc).
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
+        """Add a just-trained task's training images to the statistics (module doc).
 
-        :param x: [n, C, H, W] images; ``y``: [n] int64 local labels 0..c-1 (local label k
-            is class ``model.class_ids(task)[k]``).
+        :param data: the task's training data (:class:`~avalanche_sdr.models.task_data.TaskData`;
+            its E0 features, computed once per task, are what the map reads; local label k is
+            class ``model.heads.class_ids(data.task)[k]``).
         """
-        self.fit_features(model, task, model.batched_features(x, None), y)
+        self.fit_features(model, data.task, data.e0_features(model), data.y)
 
     @torch.no_grad()
     def fit_features(self, model, task: int, z: Tensor, y: Tensor) -> None:
@@ -117,7 +125,7 @@ class KernelLDARouter(Router):
         ids = units.get("class_ids", torch.zeros(0, dtype=torch.long)).cpu()
         sums = units.get("sums", torch.zeros(0, self.dim)).cpu()
         counts = units.get("counts", torch.zeros(0)).cpu()
-        class_ids = model.class_ids(task)
+        class_ids = model.heads.class_ids(task)
         for cid in class_ids:  # a unit per class id new to the entry
             if cid not in ids.tolist():
                 ids = torch.cat([ids, torch.tensor([cid])])
@@ -137,13 +145,13 @@ class KernelLDARouter(Router):
 
     def _solved(self, model) -> Dict[str, object]:
         """``{"weights": [D, U], "offsets": [U], "units": [(entry, class id)], "map":
-        RandomFeatures}``, kept on the model until the statistics change."""
+        RandomFeatures}``, kept (:data:`_SOLVED`) until the statistics change."""
         base = model.routing_state(BASE_KEY)
         entries = self._entries(model)
         states = [model.routing_state(_key(e)) for e in entries]
         version = (repr(self), tuple(entries), float(base["scatter"].sum()),
                    tuple(tuple(s["counts"].tolist()) for s in states))
-        kept = model.__dict__.get("_kernel_lda_solved")
+        kept = _SOLVED.get(model)
         if kept is not None and kept["version"] == version:
             return kept
         sums = torch.cat([s["sums"].cpu() for s in states])
@@ -152,7 +160,7 @@ class KernelLDARouter(Router):
         kept = {"version": version, "weights": weights, "offsets": offsets,
                 "units": [(e, int(c)) for e, s in zip(entries, states) for c in s["class_ids"].tolist()],
                 "map": self._map(model, base["weight"].shape[0])}
-        model.__dict__["_kernel_lda_solved"] = kept
+        _SOLVED[model] = kept
         return kept
 
     # ------------------------------------------------------------------ routing
@@ -160,7 +168,7 @@ class KernelLDARouter(Router):
         if not model.routing_state(BASE_KEY):
             return [], []
         entries = self._entries(model)
-        return [t for t in model.task_to_entry if model.is_trained(t) and model.entry_of(t) in entries], entries
+        return [t for t in model.task_to_entry if model.heads.is_trained(t) and model.entry_of(t) in entries], entries
 
     def scores(self, model, e0: Tensor) -> Tuple[Tensor, Tensor]:
         """``(scores [N, U] float32, units [U, 3] int64 (task, entry, class id))`` of E0

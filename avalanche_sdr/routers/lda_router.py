@@ -17,18 +17,20 @@ features and in the features of all entries at once.
   routed the most images of the stream's detected repeats right (:func:`record_repeat`:
   routed before each repeat trains; ``a = 0.5`` until one comes). Ties: the first unit.
 
-What is derived from the stored images is kept on the model (never stored) and updated
-only where a fit changed it; the tied covariance goes through the stored images' Gram
-matrix, never a [W, W] one (:func:`_sample_space`, :func:`_discriminants`). How the
-router and its options were chosen, on validation splits only: docs/method.rst, "How the
-task-free routers were chosen". Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and
-``FeCAMClassifier`` fit one feature space with one head; here the spaces are E0 and a
-changing set of entries.
+What is derived from the stored images is kept in this module per repository
+(:data:`_DERIVED`, never stored) and updated only where a fit changed it; the tied
+covariance goes through the stored images' Gram matrix, never a [W, W] one
+(:func:`_sample_space`, :func:`_discriminants`). How the router and its options were
+chosen, on validation splits only: docs/method.rst, "How the task-free routers were
+chosen". Written by hand: Avalanche 0.6.0's ``StreamingLDA`` and ``FeCAMClassifier``
+fit one feature space with one head; here the spaces are E0 and a changing set of
+entries.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -37,7 +39,9 @@ from torch import Tensor
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.models.repository import float_images, stored_images
+from avalanche_sdr.models.digests import backbone_state_digest, task_state_digest
+from avalanche_sdr.models.stored import float_images, stored_images
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router, TaskFreePrediction
 from avalanche_sdr.routers.covariance import ledoit_wolf_from_gram, ledoit_wolf_from_moments, whitening
 from avalanche_sdr.vocabulary import ROUTER_LDA, ROUTER_LDA_WEIGHTED
@@ -47,6 +51,21 @@ E0_KEY = f"{ROUTER_LDA}_base"
 
 EXEMPLAR_SEED = 4021
 """Seed of the router's draws of stored images (``task_generator(EXEMPLAR_SEED, task, 0)``)."""
+
+
+_DERIVED: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyDictionary()
+"""Repository -> what this module derived from its ``"lda"`` state (module doc: never
+stored, recomputed where missing or out of date): ``"fitted"`` (:func:`_fitted`),
+``"discriminants"`` (:func:`_discriminants`), ``"space"`` (:func:`_sample_space`) and
+``"unit_table"`` (:func:`unit_table`). Kept here, not on the repository, and let go with it."""
+
+
+def _derived(model) -> Dict[str, Any]:
+    """The derived state kept for ``model`` (:data:`_DERIVED`), an empty dict at first."""
+    kept = _DERIVED.get(model)
+    if kept is None:
+        kept = _DERIVED[model] = {}
+    return kept
 
 
 def entry_key(entry: int) -> str:
@@ -60,24 +79,25 @@ def _power(z: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def fit_lda(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int, per_class: int,
-            entry_moved: bool = False) -> None:
-    """Add a just-trained ``task``'s data to the ``"lda"`` router (module doc).
+def fit_lda(model, data: TaskData, entry: int, per_class: int, entry_moved: bool = False) -> None:
+    """Add a just-trained task's data to the ``"lda"`` router (module doc).
 
-    :param x: [n, C, H, W] the task's training images; ``y``: [n] int64 local labels
-        0..c-1 (every class present; local label k is class ``model.class_ids(task)[k]``).
-    :param num_classes: c.
+    :param data: the task's training data: images, local labels 0..c-1 (every class
+        present; local label k is class ``model.heads.class_ids(data.task)[k]``), E0's
+        features.
+    :param entry: the task's entry.
     :param per_class: images stored per unit at most (topped up by later tasks of the
         entry until reached).
     :param entry_moved: the task trained its entry's adapters (a learning reuse's update):
         the stored images' features through it are computed again.
     """
+    task, x, num_classes = data.task, data.x, data.num_classes
     if entry_moved:
         forget_space(model, entry)
-    class_ids = torch.tensor(model.class_ids(task), dtype=torch.long)
-    y = y.to("cpu")
+    class_ids = torch.tensor(model.heads.class_ids(task), dtype=torch.long)
+    y = data.y.to("cpu")
     # E0 moments: per unit sums and counts; the within-task, within-class residual scatter.
-    z0 = model.batched_features(x, None).double()
+    z0 = data.e0_features(model).double()
     state = model.routing_state(E0_KEY)
     dim = z0.shape[1]
     scatter = state.get("scatter", torch.zeros(dim, dim, dtype=torch.float64)).cpu().double()
@@ -121,7 +141,7 @@ def fit_lda(model, task: int, entry: int, x: Tensor, y: Tensor, num_classes: int
 
 def _joined(parts: List[Tensor]) -> Tensor:
     """The stored images and the new ones: uint8 if all are, else all float32 (uint8 ones
-    divided by 255, as :func:`~avalanche_sdr.models.repository.stored_images` quantised them)."""
+    divided by 255, as :func:`~avalanche_sdr.models.stored.stored_images` quantised them)."""
     if all(p.dtype == torch.uint8 for p in parts):
         return torch.cat(parts)
     return torch.cat([float_images(p) for p in parts])
@@ -145,7 +165,7 @@ def _fitted(model) -> Dict[str, Any]:
     state = model.routing_state(E0_KEY)
     # the number of fits, and a checksum that changes with a state loaded from elsewhere
     version = (int(state["fits"].item()), float(state["scatter"].sum()), float(state["moments"][1]))
-    cache = getattr(model, "_lda_cache", None)
+    cache = _derived(model).get("fitted")
     if cache is not None and cache["version"] == version:
         return cache
     entries = lda_entries(model)
@@ -158,7 +178,7 @@ def _fitted(model) -> Dict[str, Any]:
     discriminants, offsets = _discriminants(model, entries, states)
     cache = {"version": version, "entries": entries, "white0": white0.float(), "means0": means0.float(),
              "discriminants": discriminants, "offsets": offsets}
-    model._lda_cache = cache
+    _derived(model)["fitted"] = cache
     return cache
 
 
@@ -174,7 +194,7 @@ def _discriminants(model, entries: List[int], states: List[Dict[str, Tensor]]) -
 
     Computed in the space of the n stored images (Woodbury: ``Sigma = a I + b R^T R``, R the
     [n, W] residuals), from their Gram matrix ``Z Z^T`` kept by :func:`_sample_space`:
-    a [W, W] matrix is never formed or factorised. Kept on the model until a stored image,
+    a [W, W] matrix is never formed or factorised. Kept (:data:`_DERIVED`) until a stored image,
     a unit or an entry's features change.
     """
     with _evaluating(model):
@@ -188,7 +208,7 @@ def _discriminants(model, entries: List[int], states: List[Dict[str, Tensor]]) -
     unit_of = torch.tensor([index[(int(o), int(labels[int(o)][int(i)]))] for o, i in space["rows"].tolist()],
                            dtype=torch.long)
     key = (space["version"], tuple(index), tuple(unit_of.tolist()))
-    kept = model.__dict__.get("_lda_discriminants")
+    kept = _derived(model).get("discriminants")
     if kept is not None and kept[0] == key:
         return kept[1], kept[2]
     z, gram = space["z"], space["gram"]
@@ -218,13 +238,13 @@ def _discriminants(model, entries: List[int], states: List[Dict[str, Tensor]]) -
     else:  # full shrinkage: Sigma = a I
         discriminants = means.T / alpha
     offsets = (means * discriminants.T).sum(1)
-    model.__dict__["_lda_discriminants"] = (key, discriminants, offsets)
+    _derived(model)["discriminants"] = (key, discriminants, offsets)
     return discriminants, offsets
 
 
 def _sample_space(model, entries: List[int], states: List[Dict[str, Tensor]]) -> Dict[str, Any]:
     """The square-rooted concatenated features of every stored image and their Gram matrix,
-    kept on the model (``_lda_space``, not stored) and updated with what changed since:
+    kept (:data:`_DERIVED`, not stored) and updated with what changed since:
 
     - ``z`` [n, W] float64: ``sqrt(max(0, [E0(x), E_e1(x), ...]))``, column blocks in
       entry order (``spaces``: ``None`` for E0, then the entries);
@@ -237,19 +257,19 @@ def _sample_space(model, entries: List[int], states: List[Dict[str, Tensor]]) ->
     trains: a new image adds a row (its features through every space), a new entry a
     column block, an entry whose features moved has its block replaced (``gram`` updated
     by the block's outer products). What has changed is read from content digests: each
-    entry's (:meth:`~avalanche_sdr.models.SDRModel.task_state_digest` of its creating
-    task, with E0's :meth:`~avalanche_sdr.models.SDRModel.backbone_state_digest`) and each
+    entry's (:func:`~avalanche_sdr.models.digests.task_state_digest` of its creating
+    task, with E0's :func:`~avalanche_sdr.models.digests.backbone_state_digest`) and each
     owner's stored images, so that a state or an entry loaded from elsewhere is not read
     as kept. Cost per update: the new features, and O(n^2) per changed column or row
     block; nothing of size W x W.
     """
-    backbone = model.backbone_state_digest()
+    backbone = backbone_state_digest(model)
     marks = {None: backbone}
     for e in entries:
-        marks[e] = backbone + model.task_state_digest(model.entry_creator[e])
+        marks[e] = backbone + task_state_digest(model, model.entry_creator[e])
     images = {e: float_images(s["images"]).cpu() for e, s in zip(entries, states)}
     digests = {e: _image_digest(s["images"]) for e, s in zip(entries, states)}
-    space = model.__dict__.get("_lda_space")
+    space = _derived(model).get("space")
     spaces = [None] + list(entries)
     if space is None or space["spaces"] != spaces[:len(space["spaces"])]:
         space = {"spaces": [], "marks": {}, "owners": {}, "rows": torch.zeros(0, 2, dtype=torch.long),
@@ -304,7 +324,7 @@ def _sample_space(model, entries: List[int], states: List[Dict[str, Tensor]]) ->
         space["owners"][o] = (images[o].shape[0], digests[o])
     if changed:
         space["version"] += 1
-    model.__dict__["_lda_space"] = space
+    _derived(model)["space"] = space
     return space
 
 
@@ -365,7 +385,7 @@ def _features(model, x: Tensor, space: Optional[int]) -> Tensor:
 def forget_space(model, entry: int) -> None:
     """Mark the stored images' features through ``entry`` as moved (the learning reuse
     updated it): the next fit computes them again."""
-    space = model.__dict__.get("_lda_space")
+    space = _derived(model).get("space")
     if space is not None:
         space["marks"].pop(entry, None)
 
@@ -501,8 +521,8 @@ def chosen_weight(model) -> float:
 def unit_task(model, entry: int, class_id: int) -> int:
     """The latest trained task of ``entry`` with class ``class_id`` (the task a unit's
     prediction is reported through)."""
-    tasks = [t for t in model.task_to_entry if model.entry_of(t) == entry and model.is_trained(t)
-             and class_id in model.class_ids(t)]
+    tasks = [t for t in model.task_to_entry if model.entry_of(t) == entry and model.heads.is_trained(t)
+             and class_id in model.heads.class_ids(t)]
     if not tasks:
         raise RuntimeError(f"no trained task of entry {entry} has class {class_id}")
     return max(tasks)
@@ -510,13 +530,13 @@ def unit_task(model, entry: int, class_id: int) -> int:
 
 def unit_table(model) -> Tensor:
     """[U, 3] int64 (task, entry, class id) of every unit (:func:`units`, :func:`unit_task`),
-    kept on the model until the router is fitted again or another task gets a head, so
+    kept (:data:`_DERIVED`) until the router is fitted again or another task gets a head, so
     that a prediction does not search the tasks for every unit of every mini-batch."""
     key = (_fitted(model)["version"], tuple(model.trained_tasks))
-    kept = model.__dict__.get("_lda_unit_table")
+    kept = _derived(model).get("unit_table")
     if kept is None or kept[0] != key:
         table = torch.tensor([[unit_task(model, e, c), e, c] for e, c in units(model)], dtype=torch.long)
-        kept = model.__dict__["_lda_unit_table"] = (key, table)
+        kept = _derived(model)["unit_table"] = (key, table)
     return kept[1]
 
 
@@ -541,17 +561,16 @@ class LDARouter(Router):
     def options(self) -> Dict[str, object]:
         return {"exemplars": self.exemplars}
 
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
         """:func:`fit_lda` with this router's ``exemplars`` (the stored images' features
         through an updated entry are computed again)."""
-        fit_lda(model, task, model.entry_of(task), x, y, num_classes, self.exemplars, entry_moved=entry_updated)
+        fit_lda(model, data, model.entry_of(data.task), self.exemplars, entry_moved=entry_updated)
 
     def routable(self, model) -> Tuple[List[int], List[int]]:
         if not model.routing_state(E0_KEY):
             return [], []
         entries = lda_entries(model)
-        return [t for t in model.task_to_entry if model.is_trained(t) and model.entry_of(t) in entries], entries
+        return [t for t in model.task_to_entry if model.heads.is_trained(t) and model.entry_of(t) in entries], entries
 
     def weight(self, model) -> Optional[float]:
         """The weight of the concatenated term (``None``: the two terms' plain sum)."""
@@ -591,15 +610,15 @@ class LDAWeightedRouter(LDARouter):
     def options(self) -> Dict[str, object]:
         return {"exemplars": self.exemplars, "evidence": self.evidence}
 
-    def fit(self, model, task: int, x: Tensor, y: Tensor, num_classes: int, *, new_entry: bool,
-            entry_updated: bool = False) -> None:
+    def fit(self, model, data: TaskData, *, new_entry: bool, entry_updated: bool = False) -> None:
         """:meth:`LDARouter.fit`, then the mark of its evidence (:func:`open_evidence`)."""
-        super().fit(model, task, x, y, num_classes, new_entry=new_entry, entry_updated=entry_updated)
+        super().fit(model, data, new_entry=new_entry, entry_updated=entry_updated)
         open_evidence(model)
 
-    def before_repeat(self, model, task: int, entry: int, x: Tensor, class_ids: Tensor) -> int:
-        """:func:`record_repeat` with this router's ``evidence`` limit."""
-        return record_repeat(model, task, entry, x, class_ids, limit=self.evidence)
+    def before_repeat(self, model, data: TaskData, entry: int) -> int:
+        """:func:`record_repeat` of the repeat's images and class ids, with this router's
+        ``evidence`` limit."""
+        return record_repeat(model, data.task, entry, data.x, data.class_id_labels, limit=self.evidence)
 
     def routable(self, model) -> Tuple[List[int], List[int]]:
         if not model.routing_state(REPEATS_KEY):

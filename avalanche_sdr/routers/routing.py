@@ -21,15 +21,17 @@ its state lives in the repository (counted in memory, saved in checkpoints):
 
 The functions taking a router name (:func:`route`, :func:`fit_router`, :func:`routable`,
 :func:`router_states`, :func:`state_router`) build the router from the registry and call
-it; they keep the earlier name-level calls working.
+it, for callers that hold a name.
 """
 from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple, Union
 
+import torch
 from torch import Tensor
 
-from avalanche_sdr.routers.base import Router, TaskFreePrediction, task_key
+from avalanche_sdr.models.task_data import TaskData
+from avalanche_sdr.routers.base import Router, TaskFreePrediction
 from avalanche_sdr.routers.covariance import ledoit_wolf_covariance
 from avalanche_sdr.routers.expert_gate import ExpertGateRouter
 from avalanche_sdr.routers.gaussian import GaussianRouter
@@ -123,12 +125,17 @@ def fit_router(router: RouterLike, model, task: int, x: Tensor, y: Tensor, num_c
     Other parameters: as :meth:`Router.fit <avalanche_sdr.routers.base.Router.fit>`.
 
     :param router: a name in :data:`ROUTER_TYPES` or a router object.
+    :param x: [n, C, H, W] the task's training images; ``y``: [n] int64 local labels 0..c-1
+        (local label k is class ``model.heads.class_ids(task)[k]``); ``num_classes``: c.
     :param exemplars_per_class: for a router NAME ``"lda"`` / ``"lda_weighted"`` only, its
         ``exemplars`` (a router object carries its own).
     """
     if isinstance(router, str) and router in ROUTER_TYPES and issubclass(ROUTER_TYPES[router], LDARouter):
         router = make_router(router, exemplars=exemplars_per_class)
-    make_router(router).fit(model, task, x, y, num_classes, new_entry=new_entry, entry_updated=entry_updated)
+    if int(y.max()) + 1 != num_classes:
+        raise ValueError(f"y holds labels 0..{int(y.max())} but num_classes={num_classes}; every class must be present")
+    data = TaskData(task, x, y, torch.tensor(model.heads.class_ids(task), dtype=torch.long))
+    make_router(router).fit(model, data, new_entry=new_entry, entry_updated=entry_updated)
 
 
 def route(model, x: Tensor, router: RouterLike = DEFAULT_ROUTER) -> TaskFreePrediction:
@@ -141,8 +148,6 @@ def route_with_features(model, x: Tensor, router: RouterLike = DEFAULT_ROUTER) -
     <avalanche_sdr.routers.base.Router.route_with_features>`)."""
     return make_router(router).route_with_features(model, x)
 
-
-_task_key = task_key  # the earlier private name, read by tests of the learning reuse
 
 __all__ = ["DEFAULT_ROUTER", "ROUTERS", "ROUTER_TYPES", "Router", "RouterLike", "TaskFreePrediction", "check_routers",
            "fit_router", "ledoit_wolf_covariance", "make_router", "routable", "route", "route_with_features",

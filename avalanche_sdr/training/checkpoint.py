@@ -28,7 +28,6 @@ import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
 
-from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.evaluation.memory import repository_memory_bytes
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
@@ -212,7 +211,7 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
             n_warm_start=sdr.n_warm_start,
             forward_transfer=sdr.forward_transfer,
             **({"routers": [router.config() for router in sdr.routers]} if sdr.routers else {}),
-            detector=detector.config() if hasattr(detector, "config") else {"rule": getattr(detector, "rule", None)},
+            detector=detector.config(),
         )
     )
 
@@ -544,7 +543,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
                 "strategy": strategy_fingerprint(strategy),
             },
             "repository": model.layout(),
-            "records": [record.to_dict() for record in strategy.sdr.records],
+            "records": strategy.sdr.record_dicts(),
             "progress": list(self.progress),
             "clock": {field: int(getattr(strategy.clock, field)) for field in _CLOCK_FIELDS},
             "rng": {"python": _python_rng_state(), "numpy": _numpy_rng_state()},
@@ -591,7 +590,7 @@ class SDRCheckpointPlugin(SupervisedPlugin):
         if differences:
             raise CheckpointMismatchError(self.directory, differences)
         tensors = _restore_model(self.directory, manifest, strategy.model)
-        strategy.sdr.records = [DetectionRecord.from_dict(r) for r in manifest["records"]]
+        strategy.sdr.restore_records(manifest["records"])
         self.progress = [dict(p) for p in manifest["progress"]]
         strategy.sdr.epoch_accuracies = [list(p.get("train_accuracy_per_epoch", [])) for p in self.progress]
         for field, value in manifest["clock"].items():

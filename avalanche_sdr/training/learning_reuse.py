@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.models.repository import TensorSet, float_images, stored_images
+from avalanche_sdr.detection.decision import json_float
+from avalanche_sdr.models.stored import float_images, stored_images
 
 EXEMPLAR_SEED = 0x5D3
 """Base seed of the learning reuse's generators (stored images, replay draws,
@@ -58,6 +59,136 @@ data :class:`EarlyStop` scores after every epoch. Fixed in advance (not tuned)."
 EARLY_STOP_PATIENCE = 1
 """Epochs without a lower held-out loss after which an update stops (then the best
 epoch's state is kept). Fixed in advance (not tuned)."""
+
+
+@dataclass
+class ReuseRecord:
+    """What the strategy's reuse did with one task's entry after the detector's decision
+    (JSON-serialisable): the learning reuse's gate, update, early stop, rollback and
+    class balance. Beside the task's :class:`~avalanche_sdr.detection.DetectionRecord`,
+    which holds the detection's evidence and decision; a run's results and checkpoints
+    write both in one dict (:meth:`to_dict` keys after the detection record's).
+
+    :param entry_updated: ``reuse="accumulate"`` (:class:`~avalanche_sdr.training.SDRSettings`):
+        the reused entry's adapters, BatchNorm copies and head kept training on this
+        task's data (``False``: head-only reuse, the paper's, a new entry, or the guard
+        refused the update).
+    :param gate_accuracy: ``reuse="accumulate"`` with ``reuse_guard``: accuracy of the
+        reused entry's head (through the detector's ``class_permutation``) on this task's
+        training data, before any training on it (fraction in [0, 1]); ``None`` when not
+        measured. A task the gate refused got a new entry (its decision ``"new"``).
+    :param gate_threshold: the accuracy ``gate_accuracy`` had to reach for the update
+        to go ahead (midway between chance, 1/c, and the entry's accuracy on its stored
+        images); ``None`` when not measured.
+    :param update_epochs: an update with ``update_early_stop``: the epochs whose state it
+        kept (the best on the repeat's held-out share); ``None`` when not measured.
+    :param heldout_accuracy: an update with ``update_rollback``: the entry's head's
+        accuracy on the entry's held-out images (its creating task's, never trained on
+        since) before and after the update, ``[before, after]`` (fractions in [0, 1]);
+        empty when not measured.
+    :param update_rolled_back: the update lowered ``heldout_accuracy`` and was undone:
+        the entry, its BatchNorm copies and head are as before this task, which still
+        answers through the entry's head (``entry_updated`` stays ``True``).
+    :param update_balanced: the update was class-balanced (``update_balance``'s rule
+        asked for it: class weights, the entry's BatchNorm copies in eval mode).
+    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: the
+        smallest p-value of its chi-square tests (the repeat's class counts against the
+        entry's creating task's and against equal counts, the creating task's against
+        equal counts); ``None`` when not tested.
+    """
+
+    entry_updated: bool = False
+    gate_accuracy: Optional[float] = None
+    gate_threshold: Optional[float] = None
+    update_epochs: Optional[int] = None
+    heldout_accuracy: List[float] = field(default_factory=list)
+    update_rolled_back: bool = False
+    update_balanced: bool = False
+    balance_p_value: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for name in ("entry_updated", "update_rolled_back", "update_balanced"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        for name in ("gate_accuracy", "gate_threshold", "balance_p_value"):
+            value = getattr(self, name)
+            setattr(self, name, None if value is None else float(value))
+        if self.update_epochs is not None:
+            if isinstance(self.update_epochs, bool) or not hasattr(self.update_epochs, "__index__"):
+                raise ValueError(f"update_epochs must be an int or None, got {self.update_epochs!r}")
+            self.update_epochs = int(self.update_epochs)
+        self.heldout_accuracy = [float(v) for v in self.heldout_accuracy]
+        if self.heldout_accuracy and (len(self.heldout_accuracy) != 2 or any(math.isnan(v) for v in
+                                                                             self.heldout_accuracy)):
+            raise ValueError(f"heldout_accuracy is [before, after], got {self.heldout_accuracy}")
+        for name in ("update_rolled_back", "update_balanced"):
+            if getattr(self, name) and not self.entry_updated:
+                raise ValueError(f"{name} is only set for an update (entry_updated=True)")
+
+    def check_decision(self, decision: str) -> None:
+        """Refuse an update recorded for a task that did not reuse an entry.
+
+        :param decision: the task's :attr:`DetectionRecord.decision
+            <avalanche_sdr.detection.DetectionRecord.decision>`.
+        :raises ValueError: ``entry_updated`` for a decision other than ``"reuse"``.
+        """
+        if self.entry_updated and decision != "reuse":
+            raise ValueError(f"entry_updated is only set for a 'reuse', not {decision!r}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain-python dict that ``json.dumps`` accepts (non-finite floats as strings,
+        as :meth:`DetectionRecord.to_dict <avalanche_sdr.detection.DetectionRecord.to_dict>`)."""
+        def number(value):
+            return None if value is None else json_float(value)
+
+        return {
+            "entry_updated": self.entry_updated,
+            "gate_accuracy": number(self.gate_accuracy),
+            "gate_threshold": number(self.gate_threshold),
+            "update_epochs": self.update_epochs,
+            "heldout_accuracy": list(self.heldout_accuracy),
+            "update_rolled_back": self.update_rolled_back,
+            "update_balanced": self.update_balanced,
+            "balance_p_value": number(self.balance_p_value),
+        }
+
+    @classmethod
+    def field_names(cls) -> Tuple[str, ...]:
+        """The record's keys, in :meth:`to_dict` order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ReuseRecord":
+        """Inverse of :meth:`to_dict` (also after a JSON round trip); keys absent from
+        ``data`` keep their defaults, other keys are not read (a results or checkpoint
+        record holds the detection record's keys too)."""
+        return cls(**{name: data[name] for name in cls.field_names() if name in data})
+
+    def describe(self) -> str:
+        """The update's part of the task's one-line report (``""`` without an update)."""
+        if self.update_rolled_back:
+            return ", entry update rolled back"
+        if self.update_epochs == 0:
+            return ", entry update of 0 epochs"
+        if self.entry_updated:
+            return ", entry updated" + (" (class-balanced)" if self.update_balanced else "")
+        return ""
+
+    def describe_gate(self) -> str:
+        """The gate's part of the report (``""`` when the gate did not run)."""
+        if self.gate_accuracy is None:
+            return ""
+        return (f" (gate: head accuracy {self.gate_accuracy:.2f} "
+                f"{'>=' if self.gate_accuracy >= self.gate_threshold else '<'} {self.gate_threshold:.2f})")
+
+
+def entry_updatable(model, entry: int) -> bool:
+    """Whether every task mapped to ``entry`` answers through its creating task's head,
+    so that training the entry (the learning reuse) moves no frozen head's features."""
+    creator = model.entry_creator[int(entry)]
+    heads = model.heads
+    return all(heads.owner(t) == creator for t, e in model.task_to_entry.items()
+               if e == int(entry) and heads.is_trained(t))
 
 
 def select_exemplars(x: Tensor, y: Tensor, num_classes: int, per_class: int, task: int):
@@ -96,32 +227,35 @@ def select_heldout(x: Tensor, y: Tensor, num_classes: int, per_class: int, exemp
     return x.cpu()[idx], y[idx]
 
 
-def store_heldout(model, entry: int, images: Tensor, labels: Tensor) -> None:
-    """Keep ``entry``'s held-out images beside its replayed ones (buffers ``heldout_images``
-    (uint8 when in [0, 1], as :func:`~avalanche_sdr.models.repository.stored_images`) and
-    ``heldout_labels`` of its exemplar set: counted in memory, checkpointed).
+def heldout_tensors(images: Tensor, labels: Tensor) -> Dict[str, Tensor]:
+    """An entry's held-out images as they are kept beside its stored ones
+    (``model.set_exemplars(..., replace=False)``): ``heldout_images`` (uint8 when in
+    [0, 1], as :func:`~avalanche_sdr.models.stored.stored_images`) and ``heldout_labels``;
+    counted in memory, checkpointed.
 
     :param images: [m, C, H, W] float images; ``labels``: [m] int64 in the entry's head space.
-    :raises KeyError: the entry has no stored exemplars (store them first).
     """
-    key = str(int(entry))
-    if key not in model.entry_exemplars:
-        raise KeyError(f"entry {entry} has no stored images to keep held-out images beside")
-    state = model.entry_exemplars[key]
-    tensors = dict(state.as_dict(), heldout_images=stored_images(images.detach().cpu()),
-                   heldout_labels=labels.detach().cpu().long())
-    device = state.images.device
-    model.entry_exemplars[key] = TensorSet(tensors).to(device)
+    return {"heldout_images": stored_images(images.detach().cpu()), "heldout_labels": labels.detach().cpu().long()}
+
+
+def stored(model, entry: int) -> Tuple[Tensor, Tensor]:
+    """``entry``'s stored images (``model.exemplars``): float32 [n, C, H, W] (uint8 ones
+    divided by 255) and int64 labels [n]; both empty (n = 0) when none are stored."""
+    state = model.exemplars(entry)
+    if "labels" not in state:
+        c, h, w = model.input_shape
+        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
+    return float_images(state["images"]), state["labels"]
 
 
 def heldout(model, entry: int) -> Tuple[Tensor, Tensor]:
-    """``entry``'s held-out images (:func:`store_heldout`): float32 [m, C, H, W] and int64
+    """``entry``'s held-out images (:func:`heldout_tensors`): float32 [m, C, H, W] and int64
     labels [m]; both empty (m = 0) when none are kept."""
-    state = model.entry_exemplars[str(int(entry))] if str(int(entry)) in model.entry_exemplars else None
-    if state is None or not hasattr(state, "heldout_labels"):
+    state = model.exemplars(entry)
+    if "heldout_labels" not in state:
         c, h, w = model.input_shape
         return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
-    return float_images(state.heldout_images), state.heldout_labels
+    return float_images(state["heldout_images"]), state["heldout_labels"]
 
 
 def split_repeat(y: Tensor, num_classes: int, share: float, task: int) -> Tuple[Tensor, Tensor]:
@@ -165,29 +299,12 @@ from the entry's creating task's with p < this gets the balanced update. Fixed i
 advance (the level of the library's two-sample test), not tuned."""
 
 
-def store_class_counts(model, entry: int, counts: Tensor) -> None:
-    """Keep the class counts of ``entry``'s creating task beside its stored images (buffer
-    ``class_counts`` of its exemplar set: counted in memory, checkpointed), what
-    :class:`ShiftedBalance` compares a repeat with.
-
-    :param counts: [c] int64, training images per class in the entry's head space.
-    :raises KeyError: the entry has no stored exemplars (store them first).
-    """
-    key = str(int(entry))
-    if key not in model.entry_exemplars:
-        raise KeyError(f"entry {entry} has no stored images to keep its class counts beside")
-    state = model.entry_exemplars[key]
-    tensors = dict(state.as_dict(), class_counts=counts.detach().cpu().long())
-    model.entry_exemplars[key] = TensorSet(tensors).to(state.images.device)
-
-
 def class_counts(model, entry: int) -> Optional[Tensor]:
-    """The class counts kept for ``entry`` (:func:`store_class_counts`): [c] int64 on the
-    CPU, or ``None`` when none are kept (an entry stored before counts were kept)."""
-    state = model.entry_exemplars[str(int(entry))] if str(int(entry)) in model.entry_exemplars else None
-    if state is None or not hasattr(state, "class_counts"):
-        return None
-    return state.class_counts.cpu()
+    """The class counts kept for ``entry`` (``class_counts`` beside its stored images, what
+    :class:`ShiftedBalance` compares a repeat with): [c] int64 on the CPU, or ``None`` when
+    none are kept (an entry stored before counts were kept)."""
+    counts = model.exemplars(entry).get("class_counts")
+    return None if counts is None else counts.cpu()
 
 
 def counts_p_value(repeat: Tensor, reference: Tensor) -> float:
@@ -340,7 +457,7 @@ class EntrySnapshot:
 
     @staticmethod
     def _live(model, entry: int, owner: int) -> List[Tensor]:
-        modules = list(model.encoder.entry_modules(entry)) + [model.heads[str(int(owner))]]
+        modules = list(model.encoder.entry_modules(entry)) + [model.heads.module(owner)]
         return [t for m in modules for t in list(m.parameters()) + list(m.buffers())]
 
     @torch.no_grad()
@@ -454,7 +571,7 @@ def head_logits(model, entry: int, owner: int, x: Tensor, batch_size: Optional[i
     :return: [n, width] float32 logits, on the CPU.
     """
     feats = model.batched_features(x, entry, batch_size)
-    head = model.heads[str(int(owner))]
+    head = model.heads.module(owner)
     was_training = head.training
     head.eval()
     try:
@@ -487,7 +604,7 @@ def gate(model, entry: int, x: Tensor, y: Tensor, num_classes: int, permutation:
     owner = model.entry_creator[int(entry)]
     perm = torch.as_tensor(list(permutation), dtype=torch.long)
     accuracy = head_accuracy(model, entry, owner, x, perm[y.cpu()])
-    stored_x, stored_y = model.exemplars(entry)
+    stored_x, stored_y = stored(model, entry)
     reference = head_accuracy(model, entry, owner, stored_x, stored_y) if len(stored_y) else 1.0
     threshold = 0.5 * (1.0 / num_classes + reference)
     return GateResult(accuracy=accuracy, threshold=threshold, passed=accuracy >= threshold)
@@ -504,7 +621,7 @@ class ExemplarReplay:
     def __init__(self, model, entry: int, task: int, batch_size: int):
         self.entry = int(entry)
         self.owner = model.entry_creator[self.entry]
-        self.images, self.labels = model.exemplars(self.entry)
+        self.images, self.labels = stored(model, self.entry)
         self.batch_size = int(batch_size)
         self._generator = task_generator(EXEMPLAR_SEED, task, _REPLAY)
 
@@ -520,13 +637,14 @@ class ExemplarReplay:
             return None
         idx = torch.randperm(n, generator=self._generator)[: min(n, self.batch_size)]
         feats = model.features(self.images[idx].to(device), self.entry)
-        logits = model.heads[str(self.owner)](feats)
+        logits = model.heads.module(self.owner)(feats)
         return criterion(logits, self.labels[idx].to(device))
 
 
 __all__ = ["AlwaysBalance", "BALANCE_LEVEL", "BALANCE_RULES", "BalanceDecision", "BalanceRule",
            "EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
-           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "ShiftedBalance", "balanced_loss",
-           "balanced_weights", "class_counts", "counts_p_value", "entry_batchnorms", "equal_counts_p_value", "gate",
-           "head_accuracy", "head_logits", "heldout", "heldout_correct", "make_balance_rule", "rollback_check",
-           "select_exemplars", "select_heldout", "split_repeat", "store_class_counts", "store_heldout"]
+           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "ReuseRecord", "ShiftedBalance",
+           "balanced_loss", "balanced_weights", "class_counts", "counts_p_value", "entry_batchnorms", "entry_updatable",
+           "equal_counts_p_value", "gate", "head_accuracy", "head_logits", "heldout", "heldout_correct",
+           "heldout_tensors", "make_balance_rule", "rollback_check", "select_exemplars", "select_heldout",
+           "split_repeat", "stored"]

@@ -6,9 +6,13 @@ budget (:data:`~avalanche_sdr.training.presets.BUDGETS`, how long it trains):
 - ``"paper"`` (the default): the paper's SDR, the agreement rule on a VAE per entry,
   head-only reuse, task-aware prediction only;
 - ``"recommended"``: the configuration the results pages measured best
-  (docs/results/learning_reuse.md, docs/results/task_free.md): the two-sample repeat test
-  with the classes matched in any order, no generators (the test reads none), the
-  learning reuse (``reuse="accumulate"``) and the task-free router ``"lda_weighted"``.
+  (docs/results/learning_reuse.md, docs/results/task_free.md,
+  docs/results/detection/level_by_size.md): the ``"small_task"`` rule, whose two-sample
+  repeat test matches the classes in any order at a level that falls with the task's
+  size (``alpha="by_size"``) and reads the warm-start references E0 was pretrained
+  without, with its fallback on tasks of few images a class; no generators (the rule
+  reads none), the learning reuse (``reuse="accumulate"``) and the task-free router
+  ``"lda_weighted"``.
 
 A preset only supplies defaults: ``SDRStrategy(..., method="recommended", reuse="head")``
 keeps the head-only reuse. Nothing here is a second definition of a setting: the preset
@@ -19,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Tuple, Union
 
-from avalanche_sdr.detection.two_sample import TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.detection.small_task import SmallTaskDetector, SmallTaskSettings
+from avalanche_sdr.detection.two_sample import TwoSampleSettings
 from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_HEAD, ROUTER_LDA_WEIGHTED
 
 
@@ -51,8 +56,8 @@ def _paper_detector() -> str:
     return "agreement"
 
 
-def _recommended_detector() -> TwoSampleDetector:
-    return TwoSampleDetector(TwoSampleSettings(match_classes=True))
+def _recommended_detector() -> SmallTaskDetector:
+    return SmallTaskDetector(SmallTaskSettings(two_sample=TwoSampleSettings(match_classes=True, alpha="by_size")))
 
 
 METHODS: Dict[str, MethodPreset] = {
@@ -61,8 +66,9 @@ METHODS: Dict[str, MethodPreset] = {
         summary="the paper's SDR: agreement rule, a VAE per entry, head-only reuse, task-aware prediction"),
     "recommended": MethodPreset(
         name="recommended", detector=_recommended_detector, reuse=REUSE_ACCUMULATE, routers=(ROUTER_LDA_WEIGHTED,),
-        summary="two-sample test with classes matched in any order, no generators, the learning reuse, "
-                "task-free router 'lda_weighted'"),
+        summary="small-task rule: two-sample test with classes matched in any order at a level falling with "
+                "task size, on references E0 was pretrained without, a fallback for small tasks; no generators, "
+                "the learning reuse, task-free router 'lda_weighted'"),
 }
 """Method presets by name (``SDRStrategy(method=...)``, the examples' and harness's ``--method``)."""
 

@@ -3,15 +3,16 @@
 :class:`SDRSettings` is the single place where every training setting of SDR is
 named, given its default (the paper's value) and documented. The strategy, its
 plugin, the checkpoint fingerprint and the results' ``config`` all read an
-``SDRSettings``; adding a setting means adding one field here. ``PAPER_SETTINGS``
-holds the paper's values (meant for a GPU); ``CPU_SETTINGS`` and
-``CPU_SMALL_TASK_SETTINGS`` keep the method and shorten what is long.
+``SDRSettings``; adding a setting means adding one field here. The budgets by name
+(:data:`BUDGETS`), each the constant of its name: ``PAPER_SETTINGS`` holds the paper's
+values (meant for a GPU); ``CPU_SETTINGS`` (``"cpu"``) and ``CPU_LARGE_TASK_SETTINGS``
+(``"cpu_large_task"``) keep the method and shorten what is long.
 
 Use::
 
-    SDRStrategy(model=model, settings=CPU_SETTINGS)                  # a preset
-    SDRStrategy(model=model, settings=CPU_SETTINGS, reuse_epochs=10)  # one value changed
-    CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01)              # a new SDRSettings
+    SDRStrategy(model=model, settings="cpu")                   # a budget by name: CPU_SETTINGS
+    SDRStrategy(model=model, settings=CPU_SETTINGS, new_task_epochs=5)  # one value changed
+    CPU_SETTINGS.replace(reuse_epochs=5, reuse_lr=0.001)         # a new SDRSettings
 
 The values of each preset and why the CPU ones differ: docs/method.rst, sections
 "Training settings" and "Budget presets: the paper's values and the CPU presets".
@@ -19,7 +20,6 @@ The values of each preset and why the CPU ones differ: docs/method.rst, sections
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from avalanche_sdr._batching import check_batch_size
@@ -36,7 +36,8 @@ class SDRSettings:
     :data:`PAPER_SETTINGS`. Values are checked when the object is built
     (:class:`ValueError` naming the field). Besides attribute access, an
     ``SDRSettings`` unpacks as keyword arguments (``dict(settings)``,
-    ``SDRStrategy(model=m, **settings)``) and converts with :meth:`to_dict` for JSON.
+    ``SDRSettings(**dict(settings, reuse_epochs=5))``) and converts with :meth:`to_dict`
+    for JSON. A strategy takes it whole, ``SDRStrategy(model=m, settings=settings)``.
     """
 
     new_task_epochs: int = 100
@@ -101,7 +102,7 @@ class SDRSettings:
     keeps ``learning_reuse.GUARD_HELDOUT_PER_CLASS`` further training images per class,
     never replayed (memory, checkpoints); an update that classifies fewer of them right
     than before it is undone (the entry's adapters, BatchNorm copies and head restored
-    exactly; ``DetectionRecord.update_rolled_back``)."""
+    exactly; ``ReuseRecord.update_rolled_back``)."""
     update_epochs: Optional[int] = None
     """``"accumulate"`` only: epochs of a learning-reuse update (``None``: ``reuse_epochs``,
     as before this option; :attr:`epochs_per_update`). A repeat's update continues an entry
@@ -122,20 +123,8 @@ class SDRSettings:
     vae_patience: int = 20
     """Early-stopping patience of a generator, epochs without a better held-out ELBO
     (not in the paper)."""
-    router_exemplars: dataclasses.InitVar[Optional[int]] = None
-    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(exemplars=n),)``.
-    Given, it warns and is handed to the strategy's LDA routers (:attr:`router_options`)."""
-    router_evidence: dataclasses.InitVar[Optional[int]] = None
-    """Deprecated (moved onto the router): write ``routers=(LDAWeightedRouter(evidence=n),)``."""
 
-    def __post_init__(self, router_exemplars: Optional[int] = None, router_evidence: Optional[int] = None):
-        moved = {name: value for name, value in (("exemplars", router_exemplars), ("evidence", router_evidence))
-                 if value is not None}
-        for option in moved:
-            warnings.warn(f"SDRSettings.router_{option} is deprecated: the option moved onto the router; write "
-                          f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)",
-                          DeprecationWarning, stacklevel=4)
-        object.__setattr__(self, "router_options", moved)
+    def __post_init__(self):
         milestones = self.lr_milestones
         if isinstance(milestones, (int, float)) or not all(isinstance(m, int) and not isinstance(m, bool)
                                                            for m in milestones):
@@ -231,11 +220,10 @@ class SDRSettings:
 
         :raises TypeError: a name that is not a setting (the message lists them).
         """
-        unknown = sorted(set(changes) - set(self.field_names()) - set(DEPRECATED_ROUTER_SETTINGS))
+        unknown = sorted(set(changes) - set(self.field_names()))
         if unknown:
             raise TypeError(f"unknown SDR setting(s) {unknown}; the settings are {list(self.field_names())}")
-        moved = {f"router_{k}": v for k, v in self.router_options.items()}
-        return dataclasses.replace(self, **dict(moved, **changes))
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> Dict[str, Any]:
         """The settings as a plain dict in definition order (JSON-safe once the
@@ -259,9 +247,10 @@ UPDATE_OPTIONS = ("update_balance", "update_early_stop", "update_rollback")
 """The learning reuse's update options (:meth:`SDRSettings.update_option`); ``None`` means
 the mode's default, any other value is refused unless ``reuse="accumulate"``."""
 
-DEPRECATED_ROUTER_SETTINGS = ("router_exemplars", "router_evidence")
-"""Former settings that moved onto the LDA routers (``exemplars``, ``evidence``); still
-accepted, with a ``DeprecationWarning``, for one release."""
+REUSE_OPTIONS = ("reuse_guard", "guard_exemplars") + UPDATE_OPTIONS
+"""The learning reuse's options besides its schedule (``update_lr``, ``update_epochs``):
+set in ``settings`` (``SDRSettings(...)``, ``CPU_SETTINGS.replace(...)``), not as
+``SDRStrategy`` keywords."""
 
 PAPER_SETTINGS = SDRSettings()
 """The paper's training values (supplementary §A.1); meant for a GPU."""
@@ -269,27 +258,31 @@ PAPER_SETTINGS = SDRSettings()
 CPU_SETTINGS = SDRSettings(
     new_task_epochs=10,
     lr_milestones=(7,),
+    reuse_epochs=10,
+    reuse_lr=0.01,
     train_mb_size=32,
-    vae_epochs=20,
+    vae_epochs=40,
     vae_lr=2e-3,
     vae_mb_size=32,
     vae_patience=5,
 )
-"""The paper's method with shortened training for CPU runs (see the module doc)."""
+"""The budget ``"cpu"``: the paper's method with shortened training for CPU runs on tasks
+of a few hundred images or fewer (head-only training of a reused entry for 10 epochs at
+lr 0.01, generators up to 40 epochs); the budget of every CPU results page."""
 
-CPU_SMALL_TASK_SETTINGS = CPU_SETTINGS.replace(reuse_epochs=10, reuse_lr=0.01, vae_epochs=40)
-"""``CPU_SETTINGS`` for tasks of a few hundred images or fewer: head-only training of a
-reused entry for 10 epochs at lr 0.01, generators up to 40 epochs (see the module doc)."""
+CPU_LARGE_TASK_SETTINGS = CPU_SETTINGS.replace(reuse_epochs=2, reuse_lr=0.001, vae_epochs=20)
+"""The budget ``"cpu_large_task"``: :data:`CPU_SETTINGS` with the paper's head-only reuse
+(2 epochs at lr 0.001) and generators up to 20 epochs, for tasks of thousands of images."""
 
 BUDGETS: Dict[str, SDRSettings] = {
     "paper": PAPER_SETTINGS,
-    "cpu": CPU_SMALL_TASK_SETTINGS,
-    "cpu_large_task": CPU_SETTINGS,
+    "cpu": CPU_SETTINGS,
+    "cpu_large_task": CPU_LARGE_TASK_SETTINGS,
 }
 """Budget presets by name, accepted wherever an :class:`SDRSettings` is (``settings="cpu"``):
-``"paper"`` is :data:`PAPER_SETTINGS`; ``"cpu"`` is :data:`CPU_SMALL_TASK_SETTINGS`, the
+``"paper"`` is :data:`PAPER_SETTINGS`; ``"cpu"`` is :data:`CPU_SETTINGS`, the
 budget of the harness's ``--preset cpu`` and of every CPU results page; ``"cpu_large_task"``
-is :data:`CPU_SETTINGS` (head-only reuse at the paper's 2 epochs, for tasks of thousands
+is :data:`CPU_LARGE_TASK_SETTINGS` (head-only reuse at the paper's 2 epochs, for tasks of thousands
 of images)."""
 
 
@@ -309,5 +302,5 @@ def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
     return settings
 
 
-__all__ = ["BUDGETS", "CPU_SETTINGS", "CPU_SMALL_TASK_SETTINGS", "DEPRECATED_ROUTER_SETTINGS", "PAPER_SETTINGS",
+__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "PAPER_SETTINGS", "REUSE_OPTIONS",
            "SDRSettings", "UPDATE_OPTIONS", "resolve_settings"]

@@ -7,9 +7,13 @@ data only (option (b) of :ref:`method-backbone`). These functions do that, expli
 before the stream starts; results produced this way must say so (the examples record
 it in their JSON). Pretraining is task-aware like the stream: one temporary linear
 head per warm-start experience, discarded afterwards. Nothing of a later task is
-seen. With ``holdout=`` (:func:`hold_out_references`) a share of each warm-start
-task's images is left out, so that the two-sample rule's references of those tasks'
-entries are images E0 was not trained on (:class:`~avalanche_sdr.detection.two_sample.ReferenceHoldout`).
+seen. By default :func:`pretrain_backbone` leaves half of each warm-start class out
+(``holdout=``; :func:`hold_out_references`) and records on the backbone what it trained
+on (:class:`~avalanche_sdr.detection.two_sample.PretrainingRecord`, attribute
+``sdr_pretraining``): the two-sample rule then takes those tasks' entries' references
+from images E0 was not trained on, with no further step
+(:class:`~avalanche_sdr.detection.two_sample.ReferenceHoldout`; why:
+docs/results/detection.md, "Warm-start references").
 
 Progress (``verbose=True``) goes to stderr, so a script's stdout stays the same from
 run to run; its format: docs/method.rst, section "Pretraining E0 and the base VAE:
@@ -20,12 +24,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
-from avalanche_sdr.detection.two_sample import ReferenceHoldout
+from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr._checks import check_int, check_positive
+from avalanche_sdr.detection.two_sample import (DEFAULT_HOLDOUT_SHARE, PRETRAINING_RECORD, PretrainingRecord,
+                                                ReferenceHoldout, pretraining_record)
 from avalanche_sdr.training.data import read_task_data
 
 
@@ -81,6 +88,20 @@ def _warm_start_tensors(experiences: Sequence, holdout: Optional[ReferenceHoldou
     return torch.cat(xs), torch.cat(ys), torch.cat(ts)
 
 
+def _check_budget(module: nn.Module, what: str, *, epochs: int, lr: float, batch_size: int, device) -> None:
+    """Refuse a pretraining budget that cannot act, before any data is read.
+
+    ``epochs=0`` is allowed: the module is then frozen as it is (E0 as initialised or as
+    loaded, the examples' ``--pretrain-epochs 0``), which is a choice, not a mistake.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{what} must be a torch.nn.Module, got {type(module).__name__}")
+    check_int(epochs, "epochs", minimum=0, hint=" (0: no pretraining, the module is only frozen)")
+    check_positive(lr, "lr", hint=" (Adam's learning rate, e.g. 1e-3)")
+    check_int(batch_size, "batch_size")
+    eval_batch_size(device)  # a device torch knows
+
+
 def _set_trainable(module: nn.Module, trainable: bool) -> None:
     """Unfreeze ``module``'s parameters, or freeze them and drop their gradients."""
     for p in module.parameters():
@@ -132,23 +153,50 @@ def pretrain_backbone(
     batch_size: int = 64,
     device: str = "cpu",
     verbose: bool = True,
-    holdout: Optional[ReferenceHoldout] = None,
+    holdout: Union[ReferenceHoldout, float, None] = DEFAULT_HOLDOUT_SHARE,
 ) -> nn.Module:
-    """Train ``backbone`` jointly on the warm-start experiences (one head each).
+    """Train ``backbone`` jointly on the warm-start experiences (one head each), without
+    the held-out images, and record what it trained on.
 
     :param backbone: module with ``feature_dim``; [N, C, H, W] -> [N, feature_dim].
     :param experiences: the warm-start training experiences (e.g. ``train_stream[:3]``).
-    :param epochs: passes over the union of their training data.
+    :param epochs: passes over the union of their training data; 0: none (the backbone
+        is only frozen, e.g. weights loaded elsewhere).
     :param lr: Adam learning rate.
-    :param batch_size: mini-batch size.
+    :param batch_size: mini-batch size (images).
     :param device: torch device.
     :param verbose: show progress with each epoch's mean loss and a summary line on stderr
         (see the module doc).
-    :param holdout: images to leave out (:func:`hold_out_references` of the same
-        experiences): the two-sample rule's references of their entries; ``None``: train
-        on every image.
-    :return: the same backbone, trained, in eval mode.
+    :param holdout: the images to leave out, the two-sample rule's references of these
+        tasks' entries: a share of each class, in (0, 1) (default
+        :data:`~avalanche_sdr.detection.two_sample.DEFAULT_HOLDOUT_SHARE`, 0.5, drawn by
+        :func:`hold_out_references` with seed 0), or a holdout of the same experiences
+        (:func:`hold_out_references`); ``None``: train on every image (the two-sample rule
+        then warns that its level does not hold for repeats of these tasks).
+    :return: the same backbone, trained, in eval mode, with its
+        :class:`~avalanche_sdr.detection.two_sample.PretrainingRecord` (the tasks and the
+        holdout) in the attribute ``sdr_pretraining``, which copies of it carry
+        (:func:`~avalanche_sdr.detection.two_sample.pretraining_record` reads it; a backbone
+        pretrained twice records both: :meth:`PretrainingRecord.then
+        <avalanche_sdr.detection.two_sample.PretrainingRecord.then>`). With ``epochs=0``
+        nothing is trained and the record is left as it was.
+    :raises ValueError: ``epochs`` not an int >= 0 (0 only freezes the backbone),
+        ``lr`` not a positive number, ``batch_size`` not a positive int, an unknown
+        ``device``, no experience, a share outside (0, 1); all before any data is read.
+    :raises TypeError: ``backbone`` is not a module with an int ``feature_dim``; ``holdout``
+        neither a share, a holdout nor ``None``.
     """
+    _check_budget(backbone, "backbone", epochs=epochs, lr=lr, batch_size=batch_size, device=device)
+    feature_dim = getattr(backbone, "feature_dim", None)
+    if isinstance(feature_dim, bool) or not isinstance(feature_dim, int):
+        raise TypeError(f"backbone needs an int attribute feature_dim, got {feature_dim!r} on "
+                        f"{type(backbone).__name__}")
+    previous = pretraining_record(backbone)
+    if holdout is not None and not isinstance(holdout, ReferenceHoldout):
+        if isinstance(holdout, bool) or not isinstance(holdout, (int, float)):
+            raise TypeError(f"holdout must be a share in (0, 1), a ReferenceHoldout (hold_out_references) or None, "
+                            f"got {type(holdout).__name__}")
+        holdout = hold_out_references(experiences, holdout)
     x, y, t = _warm_start_tensors(experiences, holdout)
     n_tasks = int(t.max()) + 1
     heads = nn.ModuleList(
@@ -175,6 +223,9 @@ def pretrain_backbone(
     _run_epochs(x.shape[0], epochs=epochs, batch_size=batch_size, step=step, desc="pretrain E0",
                 quantity="loss", verbose=verbose, n_tasks=len(experiences))
     _set_trainable(backbone, False)
+    if epochs > 0:
+        trained = PretrainingRecord(tuple(_task_label(exp) for exp in experiences), holdout)
+        setattr(backbone, PRETRAINING_RECORD, trained if previous is None else previous.then(trained))
     return backbone.eval()
 
 
@@ -192,14 +243,18 @@ def pretrain_vae(
 
     :param vae: a :class:`~avalanche_sdr.models.vae.ConvVAE`.
     :param experiences: the warm-start training experiences.
-    :param epochs: passes over their inputs.
+    :param epochs: passes over their inputs; 0: none (the VAE is only frozen).
     :param lr: Adam learning rate.
-    :param batch_size: mini-batch size.
+    :param batch_size: mini-batch size (images).
     :param device: torch device.
     :param verbose: show progress with each epoch's mean ELBO (nats per image) and a
         summary line on stderr (see the module doc).
     :return: the same VAE, trained, frozen, in eval mode.
+    :raises ValueError: ``epochs`` not an int >= 0 (0 only freezes the VAE), ``lr`` not
+        a positive number, ``batch_size`` not a positive int, an unknown ``device``, no
+        experience; all before any data is read.
     """
+    _check_budget(vae, "vae", epochs=epochs, lr=lr, batch_size=batch_size, device=device)
     x, _, _ = _warm_start_tensors(experiences)
     vae.to(device).train()
     _set_trainable(vae, True)

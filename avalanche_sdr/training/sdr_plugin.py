@@ -28,12 +28,15 @@ from avalanche.logging import InteractiveLogger
 
 from avalanche_sdr._checks import check_int
 from avalanche_sdr.dataset_tensors import distinct_labels
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
-from avalanche_sdr.detection.detector import SimilarTaskDetector
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
+from avalanche_sdr.models.stored import stored_images
+from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router
 from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.training import learning_reuse
+from avalanche_sdr.training.learning_reuse import ReuseRecord
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
@@ -63,9 +66,8 @@ class SDRPlugin(SupervisedPlugin):
     documents the options; it needs the strategy's optimizer set-up and is not meant
     to be added to another strategy.
 
-    :param detector: the detector to score new tasks with: a
-        :class:`SimilarTaskDetector` or any object with its ``detect`` method (and
-        optionally ``remember``).
+    :param detector: the detector to score new tasks with
+        (:class:`~avalanche_sdr.detection.base.Detector`).
     :param settings: the training settings (:class:`~avalanche_sdr.training.SDRSettings`).
     :param n_warm_start: number of first tasks trained as new without detection (>= 1).
     :param forward_transfer: initialise a new entry's adapters from the nearest entry
@@ -76,9 +78,12 @@ class SDRPlugin(SupervisedPlugin):
         kept as router objects in :attr:`routers`.
     """
 
-    def __init__(self, *, detector: SimilarTaskDetector, settings: SDRSettings, n_warm_start: int,
+    def __init__(self, *, detector: Detector, settings: SDRSettings, n_warm_start: int,
                  forward_transfer: bool, routers: Sequence = ()):
         super().__init__()
+        if not isinstance(detector, Detector):
+            raise TypeError(f"detector must be a Detector (avalanche_sdr.detection.Detector), got "
+                            f"{type(detector).__name__}")
         if not isinstance(settings, SDRSettings):
             raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
         check_int(n_warm_start, "n_warm_start", hint=" (detection needs entries to compare to)")
@@ -89,22 +94,24 @@ class SDRPlugin(SupervisedPlugin):
         self.routers: Tuple[Router, ...] = check_routers(routers)
         self.router_seconds: Dict[str, float] = {router.name: 0.0 for router in self.routers}
         """Wall seconds spent fitting each router, summed over the experiences trained."""
-        # Routers sharing a state ("lda", "lda_weighted") fit it once, under the name whose fit
-        # does all of it: a router reading another's state (vocabulary.SHARED_ROUTER_STATE)
-        # fits that state and what it adds ("lda_weighted": the mark of its evidence).
+        # Routers sharing a state ("lda", "lda_weighted": one state_name) fit it once, under the
+        # name whose fit does all of it: a router reading another's state fits that state and
+        # what it adds ("lda_weighted": the mark of its evidence).
         self._fit_as: Dict[str, Router] = {}
         for router in self.routers:
             if router.state_name not in self._fit_as or router.name != router.state_name:
                 self._fit_as[router.state_name] = router
         self.records: List[DetectionRecord] = []
+        """The detection record of each experience started (evidence and decision)."""
+        self.reuse_records: List[ReuseRecord] = []
+        """Beside each detection record, what the reuse did with the entry
+        (:class:`~avalanche_sdr.training.learning_reuse.ReuseRecord`)."""
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
         training mini-batch predictions that were right, measured during the epoch):
         the epochs-to-accuracy curve used to compare forward transfer with the default."""
         self._epoch_counts = [0, 0]
-        self._task_inputs: Optional[torch.Tensor] = None
-        self._task_labels: Optional[torch.Tensor] = None
-        self._task_classes = 0
+        self._data: Optional[TaskData] = None  # the experience's training data, until its end
         self._train_start = 0.0
         self._bar = None
         self._replay: Optional[learning_reuse.ExemplarReplay] = None
@@ -119,6 +126,26 @@ class SDRPlugin(SupervisedPlugin):
         return self.records[-1]
 
     @property
+    def current_reuse(self) -> ReuseRecord:
+        """What the reuse did in the experience being trained (or the last one)."""
+        if not self.reuse_records:
+            raise RuntimeError("no experience has been started yet")
+        return self.reuse_records[-1]
+
+    def record_dicts(self) -> List[Dict]:
+        """Each experience's records as one JSON-safe dict: the detection record's keys,
+        then the reuse record's (what results files and checkpoints hold)."""
+        return [dict(d.to_dict(), **r.to_dict()) for d, r in zip(self.records, self.reuse_records)]
+
+    def restore_records(self, dicts: Sequence[Dict]) -> None:
+        """Set the records from dicts of :meth:`record_dicts` (a checkpoint's)."""
+        detection_keys = {f.name for f in dataclasses.fields(DetectionRecord)}
+        self.records = [DetectionRecord.from_dict({k: v for k, v in d.items() if k not in ReuseRecord.field_names()})
+                        for d in dicts]
+        self.reuse_records = [ReuseRecord.from_dict({k: v for k, v in d.items() if k not in detection_keys})
+                              for d in dicts]
+
+    @property
     def training_new_entry(self) -> bool:
         """Whether the current experience trains a new adapter set."""
         return self.current.decision != "reuse"
@@ -127,14 +154,14 @@ class SDRPlugin(SupervisedPlugin):
     def trains_entry(self) -> bool:
         """Whether the current experience trains an entry's adapters and BatchNorm copies:
         a new entry, or the learning reuse's update of a reused one."""
-        return self.training_new_entry or self.current.entry_updated
+        return self.training_new_entry or self.current_reuse.entry_updated
 
     @property
     def entry_moved(self) -> bool:
         """Whether the current experience's update changed its entry: it ran, kept at least
         one epoch (early stop) and was not rolled back. Valid after training."""
-        record = self.current
-        return record.entry_updated and not record.update_rolled_back and record.update_epochs != 0
+        reuse = self.current_reuse
+        return reuse.entry_updated and not reuse.update_rolled_back and reuse.update_epochs != 0
 
     @property
     def accumulate(self) -> bool:
@@ -144,7 +171,7 @@ class SDRPlugin(SupervisedPlugin):
     def learning_rate(self, epoch: int) -> float:
         """Learning rate of epoch ``epoch`` (0-based) of the current experience."""
         settings = self.settings
-        if self.current.entry_updated:
+        if self.current_reuse.entry_updated:
             return settings.update_lr
         if not self.training_new_entry:
             return settings.reuse_lr
@@ -170,14 +197,15 @@ class SDRPlugin(SupervisedPlugin):
         # records and the detectors' states use; the model keeps the class ids.
         y, class_ids = local_labels(y)
         # E0's features of x are read by the detector and by every router's fit: one pass
-        model.keep_e0_features(x)
+        data = TaskData(task, x, y, torch.as_tensor(class_ids, dtype=torch.long))
         self._train_start = time.perf_counter()
+        reuse = ReuseRecord()
         if task in model.task_to_entry:
-            record = self._known_task(model, task, num_classes)
+            record, reuse = self._known_task(model, task, num_classes)
         elif len(model.task_to_entry) < self.n_warm_start:
             entry = model.create_entry(task)
-            self._store_exemplars(model, entry, task, x, y, num_classes)
-            self._remember(model, entry, task, x, y, num_classes)
+            self._store_exemplars(model, entry, data)
+            self._remember(model, entry, data)
             record = DetectionRecord(
                 task=task, decision="warm_start", entry=entry, reused_entry=None,
                 candidate_entries=[], candidate_tasks=[], consistency=[], complexity=[],
@@ -185,106 +213,108 @@ class SDRPlugin(SupervisedPlugin):
                 detection_seconds=0.0,
             )
         else:
-            record = self.detector.detect(model, task, x, y, num_classes)
+            record = self.detector.detect(model, data)
             if record.decision == "reuse" and self.accumulate:
-                record = self._guarded_update(model, record, x, y, num_classes)
+                record, reuse = self._guarded_update(model, record, data)
             if record.decision == "new":
-                init_from = self._nearest_entry(record) if self.forward_transfer else None
+                init_from = self.detector.nearest_entry(record) if self.forward_transfer else None
                 record.entry = model.create_entry(task, init_from=init_from)
                 start = time.perf_counter()
-                self._store_exemplars(model, record.entry, task, x, y, num_classes)
-                self._remember(model, record.entry, task, x, y, num_classes)
+                self._store_exemplars(model, record.entry, data)
+                self._remember(model, record.entry, data)
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
                 for router in self.routers:  # held-out evidence (lda_weighted: its weights), before training
                     tick = time.perf_counter()
-                    router.before_repeat(model, task, record.reused_entry, x, torch.as_tensor(class_ids)[y])
+                    router.before_repeat(model, data, record.reused_entry)
                     self.router_seconds[router.name] += time.perf_counter() - tick
-        model.set_class_ids(task, class_ids)
-        if record.entry_updated:
-            if not model.is_trained(task):
+        reuse.check_decision(record.decision)
+        model.heads.set_class_ids(task, class_ids)
+        if reuse.entry_updated:
+            if not model.heads.is_trained(task):
                 model.link_head(task, model.entry_creator[record.entry], record.class_permutation or None)
             self._replay = learning_reuse.ExemplarReplay(model, record.entry, task, self.settings.train_mb_size)
         model.to(strategy.device)
-        if record.entry_updated:
-            self._update = self._begin_update(model, record, x, y, num_classes, torch.as_tensor(class_ids))
+        if reuse.entry_updated:
+            self._update = self._begin_update(model, record, reuse, data)
         self.records.append(record)
+        self.reuse_records.append(reuse)
         self.epoch_accuracies.append([])
-        self._task_inputs, self._task_labels, self._task_classes = x, y, num_classes
+        self._data = data
         if self.training_new_entry:
             strategy.train_epochs = self.settings.new_task_epochs
         else:
-            strategy.train_epochs = (self.settings.epochs_per_update if record.entry_updated
+            strategy.train_epochs = (self.settings.epochs_per_update if reuse.entry_updated
                                      else self.settings.reuse_epochs)
 
-    def _known_task(self, model, task: int, num_classes: int) -> DetectionRecord:
-        """The record of a task label trained before (Avalanche's ``train`` called again on
+    def _known_task(self, model, task: int, num_classes: int) -> Tuple[DetectionRecord, ReuseRecord]:
+        """The records of a task label trained before (Avalanche's ``train`` called again on
         it): it continues its entry, updated with the learning reuse when every task of
         the entry answers through the entry's head, else through its own head only."""
         entry = model.entry_of(task)
-        if model.is_trained(task) and model.head_num_classes(task) != num_classes:
+        if model.heads.is_trained(task) and model.heads.num_classes(task) != num_classes:
             raise ValueError(
-                f"task label {task} was trained with {model.head_num_classes(task)} classes and now has "
+                f"task label {task} was trained with {model.heads.num_classes(task)} classes and now has "
                 f"{num_classes}; a task label trained again must keep its classes (give a new task a new label)"
             )
         creator = model.entry_creator[entry]
-        updated = (self.accumulate and model.head_owner(task) == creator and model.entry_updatable(entry))
-        return DetectionRecord(
-            task=task, decision="reuse", entry=entry, reused_entry=entry, candidate_entries=[entry],
-            candidate_tasks=[creator], rule=KNOWN_TASK_RULE, entry_updated=updated,
-        )
+        updated = (self.accumulate and model.heads.owner(task) == creator
+                   and learning_reuse.entry_updatable(model, entry))
+        record = DetectionRecord(task=task, decision="reuse", entry=entry, reused_entry=entry,
+                                 candidate_entries=[entry], candidate_tasks=[creator], rule=KNOWN_TASK_RULE)
+        return record, ReuseRecord(entry_updated=updated)
 
-    def _guarded_update(self, model, record: DetectionRecord, x, y, num_classes: int) -> DetectionRecord:
+    def _guarded_update(self, model, record: DetectionRecord, data: TaskData) -> Tuple[DetectionRecord, ReuseRecord]:
         """The learning reuse's decision for a detected repeat (module doc of
         :mod:`~avalanche_sdr.training.learning_reuse`): update the entry, reuse it head-only
         (its heads cannot all follow an update), or, refused by the guard's gate, a new entry."""
         entry = record.reused_entry
         creator = model.entry_creator[entry]
-        if model.head_num_classes(creator) != num_classes or not model.entry_updatable(entry):
-            return record
+        num_classes = data.num_classes
+        if model.heads.num_classes(creator) != num_classes or not learning_reuse.entry_updatable(model, entry):
+            return record, ReuseRecord()
         if self.settings.reuse_guard:
             start = time.perf_counter()
-            result = learning_reuse.gate(model, entry, x, y, num_classes,
+            result = learning_reuse.gate(model, entry, data.x, data.y, num_classes,
                                          record.class_permutation or range(num_classes))
             seconds = record.detection_seconds + time.perf_counter() - start
+            gate = dict(gate_accuracy=result.accuracy, gate_threshold=result.threshold)
             if not result.passed:
-                return dataclasses.replace(record, decision="new", entry=-1, reused_entry=None,
-                                           class_permutation=[], gate_accuracy=result.accuracy,
-                                           gate_threshold=result.threshold, detection_seconds=seconds)
-            return dataclasses.replace(record, entry_updated=True, gate_accuracy=result.accuracy,
-                                       gate_threshold=result.threshold, detection_seconds=seconds)
-        return dataclasses.replace(record, entry_updated=True)
+                return (dataclasses.replace(record, decision="new", entry=-1, reused_entry=None, class_permutation=[],
+                                            detection_seconds=seconds), ReuseRecord(**gate))
+            return dataclasses.replace(record, detection_seconds=seconds), ReuseRecord(entry_updated=True, **gate)
+        return record, ReuseRecord(entry_updated=True)
 
-    def _store_exemplars(self, model, entry: int, task: int, x, y, num_classes: int) -> None:
+    def _store_exemplars(self, model, entry: int, data: TaskData) -> None:
         """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class),
         with ``update_rollback`` its held-out images
         (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class), and
         where the balance rule reads them, its task's class counts ([c] int64)."""
         settings = self.settings
         if self.accumulate and settings.stores_guard_images:
+            x, y, num_classes, task = data.x, data.y, data.num_classes, data.task
             images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
-            model.set_exemplars(entry, images, labels)
+            model.set_exemplars(entry, {"images": stored_images(images.detach().cpu()),
+                                        "labels": labels.detach().cpu().long()})
             if settings.update_option("update_rollback"):
                 images, labels = learning_reuse.select_heldout(
                     x, y, num_classes, learning_reuse.GUARD_HELDOUT_PER_CLASS, settings.guard_exemplars, task)
-                learning_reuse.store_heldout(model, entry, images, labels)
+                model.set_exemplars(entry, learning_reuse.heldout_tensors(images, labels), replace=False)
             rule = settings.balance_rule()
             if rule is not None and rule.needs_counts:
-                learning_reuse.store_class_counts(model, entry, torch.bincount(y.cpu(), minlength=num_classes))
+                model.set_exemplars(entry, {"class_counts": torch.bincount(y.cpu(), minlength=num_classes)},
+                                    replace=False)
 
-    def _begin_update(self, model, record: DetectionRecord, x, y, num_classes: int, class_ids) -> "_UpdateState":
+    def _begin_update(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> "_UpdateState":
         """What the update of ``record.entry`` needs besides the replay (module doc of
         :mod:`~avalanche_sdr.training.learning_reuse`): the training share and the early
         stop on the rest, the class weights and BatchNorm copies of a balanced update where
-        the balance rule asks for one (recorded: ``update_balanced``, ``balance_p_value``),
-        the state and held-out score to roll back to.
-
-        :param x: [n, C, H, W] the repeat's images; ``y``: [n] int64 local labels;
-            ``class_ids``: [c] int64, the class id of each local label (the dataset's labels).
-        """
+        the balance rule asks for one (recorded in ``reuse``: ``update_balanced``,
+        ``balance_p_value``), the state and held-out score to roll back to."""
         settings = self.settings
         entry, task = record.entry, record.task
+        x, y, num_classes, class_ids = data.x, data.y, data.num_classes, data.class_ids
         owner = model.entry_creator[entry]
         state = _UpdateState()
         train = torch.arange(len(y))
@@ -293,12 +323,12 @@ class SDRPlugin(SupervisedPlugin):
             if len(held):
                 state.train_indices = train
                 state.early_stop = learning_reuse.EarlyStop(model, entry, owner, x[held],
-                                                            model.head_labels(task, y[held]))
+                                                            model.heads.labels(task, y[held]))
         rule = settings.balance_rule()
         if rule is not None:
-            counts = torch.bincount(model.head_labels(task, y[train]).cpu(), minlength=model.head_num_classes(owner))
+            counts = torch.bincount(model.heads.labels(task, y[train]).cpu(), minlength=model.heads.num_classes(owner))
             decision = rule.decide(counts, learning_reuse.class_counts(model, entry) if rule.needs_counts else None)
-            record.update_balanced, record.balance_p_value = decision.balanced, decision.p_value
+            reuse.update_balanced, reuse.balance_p_value = decision.balanced, decision.p_value
             if decision.balanced:
                 state.weights = learning_reuse.balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
                 state.batchnorms = learning_reuse.entry_batchnorms(model, entry)
@@ -307,44 +337,29 @@ class SDRPlugin(SupervisedPlugin):
             state.heldout_before = learning_reuse.heldout_correct(model, entry, owner)
         return state
 
-    def _end_update(self, model, record: DetectionRecord) -> None:
+    def _end_update(self, model, record: DetectionRecord, reuse: ReuseRecord) -> None:
         """After the update's last epoch: keep the early stop's best epoch, then roll the
-        update back if it lowered the entry's held-out accuracy (records both)."""
+        update back if it lowered the entry's held-out accuracy (records both in ``reuse``)."""
         state = self._update
         if state is None:
             return
         if state.early_stop is not None:
             state.early_stop.finish()
-            record.update_epochs = state.early_stop.best_epochs
+            reuse.update_epochs = state.early_stop.best_epochs
         if state.snapshot is not None and state.heldout_before is not None:
             owner = model.entry_creator[record.entry]
             after = learning_reuse.heldout_correct(model, record.entry, owner)
             n = len(learning_reuse.heldout(model, record.entry)[1])
-            record.heldout_accuracy = [state.heldout_before / n, after / n]
+            reuse.heldout_accuracy = [state.heldout_before / n, after / n]
             if learning_reuse.rollback_check(state.heldout_before, after):
                 state.snapshot.restore()
-                record.update_rolled_back = True
+                reuse.update_rolled_back = True
 
-    @staticmethod
-    def _nearest_entry(record: DetectionRecord) -> Optional[int]:
-        """The entry forward transfer starts from: the complexity vote (lowest S), or for
-        rules without S the candidate with the highest score of their own (``p_value``)."""
-        if record.vote_complexity is not None:
-            return record.vote_complexity
-        if record.p_value:
-            best = max(range(len(record.p_value)), key=lambda i: (record.p_value[i], -i))
-            return record.candidate_entries[best]
-        return None
-
-    def _remember(self, model, entry: int, task: int, x, y, num_classes: int, after_training: bool = False) -> None:
+    def _remember(self, model, entry: int, data: TaskData, after_training: bool = False) -> None:
         """Let the detector store what it keeps for a new entry (e.g. reference features),
         at creation or, for a detector with ``remember_after_training``, after training."""
-        remember = getattr(self.detector, "remember", None)
-        if remember is None or bool(getattr(self.detector, "remember_after_training", False)) != after_training:
-            return
-        cached = getattr(self.detector, "cached_features", None)
-        features = cached(task) if cached is not None else None
-        remember(model, entry, task, x, y, num_classes, features=features)
+        if bool(self.detector.remember_after_training) == after_training:
+            self.detector.remember(model, entry, data)
 
     @staticmethod
     def _progress(strategy, total: int, desc: str):
@@ -421,7 +436,7 @@ class SDRPlugin(SupervisedPlugin):
                 strategy.stop_training()
 
     def after_training_exp(self, strategy, **kwargs):
-        record = self.current
+        record, reuse, data = self.current, self.current_reuse, self._data
         model = strategy.model
         settings = self.settings
         fit_note = ""
@@ -431,7 +446,7 @@ class SDRPlugin(SupervisedPlugin):
             self._bar = self._progress(strategy, settings.vae_epochs, f"task {record.task} (VAE G_{record.entry})")
             try:
                 report = fit_generator(
-                    model.generators, record.entry, self._task_inputs.to(strategy.device),
+                    model.generators, record.entry, data.x.to(strategy.device),
                     epochs=settings.vae_epochs, lr=settings.vae_lr, batch_size=settings.vae_mb_size,
                     patience=settings.vae_patience,
                     on_epoch=None if self._bar is None else (lambda epoch: self._bar.update(1)),
@@ -440,20 +455,17 @@ class SDRPlugin(SupervisedPlugin):
                 self._close_progress()
             heldout_elbo = report.best_holdout_elbo
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
-        if record.entry_updated:
-            self._end_update(model, record)
-        labels = self._task_labels
-        if record.entry_updated:  # the entry's features moved: refit what was fitted on them
-            labels = model.head_labels(record.task, labels)
+        if reuse.entry_updated:
+            self._end_update(model, record, reuse)
         if self.training_new_entry or self.entry_moved:
-            self._remember(model, record.entry, record.task, self._task_inputs, labels,
-                           self._task_classes, after_training=True)
+            # the entry's features moved: what the detector keeps after training is taken again,
+            # with an update's labels in the entry's head order
+            kept = data.with_labels(model.heads.labels(record.task, data.y)) if reuse.entry_updated else data
+            self._remember(model, record.entry, kept, after_training=True)
         fit_seconds: Dict[str, float] = {}  # one fit per state (__init__: _fit_as)
         for owner, router in self._fit_as.items():
             tick = time.perf_counter()
-            router.fit(model, record.task, self._task_inputs, self._task_labels, self._task_classes,
-                       new_entry=self.training_new_entry,
-                       entry_updated=self.entry_moved)
+            router.fit(model, data, new_entry=self.training_new_entry, entry_updated=self.entry_moved)
             fit_seconds[owner] = time.perf_counter() - tick
         for router in self.routers:
             self.router_seconds[router.name] += fit_seconds[router.state_name]
@@ -462,9 +474,8 @@ class SDRPlugin(SupervisedPlugin):
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
         model.end_entry_training()
-        model.keep_e0_features(None)
-        self._task_inputs = self._task_labels = None
-        line = self.describe(record) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note
+        self._data = None
+        line = self.describe(record, reuse) + f" | {time.perf_counter() - self._train_start:.1f}s" + fit_note
         self._publish(strategy, record, line, heldout_elbo)
 
     def before_eval_exp(self, strategy, **kwargs):
@@ -476,9 +487,9 @@ class SDRPlugin(SupervisedPlugin):
         if labels is None:
             return
         for task in experience.task_labels:
-            if not model.is_trained(task):
+            if not model.heads.is_trained(task):
                 continue  # untrained: E0 and an untrained head answer it (SDRModel.forward_single_task)
-            ids = model.class_ids(int(task))
+            ids = model.heads.class_ids(int(task))
             c = len(ids)
             outside = sorted(int(v) for v in labels if int(v) not in set(ids))
             if outside and ids == list(range(c)):
@@ -502,38 +513,22 @@ class SDRPlugin(SupervisedPlugin):
                 f"mini-batch of {x.shape[0]} contain NaN or Inf values"
             )
 
-    @staticmethod
-    def describe(record: DetectionRecord) -> str:
-        """One human-readable line for a record."""
+    def describe(self, record: DetectionRecord, reuse: Optional[ReuseRecord] = None) -> str:
+        """One human-readable line for a record: the decision, what the reuse did (from
+        ``reuse``; ``None``: nothing) and the detector's scores
+        (:meth:`Detector.scores <avalanche_sdr.detection.base.Detector.scores>`)."""
+        reuse = ReuseRecord() if reuse is None else reuse
         head = f"[SDR] task {record.task}: "
         if record.decision == "warm_start":
             return head + f"warm start -> new entry {record.entry}"
-        if record.consistency:
-            scores = " ".join(
-                f"T{t}:p={p:.2f},S={s:.3f}"
-                for t, p, s in zip(record.candidate_tasks, record.consistency, record.complexity)
-            )
-        else:  # the two-sample rule (p-values) or Expert Gate (relatedness)
-            name = "rel" if record.rule == "expert_gate" else "p"
-            scores = " ".join(f"T{t}:{name}={v:.3g}" for t, v in zip(record.candidate_tasks, record.p_value))
-            if record.power is not None:
-                scores += f" power={record.power:.2f}"
         if record.decision == "reuse":
             verdict = f"reuse entry {record.reused_entry} (task {record.candidate_tasks[record.candidate_entries.index(record.reused_entry)]})"
             if record.class_permutation:
                 verdict += f", classes matched as {record.class_permutation}"
-            if record.update_rolled_back:
-                verdict += ", entry update rolled back"
-            elif record.update_epochs == 0:
-                verdict += ", entry update of 0 epochs"
-            elif record.entry_updated:
-                verdict += ", entry updated" + (" (class-balanced)" if record.update_balanced else "")
+            verdict += reuse.describe()
         else:
             verdict = f"new entry {record.entry}"
-        if record.gate_accuracy is not None:
-            verdict += (f" (gate: head accuracy {record.gate_accuracy:.2f} "
-                        f"{'>=' if record.gate_accuracy >= record.gate_threshold else '<'} {record.gate_threshold:.2f})")
-        return head + verdict + f" [{scores}]"
+        return head + verdict + reuse.describe_gate() + f" [{self.detector.scores(record)}]"
 
 
 class _UpdateState:

@@ -3,53 +3,32 @@ from __future__ import annotations
 
 import os
 import inspect
-import warnings
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+import sys
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from avalanche.training import plugins as avalanche_plugins
 from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
-from avalanche_sdr.detection.registry import DETECTOR_TYPES, detector_options, detector_rule, make_detector
+from avalanche_sdr.detection.registry import make_detector
+from avalanche_sdr.detection.two_sample import pretraining_record
 from avalanche_sdr.evaluation.class_incremental import ClassIncrementalEvalPlugin, check_eval_router
 from avalanche_sdr.models.repository import SDRModel, build_sdr_model
-from avalanche_sdr.routers.routing import check_routers, make_router
+from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin
 from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
-from avalanche_sdr.training.presets import (DEPRECATED_ROUTER_SETTINGS, PAPER_SETTINGS, SDRSettings,
-                                            resolve_settings)
+from avalanche_sdr.training.presets import PAPER_SETTINGS, REUSE_OPTIONS, SDRSettings, resolve_settings
 from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
-from avalanche_sdr.vocabulary import DETECTORS
-
-DEPRECATED_DETECTOR_OPTIONS: Dict[str, str] = {
-    "thresholds": "thresholds",
-    "two_sample": "settings",
-    "prior": "prior",
-    "elbo_samples": "elbo_samples",
-    "max_detection_samples": "max_samples",
-    "match_class_count": "class_count_filter",
-}
-"""Former flat detector keywords of :class:`SDRStrategy` -> the option of the detector
-builder (:data:`~avalanche_sdr.detection.DETECTOR_TYPES`) they set. Still accepted for one
-release with a ``DeprecationWarning``; one the chosen rule does not read is refused."""
-
-DETECTOR_OPTIONS = tuple(DEPRECATED_DETECTOR_OPTIONS)
-"""The deprecated flat detector keywords (:data:`DEPRECATED_DETECTOR_OPTIONS`)."""
 
 MODEL_OPTIONS = tuple(
     name for name in inspect.signature(build_sdr_model).parameters if name not in ("backbone", "in_channels", "image_size")
 )
 """Keywords of :func:`~avalanche_sdr.models.build_sdr_model` that
 :meth:`SDRStrategy.from_benchmark` passes on to it."""
-
-_DETECTOR_CLASSES = {"agreement": "SimilarTaskDetector(rule='agreement', ...)",
-                     "calibrated": "SimilarTaskDetector(rule='calibrated', ...)",
-                     "two_sample": "TwoSampleDetector(TwoSampleSettings(...))",
-                     "expert_gate": "ExpertGateDetector(...)"}
-
 
 class _Routed:
     """Shown as the default of a keyword that :class:`SDRStrategy` passes on elsewhere."""
@@ -168,9 +147,16 @@ def default_evaluator():
                             loggers=[DecisionLogger(file=sys.stderr)])
 
 
+SETTING_KEYWORDS = tuple(name for name in SDRSettings.field_names() if name not in REUSE_OPTIONS)
+"""The :class:`~avalanche_sdr.training.SDRSettings` fields :class:`SDRStrategy` also takes as
+keywords (each replaces that value of ``settings``): the budget, ``reuse`` and the update's
+schedule. The learning reuse's other options (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`)
+are set in ``settings``."""
+
+
 def _with_routed_keywords(init):
-    """``init``'s signature with the keywords it routes by name (settings fields, and the
-    deprecated keywords it still translates) listed as keyword-only parameters.
+    """``init``'s signature with the keywords it routes by name (:data:`SETTING_KEYWORDS`)
+    listed as keyword-only parameters.
 
     Avalanche's templates refuse keywords that no ``__init__`` of the class hierarchy
     names (a guard against misspellings); listing the routed names here keeps that
@@ -180,16 +166,20 @@ def _with_routed_keywords(init):
     signature = inspect.signature(init)
     params = list(signature.parameters.values())
     keyword = inspect.Parameter.KEYWORD_ONLY
-    routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SDRSettings.field_names()]
-    deprecated = ("decision",) + DETECTOR_OPTIONS + DEPRECATED_ROUTER_SETTINGS
-    routed += [inspect.Parameter(name, keyword, default=_Routed("deprecated")) for name in deprecated]
+    routed = [inspect.Parameter(name, keyword, default=_Routed("settings")) for name in SETTING_KEYWORDS]
     init.__signature__ = signature.replace(parameters=params[:-1] + routed + params[-1:])
     return init
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"SDRStrategy({old}=...) is deprecated and will be removed in the next release; write {new}",
-                  DeprecationWarning, stacklevel=4)
+def _refuse_reuse_options(kwargs: Dict[str, Any]) -> None:
+    """A learning-reuse option given as a keyword: say where it goes (before Avalanche's
+    check of misspelled keywords, which would not)."""
+    given = sorted(set(kwargs) & set(REUSE_OPTIONS))
+    if given:
+        example = ", ".join(f"{name}={kwargs[name]!r}" for name in given)
+        raise TypeError(f"{given} are options of the learning reuse, set in the settings: write "
+                        f"settings=CPU_SETTINGS.replace({example}) (or SDRSettings({example}, ...)), "
+                        "with reuse='accumulate'")
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -212,6 +202,60 @@ def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
             "add a ToTensor transform"
         )
     return tuple(int(d) for d in x.shape)
+
+
+def _check_generators(detector: Detector, has_generators: bool, remedy: str) -> None:
+    """Refuse a detector that scores entries with their generators on a repository
+    without them; ``remedy``: how to give the repository generators."""
+    if detector.needs_generators and not has_generators:
+        raise ValueError(f"the {detector.rule!r} detector scores entries with their generators, but "
+                         f"{remedy} or use detector='two_sample'")
+
+
+class _Repository:
+    """The repository :meth:`SDRStrategy.from_benchmark` asks for, built by
+    :class:`SDRStrategy` only once every other argument passed its checks
+    (:meth:`build`, with the generator the detector reads).
+
+    :param backbone: the user's E0 (:func:`~avalanche_sdr.models.build_sdr_model`
+        copies it).
+    :param in_channels: C of the benchmark's images.
+    :param image_size: H == W of the benchmark's images.
+    :param options: keywords of ``build_sdr_model`` (:data:`MODEL_OPTIONS`).
+    """
+
+    def __init__(self, backbone: torch.nn.Module, in_channels: int, image_size: int, options: Dict[str, Any]):
+        self.backbone, self.in_channels, self.image_size, self.options = backbone, in_channels, image_size, options
+
+    def build(self, detector: Detector) -> SDRModel:
+        """``build_sdr_model`` with the generator following ``detector`` unless given.
+
+        :raises ValueError: an explicit generator the detector never reads, or none for
+            a detector that reads them.
+        """
+        options = dict(self.options)
+        if "generator" not in options:
+            options["generator"] = "independent" if detector.needs_generators else None
+        elif options["generator"] is not None and not detector.needs_generators:
+            raise ValueError(
+                f"generator={options['generator']!r} trains a generator per entry that the "
+                f"{detector.rule!r} detector never reads; remove generator= (it follows the detector) or "
+                "write generator=None")
+        _check_generators(detector, options["generator"] is not None,
+                          "from_benchmark was given generator=None; remove generator= (it follows the detector)")
+        return build_sdr_model(self.backbone, in_channels=self.in_channels, image_size=self.image_size, **options)
+
+
+class _Plan(NamedTuple):
+    """:meth:`SDRStrategy._resolve`'s checked arguments and what it built from them."""
+
+    preset: MethodPreset
+    sdr: SDRPlugin  # holds the settings, detector and routers
+    eval_router: Optional[str]
+    user_plugins: List[Any]
+    eval_mb_size: int
+    checkpoint: Optional[SDRCheckpointPlugin]
+    template_kwargs: Dict[str, Any]  # passed on to Avalanche's template
 
 
 class SDRStrategy(SupervisedTemplate):
@@ -242,12 +286,19 @@ class SDRStrategy(SupervisedTemplate):
     goes to the evaluator's loggers (:data:`~avalanche_sdr.training.sdr_plugin.REPORTED_VALUES`).
     :meth:`from_benchmark` builds the repository and the strategy in one call.
 
+    Every argument is checked before the repository changes: a refused call leaves
+    ``model`` (and everything else passed) as it was, and the corrected call can use it.
+    The strategy then owns ``model`` and trains it; E0 inside it is the repository's own
+    copy (:func:`~avalanche_sdr.models.build_sdr_model` copies the backbone it is given),
+    so the user's E0 never changes.
+
     :param model: the repository, an :class:`~avalanche_sdr.models.SDRModel`.
     :param method: a method preset, a name of :data:`~avalanche_sdr.training.METHODS`
         or a :class:`~avalanche_sdr.training.MethodPreset`: ``"paper"`` (default: the
-        agreement rule, head-only reuse, no router) or ``"recommended"`` (the two-sample
-        test with classes matched in any order, ``reuse="accumulate"``, the router
-        ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
+        agreement rule, head-only reuse, no router) or ``"recommended"`` (the small-task
+        rule: the two-sample test with classes matched in any order at a level falling
+        with task size, on references E0 was pretrained without; ``reuse="accumulate"``,
+        the router ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
         ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
         The method's ``reuse`` replaces the reuse of ``settings`` unless ``reuse=`` is given.
     :param settings: the training budget and reuse, an
@@ -257,13 +308,19 @@ class SDRStrategy(SupervisedTemplate):
     :param detector: how a new task is compared with the repository: a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (``"agreement"``, the paper's;
         ``"calibrated"``; ``"two_sample"``, a level-``alpha`` repeat test on E0 features
-        that needs no generators; ``"expert_gate"``, a baseline), built with its
+        that needs no generators; ``"small_task"``, the two-sample test with a fallback
+        for tasks of few images a class; ``"expert_gate"``, a baseline), built with its
         default options, or a detector object with its options (e.g.
         ``TwoSampleDetector(TwoSampleSettings(match_classes=True))``,
-        ``SimilarTaskDetector(rule="agreement", elbo_samples=8)``): any object with
-        ``detect(model, task, x, y, num_classes) -> DetectionRecord`` and optionally
-        ``remember(...)``; it is assumed to read the generators unless it has
-        ``needs_generators = False``. Default: the method's.
+        ``AgreementDetector(elbo_samples=8)``): a
+        :class:`~avalanche_sdr.detection.base.Detector`, which says what the strategy
+        needs of it (whether it reads generators, ``detect``, ``remember``, its
+        configuration, how its records read); a detector of your own is one subclass.
+        When the strategy is built, the detector is handed the
+        :class:`~avalanche_sdr.detection.PretrainingRecord` of the repository's E0
+        (``use_pretraining``: ``pretrain_backbone``'s record, ``None`` without one; the
+        two-sample and small-task rules then warn,
+        :class:`~avalanche_sdr.detection.ReferenceWarning`). Default: the method's.
     :param n_warm_start: number of first tasks trained as new without detection
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
@@ -295,14 +352,11 @@ class SDRStrategy(SupervisedTemplate):
         ``None`` (default): no checkpoints.
     :param kwargs: by name, each of
 
-        - a setting of :class:`~avalanche_sdr.training.SDRSettings` (e.g.
-          ``reuse_epochs=10``, ``reuse="head"``): replaces that value of ``settings``;
-        - deprecated for one release, with a ``DeprecationWarning`` saying what to
-          write instead: ``decision=`` (write ``detector=``), the flat detector options
-          ``thresholds``, ``two_sample``, ``prior``, ``elbo_samples``,
-          ``max_detection_samples``, ``match_class_count`` (write a detector object),
-          ``router_exemplars`` and ``router_evidence`` (write a router object); one that
-          the chosen rule or routers do not read is refused;
+        - a setting of :class:`~avalanche_sdr.training.SDRSettings` of
+          :data:`SETTING_KEYWORDS` (e.g. ``reuse_epochs=10``, ``reuse="head"``): replaces
+          that value of ``settings``; the learning reuse's other options
+          (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`, e.g. ``reuse_guard``)
+          are set in ``settings`` and refused here with a message saying so;
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
           ``plugins``, ``evaluator`` (default: :func:`default_evaluator`, one line per
           task on stderr), ``eval_every``, ``peval_mode``, ...), passed
@@ -310,14 +364,19 @@ class SDRStrategy(SupervisedTemplate):
           and refused. Which of Avalanche's plugins work with SDR: docs/plugins.rst;
           the refused ones are in :data:`REFUSED_PLUGINS`, refused here and again by
           :meth:`train` when appended to ``strategy.plugins`` afterwards.
-    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself;
-        ``decision`` together with ``detector``.
-    :raises ValueError: an unknown method, budget, rule or router; a rule that needs
-        generators on a repository without them; an option the chosen rule or router
-        does not read; an ``eval_router`` that is not one of ``routers``; a plugin SDR
+    :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself; a
+        learning-reuse option given as a keyword; a detector that is not a ``Detector``.
+    :raises ValueError: an unknown method, budget, rule or router; a detector that reads
+        generators on a repository without them; an ``eval_router`` that is not one of
+        ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
-        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead).
+        ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead); a
+        ``forward_transfer`` that is not a bool; a device torch does not know.
     """
+
+    def __new__(cls, *args, **kwargs):
+        _refuse_reuse_options(kwargs)  # before Avalanche's check of misspelled keywords
+        return super().__new__(cls)
 
     @_with_routed_keywords
     def __init__(
@@ -334,8 +393,63 @@ class SDRStrategy(SupervisedTemplate):
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
         **kwargs,
     ):
-        if not isinstance(model, SDRModel):
+        if not isinstance(model, (SDRModel, _Repository)):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
+        # Every argument is checked, and everything SDR builds from them is built, before
+        # the repository is built (from_benchmark) or changed: a refused call leaves no trace.
+        plan = self._resolve(method=method, settings=settings, detector=detector, n_warm_start=n_warm_start,
+                             forward_transfer=forward_transfer, routers=routers, eval_router=eval_router,
+                             checkpoint_dir=checkpoint_dir, kwargs=kwargs)
+        detector = plan.sdr.detector
+        if isinstance(model, _Repository):
+            model = model.build(detector)
+        _check_generators(detector, model.has_generators, "the model was built with generator=None; build it with "
+                          "generator='independent'")
+        # What E0 was pretrained on (pretrain_backbone's record, on the repository's copy of E0).
+        detector.use_pretraining(pretraining_record(model.encoder.backbone))
+        self.method = plan.preset.name
+        """The name of the method preset the strategy was built from (its defaults; the
+        keywords given win): recorded in results and checkpoints beside the expanded values."""
+        self.sdr = plan.sdr
+        self.frozen_features = FrozenFeaturesPlugin(self.sdr)
+        """Trains a head-only experience on features computed once
+        (:mod:`~avalanche_sdr.training.frozen_features`); ``enabled = False`` keeps the
+        per-epoch path."""
+        self.eval_router = plan.eval_router
+        self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
+            None if plan.eval_router is None else ClassIncrementalEvalPlugin(plan.eval_router))
+        # Replaced per experience by make_optimizer; Avalanche needs one to start.
+        initial_optimizer = torch.optim.Adam(model.parameters(), lr=plan.sdr.settings.new_task_lr)
+        sdr_plugins = [self.sdr, self.frozen_features] + ([] if self.class_incremental is None
+                                                           else [self.class_incremental])
+        super().__init__(
+            model=model,
+            optimizer=initial_optimizer,
+            criterion=torch.nn.CrossEntropyLoss(),
+            train_mb_size=plan.sdr.settings.train_mb_size,
+            train_epochs=plan.sdr.settings.new_task_epochs,
+            eval_mb_size=plan.eval_mb_size,
+            plugins=sdr_plugins + plan.user_plugins,
+            **plan.template_kwargs,
+        )
+        # After the user's plugins, Avalanche's evaluator, periodic eval and clock: those
+        # that need gradients of what the experience trained get them before the freeze.
+        self.plugins.append(SDRFreezePlugin())
+        self.checkpoint: Optional[SDRCheckpointPlugin] = plan.checkpoint
+        if self.checkpoint is not None:
+            # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
+            # is taken once everything else has finished the experience.
+            self.plugins.append(self.checkpoint)
+        model.keep_routers(plan.sdr.routers)
+
+    @classmethod
+    def _resolve(cls, *, method, settings, detector, n_warm_start: int, forward_transfer: bool, routers,
+                 eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
+        """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
+        builds from them (settings, detector, routers, plugins): nothing the user passed
+        changes, so a refused call leaves no trace. ``kwargs`` (the other keywords) is
+        read, not changed."""
+        kwargs = dict(kwargs)
         preset = resolve_method(method)
         settings = resolve_settings(settings)
         own = sorted(set(kwargs) & {"optimizer", "criterion", "train_epochs"})
@@ -347,120 +461,28 @@ class SDRStrategy(SupervisedTemplate):
                 "(silence them with evaluator=EvaluationPlugin(..., loggers=[]))"
             )
         defaults = preset.defaults()
-        router_options = dict(settings.router_options)
-        for name in DEPRECATED_ROUTER_SETTINGS:
-            if name in kwargs:
-                option = name[len("router_"):]
-                _deprecated(name, f"routers=(LDAWeightedRouter({option}=...),) (avalanche_sdr.routers)")
-                router_options[option] = kwargs.pop(name)
-        changes = {k: kwargs.pop(k) for k in list(kwargs) if k in SDRSettings.field_names()}
+        changes = {k: kwargs.pop(k) for k in SETTING_KEYWORDS if k in kwargs}
         changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
-        settings = SDRSettings(**dict(settings.to_dict(), **changes))  # router options moved onto the routers
-        detector = self._build_detector(detector, kwargs, defaults["detector"], preset)
-        if getattr(detector, "needs_generators", True) and not model.has_generators:
-            raise ValueError(
-                f"decision rule {detector_rule(detector)!r} scores entries with their generators, but the model "
-                "was built with generator=None; build it with generator='independent' or use "
-                "detector='two_sample'"
-            )
-        routers = self._build_routers(defaults["routers"] if routers is None else routers, router_options)
-        model.keep_routers(routers)
-        self.method = preset.name
-        """The name of the method preset the strategy was built from (its defaults; the
-        keywords given win): recorded in results and checkpoints beside the expanded values."""
-        self.sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
-                             forward_transfer=forward_transfer, routers=routers)
-        self.frozen_features = FrozenFeaturesPlugin(self.sdr)
-        """Trains a head-only experience on features computed once
-        (:mod:`~avalanche_sdr.training.frozen_features`); ``enabled = False`` keeps the
-        per-epoch path."""
-        self.eval_router = check_eval_router(eval_router, self.sdr.routers)
-        self.class_incremental: Optional[ClassIncrementalEvalPlugin] = (
-            None if eval_router is None else ClassIncrementalEvalPlugin(eval_router))
-        # Replaced per experience by make_optimizer; Avalanche needs one to start.
-        initial_optimizer = torch.optim.Adam(model.parameters(), lr=settings.new_task_lr)
-        kwargs.setdefault("evaluator", default_evaluator)
+        settings = settings.replace(**changes)
+        detector = make_detector(defaults["detector"] if detector is None else detector)
+        routers = check_routers(defaults["routers"] if routers is None else routers)
+        if not isinstance(forward_transfer, bool):
+            raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
+        sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
+                        forward_transfer=forward_transfer, routers=routers)
+        eval_router = check_eval_router(eval_router, sdr.routers)
         user_plugins = list(kwargs.pop("plugins", None) or [])
         check_plugins(user_plugins)
-        sdr_plugins = [self.sdr, self.frozen_features] + ([] if self.class_incremental is None
-                                                           else [self.class_incremental])
-        plugins = sdr_plugins + user_plugins
-        super().__init__(
-            model=model,
-            optimizer=initial_optimizer,
-            criterion=torch.nn.CrossEntropyLoss(),
-            train_mb_size=settings.train_mb_size,
-            train_epochs=settings.new_task_epochs,
-            eval_mb_size=eval_batch_size(kwargs.get("device"), settings.eval_mb_size, "eval_mb_size"),
-            plugins=plugins,
-            **kwargs,
-        )
-        # After the user's plugins, Avalanche's evaluator, periodic eval and clock: those
-        # that need gradients of what the experience trained get them before the freeze.
-        self.plugins.append(SDRFreezePlugin())
-        self.checkpoint: Optional[SDRCheckpointPlugin] = None
-        if checkpoint_dir is not None:
-            # Appended after Avalanche's evaluator, periodic eval and clock: a checkpoint
-            # is taken once everything else has finished the experience.
-            self.checkpoint = SDRCheckpointPlugin(checkpoint_dir)
-            self.plugins.append(self.checkpoint)
-
-    @staticmethod
-    def _build_detector(detector, kwargs: Dict[str, Any], default, preset: MethodPreset):
-        """The detector from ``detector`` (name or object), the deprecated ``decision`` and
-        flat options popped from ``kwargs``, or the method's ``default``."""
-        decision = kwargs.pop("decision", None)
-        if decision is not None:
-            if detector is not None:
-                raise TypeError(f"give the rule once: detector={detector!r} and the deprecated decision={decision!r}")
-            _deprecated("decision", f"detector={decision!r}")
-            detector = decision
-        flat = {k: kwargs.pop(k) for k in list(kwargs) if k in DEPRECATED_DETECTOR_OPTIONS}
-        chosen = default if detector is None else detector
-        rule = chosen if isinstance(chosen, str) else detector_rule(chosen)
-        if not flat:
-            return make_detector(chosen)
-        if not isinstance(chosen, str):
-            source = (f"method={preset.name!r} (its detector is the {rule!r} rule)" if detector is None
-                      else f"detector=<a {type(chosen).__name__} object>")
-            raise ValueError(f"detector options {sorted(flat)} have no effect with {source}; set them when building "
-                             f"the detector, e.g. detector={_DETECTOR_CLASSES.get(rule, type(chosen).__name__)}")
-        if chosen not in DETECTOR_TYPES:
-            raise ValueError(f"unknown detector {chosen!r}; available: {list(DETECTOR_TYPES)} (or a detector object)")
-        unread = sorted(k for k in flat if DEPRECATED_DETECTOR_OPTIONS[k] not in detector_options(chosen)
-                        or (k == "two_sample") != (chosen == "two_sample" and DEPRECATED_DETECTOR_OPTIONS[k] == "settings"))
-        if unread:
-            raise ValueError(f"option(s) {unread} have no effect with the {chosen!r} rule; remove them (the "
-                             f"rule's options live on its detector: detector={_DETECTOR_CLASSES[chosen]})")
-        for name in flat:
-            _deprecated(name, f"detector={_DETECTOR_CLASSES[chosen]} (avalanche_sdr.detection)")
-        return make_detector(chosen, **{DEPRECATED_DETECTOR_OPTIONS[k]: v for k, v in flat.items()})
-
-    @staticmethod
-    def _build_routers(routers, options: Dict[str, Any]) -> tuple:
-        """Router objects from names or objects, with the deprecated router settings
-        (``router_exemplars``, ``router_evidence``) applied to the LDA routers given by name."""
-        if isinstance(routers, str) or not options:
-            return check_routers(routers)
-        routers = tuple(routers)
-        built = []
-        unread = dict(options)
-        for router in routers:
-            if isinstance(router, str) and router in ("lda", "lda_weighted"):
-                reads = {k: v for k, v in options.items() if k == "exemplars" or router == "lda_weighted"}
-                built.append(make_router(router, **reads))
-                for k in reads:
-                    unread.pop(k, None)
-            else:
-                built.append(router)
-        if unread:
-            raise ValueError(f"router_{sorted(unread)[0]} has no effect: no router given by name in routers="
-                             f"{routers!r} reads it (set it on the router object, e.g. LDAWeightedRouter(...))")
-        return check_routers(built)
+        eval_batch_size(kwargs.get("device"))  # a device torch knows
+        eval_mb_size = eval_batch_size(kwargs.get("device"), settings.eval_mb_size, "eval_mb_size")
+        kwargs.setdefault("evaluator", default_evaluator)
+        checkpoint = None if checkpoint_dir is None else SDRCheckpointPlugin(checkpoint_dir)
+        return _Plan(preset, sdr, eval_router, user_plugins, eval_mb_size, checkpoint, kwargs)
 
     @classmethod
     def from_benchmark(cls, backbone: torch.nn.Module, benchmark, **kwargs) -> "SDRStrategy":
-        """Build the repository around ``backbone`` for ``benchmark``'s images, and the strategy.
+        """Build the repository around a copy of ``backbone`` for ``benchmark``'s images,
+        and the strategy.
 
         The image shape (C, H, W) is read from the first training experience
         (:func:`benchmark_input_shape`), so nothing the benchmark knows is restated. The
@@ -468,8 +490,16 @@ class SDRStrategy(SupervisedTemplate):
         generators gets a VAE per entry (``"independent"``) and one that reads none
         (``"two_sample"``, ``"expert_gate"``, ``method="recommended"``) gets none.
 
+        ``backbone`` stays yours: the repository is built around its own deep copy
+        (:func:`~avalanche_sdr.models.build_sdr_model`), which SDR wraps and freezes, so
+        the module passed keeps its weights, ``requires_grad`` flags, classes and
+        submodules, during training too, and can start another learner (e.g. the
+        baselines' :func:`~avalanche_sdr.baselines.make_multi_head_net`). Every argument
+        is checked before the repository is built: a refused call leaves ``backbone``
+        and the other arguments as they were, so the corrected call can follow.
+
         :param backbone: E0 (e.g. :func:`~avalanche_sdr.models.small_cnn_backbone`,
-            usually pretrained); frozen in place.
+            usually pretrained); copied, not changed.
         :param benchmark: an Avalanche benchmark with a ``train_stream`` of square
             images.
         :param kwargs: by name, keywords of :func:`~avalanche_sdr.models.build_sdr_model`
@@ -477,30 +507,20 @@ class SDRStrategy(SupervisedTemplate):
             everything :class:`SDRStrategy` takes (``method``, ``settings``,
             ``detector``, ``routers``, ...).
         :return: the strategy; its repository is ``strategy.model``.
+        :raises TypeError: an unknown keyword; the errors of :class:`SDRStrategy`.
         :raises ValueError: the benchmark's images are not square C x H x W tensors; an
             explicit ``generator`` that the detector does not read (no generator trains
-            that nothing reads: remove ``generator=`` or write ``generator=None``).
+            that nothing reads: remove ``generator=`` or write ``generator=None``), or
+            ``generator=None`` with a detector that reads generators; the errors of
+            :class:`SDRStrategy` and :func:`~avalanche_sdr.models.build_sdr_model`.
         """
         channels, height, width = benchmark_input_shape(benchmark)
         if height != width:
             raise ValueError(f"SDR's generators model square images; the benchmark's are {height}x{width}")
         model_options = {k: kwargs.pop(k) for k in list(kwargs) if k in MODEL_OPTIONS}
-        probe = dict(kwargs)
-        with warnings.catch_warnings():  # the strategy warns once, below
-            warnings.simplefilter("ignore", DeprecationWarning)
-            detector = cls._build_detector(probe.get("detector"), probe, resolve_method(
-                probe.get("method", DEFAULT_METHOD)).defaults()["detector"], resolve_method(
-                probe.get("method", DEFAULT_METHOD)))
-        needs = getattr(detector, "needs_generators", True)
-        if "generator" not in model_options:
-            model_options["generator"] = "independent" if needs else None
-        elif model_options["generator"] is not None and not needs:
-            raise ValueError(
-                f"generator={model_options['generator']!r} trains a generator per entry that the "
-                f"{detector_rule(detector)!r} rule never reads; remove generator= (it follows the detector) or "
-                "write generator=None")
-        model = build_sdr_model(backbone, in_channels=channels, image_size=height, **model_options)
-        return cls(model=model, **kwargs)
+        # SDRStrategy checks every other keyword (Avalanche's check of misspelled names
+        # first) and builds the repository from this recipe only once they all pass.
+        return cls(model=_Repository(backbone, channels, height, model_options), **kwargs)
 
     def train(self, experiences, eval_streams=None, **kwargs):
         """Avalanche's ``train``, after refusing the plugins SDR cannot honour that were
@@ -517,6 +537,10 @@ class SDRStrategy(SupervisedTemplate):
             name of, or a router object among, the strategy's ``routers``.
         :return: a :class:`~avalanche_sdr.routers.TaskFreePrediction` (int64 [N]
             ``class_ids``, ``tasks``, ``entries``).
+        :raises TypeError: ``x`` is not a float tensor of the model's dtype.
+        :raises ValueError: ``x`` is not [N, C, H, W] of the benchmark's (C, H, W), on
+            another device, not finite, or far outside [0, 1] (e.g. 0-255 pixels): the
+            message says what to do (:meth:`~avalanche_sdr.models.SDRModel.predict`).
         :raises RuntimeError: the strategy was built without that router (the message
             says how to build it).
         """
@@ -549,12 +573,12 @@ class SDRStrategy(SupervisedTemplate):
         <avalanche_sdr.evaluation.class_incremental.ClassIncrementalEvalPlugin.scores>`);
         while a head-only experience trains on features computed once
         (:mod:`~avalanche_sdr.training.frozen_features`), the task's head on ``mb_x``
-        (features [B, D] float32): :meth:`SDRModel.head_logits
-        <avalanche_sdr.models.repository.SDRModel.head_logits>`."""
+        (features [B, D] float32): :meth:`TaskHeads.logits
+        <avalanche_sdr.models.heads.TaskHeads.logits>`."""
         if self.class_incremental is not None and not self.is_training:
             return self.class_incremental.scores(self)
         if self.frozen_features.uses_features(self):
-            return self.model.head_logits(self.sdr.current.task, self.mb_x)
+            return self.model.heads.logits(self.sdr.current.task, self.mb_x)
         return super().forward()
 
     def make_train_dataloader(self, **kwargs):
@@ -581,5 +605,5 @@ class SDRStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 
-__all__ = ["DEPRECATED_DETECTOR_OPTIONS", "DETECTORS", "DETECTOR_OPTIONS", "MODEL_OPTIONS", "REFUSED_PLUGINS",
-           "SDRStrategy", "benchmark_input_shape", "check_plugins", "default_evaluator", "make_detector"]
+__all__ = ["MODEL_OPTIONS", "REFUSED_PLUGINS", "SDRStrategy", "SETTING_KEYWORDS", "benchmark_input_shape",
+           "check_plugins", "default_evaluator"]

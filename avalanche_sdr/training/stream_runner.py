@@ -33,6 +33,9 @@ from avalanche_sdr.evaluation import (
     detection_summary,
     repository_memory_bytes,
 )
+from avalanche_sdr.evaluation.memory import entry_bytes
+from avalanche_sdr.models.digests import backbone_state_digest, task_state_digest
+from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.training.checkpoint import CheckpointMismatchError, strategy_fingerprint
 
 
@@ -109,8 +112,9 @@ class EvaluationCache:
     digest of the state it was evaluated in, so that an evaluation re-evaluates only the
     experiences whose state changed.
 
-    The digest of an experience is E0's (``SDRModel.backbone_state_digest``) and its
-    tasks' (``SDRModel.task_state_digest``: entry, head, permutation, class ids), i.e.
+    The digest of an experience is E0's (:func:`~avalanche_sdr.models.digests.backbone_state_digest`)
+    and its tasks' (:func:`~avalanche_sdr.models.digests.task_state_digest`: entry, head,
+    permutation, class ids), i.e.
     everything its task-aware forward reads, hashed from the tensors' bytes (nothing
     relies on the training code reporting what it changed). :meth:`accuracies` passes
     through ``strategy.eval`` (one call) only the experiences whose digest differs from
@@ -130,8 +134,8 @@ class EvaluationCache:
     """
 
     def __init__(self, strategy, test_stream):
-        if not callable(getattr(strategy.model, "task_state_digest", None)):
-            raise TypeError(f"EvaluationCache needs an SDRModel repository (task_state_digest), got "
+        if not isinstance(strategy.model, SDRModel):
+            raise TypeError(f"EvaluationCache needs an SDRModel repository, got "
                             f"{type(strategy.model).__name__}; evaluate a baseline with final_test_accuracies")
         self.strategy, self.test_stream = strategy, test_stream
         self.evaluated = 0
@@ -141,12 +145,12 @@ class EvaluationCache:
         model = self.strategy.model
         if getattr(self.strategy, "eval_router", None) is not None:
             return {j: None for j in positions}
-        backbone = model.backbone_state_digest()
+        backbone = backbone_state_digest(model)
         digests: Dict[int, Optional[str]] = {}
         for j in positions:
             tasks = [int(t) for t in self.test_stream[j].task_labels]
-            trained = all(model.is_trained(t) for t in tasks)
-            digests[j] = "/".join([backbone] + [model.task_state_digest(t) for t in tasks]) if trained else None
+            trained = all(model.heads.is_trained(t) for t in tasks)
+            digests[j] = "/".join([backbone] + [task_state_digest(model, t) for t in tasks]) if trained else None
         return digests
 
     def accuracies(self, positions: Sequence[int]) -> List[float]:
@@ -241,7 +245,7 @@ def all_new_memory_bytes(strategy, n_tasks: int) -> int:
     entries = model.entries
     if not entries:
         return now
-    per_entry = sum(model.entry_bytes(e) for e in entries) / len(entries)
+    per_entry = sum(entry_bytes(model, e) for e in entries) / len(entries)
     return int(now + per_entry * (n_tasks - len(entries)))
 
 
@@ -367,7 +371,9 @@ def run_sdr_stream(
     tasks, outcomes = [], []
     curves = list(strategy.sdr.epoch_accuracies)
     curves += [[] for _ in range(len(records) - len(curves))]  # none recorded (older checkpoint)
-    for experience, record, accuracy, memory, curve in zip(train_stream, records, accuracies, memory_after, curves):
+    record_dicts = strategy.sdr.record_dicts()  # the detection's and the reuse's records, one dict each
+    for experience, record, record_dict, accuracy, memory, curve in zip(train_stream, records, record_dicts, accuracies,
+                                                                         memory_after, curves):
         group, split = int(experience.group), int(experience.split)
         outcome = None
         chosen_task = None
@@ -391,7 +397,7 @@ def run_sdr_stream(
                 "test_accuracy": accuracy,
                 "train_accuracy_per_epoch": list(curve),
                 "memory_mb": memory,
-                "detection": _without_timing(record.to_dict()),
+                "detection": _without_timing(record_dict),
             }
         )
     summary = detection_summary(outcomes)

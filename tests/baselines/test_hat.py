@@ -226,7 +226,7 @@ def test_memory_counts_embeddings_and_cumulative_mask(digits, tiny_backbone):
 
 
 def test_harness_row_builds_hat_with_the_presets_settings(digits, tiny_backbone):
-    from benchmarks.methods import METHODS, PRESETS
+    from benchmarks.table2.methods import METHODS, PRESETS
 
     strategy = METHODS["hat"].build(tiny_backbone(), digits, None, PRESETS["smoke"], evaluator=None, device="cpu",
                                     hat_c=0.5)

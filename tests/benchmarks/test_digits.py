@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from avalanche_sdr.benchmarks import DIGITS_GROUPS, MixedDigits, experience_tensors
+from avalanche_sdr.benchmarks import DIGITS_GROUPS, MixedDigits, experience_tensors, stream_tensors
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +53,13 @@ def test_seeded(digits):
     assert list(zip(other.stream_groups, other.stream_splits)) != list(
         zip(digits.stream_groups, digits.stream_splits)
     )
+
+
+def test_a_whole_stream_as_tensors_is_its_experiences_in_order(digits):
+    x, y, t = stream_tensors(digits.test_stream)
+    parts = [experience_tensors(exp) for exp in digits.test_stream]
+    assert torch.equal(x, torch.cat([p[0] for p in parts])) and torch.equal(y, torch.cat([p[1] for p in parts]))
+    assert torch.equal(t, torch.cat([torch.full_like(p[1], i) for i, p in enumerate(parts)]))
+    assert x.dtype == torch.float32 and y.dtype == torch.int64 and x.shape[1:] == (1, 8, 8)
+    with pytest.raises(ValueError, match="no experience"):
+        stream_tensors(digits.test_stream[:0])

@@ -97,3 +97,32 @@ def test_image_array_dataset_items():
         ImageArrayDataset(np.zeros((2, 2, 2), dtype=np.uint8), [0, 1])
     with pytest.raises(ValueError, match="differ in length"):
         ImageArrayDataset(np.zeros((2, 1, 2, 2), dtype=np.uint8), [0])
+
+
+@pytest.mark.parametrize("images, max_value, match", [
+    (np.full((2, 1, 2, 2), 0.5, dtype=np.float32), 255.0, r"lie in \[0.5, 0.5\] but max_value=255 would map them to "
+                                                          r"\[0, 0.003922\]: pass max_value=1.0"),
+    (np.full((2, 1, 2, 2), 0.5), 16, r"pass max_value=1.0"),  # float64 too
+    (np.full((2, 1, 2, 2), 200.0, dtype=np.float32), 1.0, r"must lie in \[0, max_value=1\].*\[200, 200\]"),
+    (np.full((2, 1, 2, 2), 200, dtype=np.uint8), 1.0, r"must lie in \[0, max_value=1\]"),
+    (np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 1, 2, 2), 1.0, r"must lie in .*\[-2, 2\].*Normalize"),
+    (np.full((2, 1, 2, 2), np.nan, dtype=np.float32), 1.0, r"NaN or Inf"),
+    (np.zeros((2, 1, 2, 2), dtype=np.uint8), 0, r"max_value must be positive"),
+    (np.zeros((2, 1, 2, 2), dtype=np.uint8), float("nan"), r"max_value must be positive"),
+])
+def test_image_array_dataset_refuses_images_that_would_not_map_to_the_unit_range(images, max_value, match):
+    with pytest.raises(ValueError, match=match):
+        ImageArrayDataset(images, [0, 1], max_value=max_value)
+
+
+@pytest.mark.parametrize("images, max_value", [
+    (np.zeros((2, 1, 2, 2), dtype=np.uint8), 255.0),  # black images, 8-bit
+    (np.zeros((2, 1, 2, 2), dtype=np.float32), 255.0),  # black images, float: nothing to tell apart
+    (np.full((2, 1, 2, 2), 255, dtype=np.uint8), 255.0),
+    (np.full((2, 1, 2, 2), 16.0), 16),  # scikit-learn's digits
+    (np.full((2, 1, 2, 2), 1.0, dtype=np.float32), 1.0),
+    (np.zeros((0, 1, 2, 2), dtype=np.float32), 255.0),  # no image
+])
+def test_image_array_dataset_takes_images_that_map_to_the_unit_range(images, max_value):
+    ds = ImageArrayDataset(images, np.zeros(len(images), dtype=np.int64), max_value=max_value)
+    assert len(ds) == len(images) and (len(ds) == 0 or float(ds.images().max()) <= 1.0)

@@ -279,3 +279,19 @@ def test_sizes_from_class_counts_give_paper_table3():
     assert sizes_from_class_counts([[0] * 5, [1, 2]], 2400, 400, 10) == (
         [1080, 432], [120, 48], [200, 80]
     )
+
+
+@pytest.mark.parametrize("sizes, match", [
+    (dict(train_per_task=0), r"train_per_task=0 for group 0 must be a positive multiple"),
+    (dict(test_per_task=0), r"test_per_task=0 for group 0 must be a positive multiple"),
+    (dict(train_per_task=2.5), r"train_per_task must be an int, or a sequence of ints with one per group; got 2.5"),
+    (dict(train_per_task=[4, 2.0]), r"train_per_task must be an int"),
+    (dict(valid_per_task=True), r"valid_per_task must be an int"),
+    (dict(valid_per_task=-2), r"valid_per_task=-2 for group 0 must be a non-negative multiple"),
+])
+def test_image_counts_that_cannot_act_are_refused(sizes, match):
+    data = make_dataset([20, 20, 20, 20])
+    with pytest.raises(ValueError, match=match):
+        mixed_similarity_benchmark(data, data, [[0, 1], [2, 3]], 2, n_warm_start=1, **sizes)
+    assert len(mixed_similarity_benchmark(data, data, [[0, 1], [2, 3]], 2, n_warm_start=1, valid_per_task=0,
+                                          train_per_task=4, test_per_task=2).train_stream) == 4

@@ -127,14 +127,15 @@ def test_non_finite_scores_survive_strict_json():
 
 
 def test_record_dict_keys_follow_spec():
+    """The detection's evidence and decision only; what the reuse did to the entry is the
+    reuse's record (tests/training/test_learning_reuse_update.py: the two together keep
+    the results files' keys)."""
     assert list(reuse_record().to_dict()) == [
         "task", "decision", "entry", "reused_entry", "candidate_entries",
         "candidate_tasks", "consistency", "complexity", "vote_consistency",
         "vote_complexity", "rule", "detection_seconds",
         "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
-        "power", "class_count_filter", "class_permutation", "entry_updated", "gate_accuracy", "gate_threshold",
-        "update_epochs", "heldout_accuracy", "update_rolled_back", "decoy_rank_pvalue", "update_balanced",
-        "balance_p_value",
+        "power", "class_count_filter", "class_permutation", "decoy_rank_pvalue",
     ]
     assert DECISIONS == ("warm_start", "new", "reuse")
 
@@ -152,8 +153,6 @@ def test_record_dict_keys_follow_spec():
         (dict(entry=True), "entry must be an int"),
         (dict(class_permutation=[0, 0]), "permutation of 0..c-1"),
         (dict(decision="new", reused_entry=None, class_permutation=[1, 0]), "only recorded for a 'reuse'"),
-        (dict(decision="new", reused_entry=None, entry_updated=True), "only set for a 'reuse'"),
-        (dict(entry_updated=1), "entry_updated must be a bool"),
     ],
 )
 def test_record_validation(overrides, message):
@@ -170,8 +169,8 @@ def test_from_dict_rejects_unknown_and_missing_keys():
         DetectionRecord.from_dict(data)
 
 
-def test_learning_reuse_fields_round_trip():
-    record = reuse_record(class_permutation=[2, 0, 1], entry_updated=True, gate_accuracy=0.875, gate_threshold=0.6)
+def test_class_permutation_and_decoy_rank_round_trip():
+    record = reuse_record(class_permutation=[2, 0, 1], decoy_rank_pvalue=0.01)
     restored = DetectionRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert restored == record
-    assert restored.class_permutation == [2, 0, 1] and restored.entry_updated is True
+    assert restored.class_permutation == [2, 0, 1] and restored.decoy_rank_pvalue == 0.01

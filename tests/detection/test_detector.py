@@ -8,7 +8,7 @@ from avalanche_sdr.detection import (
     complexity_measure,
     distribution_consistency,
 )
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 
 
 @pytest.fixture
@@ -57,14 +57,14 @@ def test_detect_records_votes_and_decision(repository, monkeypatch):
                                     reference_elbo_std=nan, permuted_complexity=nan)
 
     monkeypatch.setattr(detector, "evidence", fake_evidence([0.1, 0.7, 0.2], [3.0, 1.0, 2.0]))
-    record = detector.detect(repository, 4, x, y, 2)
+    record = detector.detect(repository, TaskData(4, x, y))
     assert (record.decision, record.reused_entry, record.entry) == ("reuse", 1, 1)
     assert record.candidate_entries == [0, 1, 2]
     assert record.candidate_tasks == [0, 1, 2]
     assert (record.vote_consistency, record.vote_complexity) == (1, 1)
 
     monkeypatch.setattr(detector, "evidence", fake_evidence([0.1, 0.7, 0.2], [0.5, 1.0, 2.0]))
-    record = detector.detect(repository, 4, x, y, 2)
+    record = detector.detect(repository, TaskData(4, x, y))
     assert (record.decision, record.reused_entry, record.entry) == ("new", None, -1)
     assert (record.vote_consistency, record.vote_complexity) == (1, 0)
 
@@ -111,5 +111,5 @@ def test_degenerate_tasks_get_finite_scores(repository, images, num_classes):
     p, s = SimilarTaskDetector(elbo_samples=2).score(repository, x, y, num_classes)
     assert torch.isfinite(p).all() and p.sum().item() == pytest.approx(1.0)
     assert torch.isfinite(s).all() and (s > 0).all()
-    record = SimilarTaskDetector().detect(repository, 9, x, y, num_classes)
+    record = SimilarTaskDetector().detect(repository, TaskData(9, x, y))
     assert record.decision in ("new", "reuse")

@@ -16,7 +16,7 @@ from avalanche_sdr.detection.expert_gate import (
     relatedness,
     train_autoencoder,
 )
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 
 N = 200
 FAST = ExpertGateSettings(epochs=30)
@@ -48,8 +48,8 @@ def add_entry(model, detector, task, kind, seed, num_classes=2):
     x, y = images(kind, seed=seed)
     y = torch.arange(len(y)) % num_classes
     entry = model.create_entry(task)
-    model.add_head(task, num_classes)
-    detector.remember(model, entry, task, x, y, num_classes)
+    model.heads.add(task, num_classes)
+    detector.remember(model, entry, TaskData(task, x, y))
     return entry
 
 
@@ -70,7 +70,7 @@ def repository():
 def test_repeat_of_a_distribution_reuses_its_entry(repository, kind, expected):
     model, detector = repository
     x, y = images(kind, seed=10)
-    record = detector.detect(model, 2, x, y, 2)
+    record = detector.detect(model, TaskData(2, x, y))
     assert isinstance(record, DetectionRecord)
     assert record.decision == "reuse"
     assert record.entry == record.reused_entry == expected
@@ -90,7 +90,7 @@ def test_repeat_of_a_distribution_reuses_its_entry(repository, kind, expected):
 def test_new_distribution_is_new(repository):
     model, detector = repository
     x, y = images("square", seed=11)
-    record = detector.detect(model, 2, x, y, 2)
+    record = detector.detect(model, TaskData(2, x, y))
     assert record.decision == "new"
     assert record.entry == -1 and record.reused_entry is None
     assert max(record.p_value) < 0.5
@@ -101,7 +101,7 @@ def test_threshold_decides_with_the_same_scores(repository):
     x, y = images("left", seed=10)
     strict = ExpertGateDetector(ExpertGateSettings(epochs=30, threshold=1.5))
     loose = ExpertGateDetector(FAST)
-    r_strict, r_loose = strict.detect(model, 2, x, y, 2), loose.detect(model, 2, x, y, 2)
+    r_strict, r_loose = strict.detect(model, TaskData(2, x, y)), loose.detect(model, TaskData(2, x, y))
     assert r_strict.p_value == r_loose.p_value
     assert r_strict.decision == "new" and r_loose.decision == "reuse"
 
@@ -109,18 +109,18 @@ def test_threshold_decides_with_the_same_scores(repository):
 def test_empty_repository_is_new():
     model = make_model()
     x, y = images("left", seed=1)
-    record = ExpertGateDetector(FAST).detect(model, 0, x, y, 2)
+    record = ExpertGateDetector(FAST).detect(model, TaskData(0, x, y))
     assert record.decision == "new" and record.candidate_entries == [] and record.p_value == []
 
 
 def test_ties_go_to_the_lowest_entry(repository):
     model, detector = repository
     model.create_entry(5)
-    model.add_head(5, 2)
+    model.heads.add(5, 2)
     model.set_detection_state(2, model.detection_state(1))  # entry 2 == entry 1
     model.set_detection_state(0, model.detection_state(1))  # entry 0 == entry 1 too
     x, y = images("stripes", seed=10)
-    record = detector.detect(model, 6, x, y, 2)
+    record = detector.detect(model, TaskData(6, x, y))
     assert record.p_value[0] == record.p_value[1] == record.p_value[2]
     assert record.decision == "reuse" and record.entry == 0
 
@@ -130,7 +130,7 @@ def test_detect_leaves_the_model_as_it_was(repository):
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x, y = images("left", seed=10)
-    detector.detect(model, 2, x, y, 2)
+    detector.detect(model, TaskData(2, x, y))
     assert model.training
     assert model.encoder.active is None
     after = model.state_dict()
@@ -196,14 +196,14 @@ def test_remember_after_new_stores_the_detect_ae_without_retraining(repository, 
     real = expert_gate.train_autoencoder
     monkeypatch.setattr(expert_gate, "train_autoencoder", lambda *a, **k: calls.append(1) or real(*a, **k))
     x, y = images("square", seed=11)
-    record = detector.detect(model, 2, x, y, 2)
+    record = detector.detect(model, TaskData(2, x, y))
     assert record.decision == "new" and len(calls) == 1
     feats = detector.cached_features(2)
     assert feats is not None and feats.shape == (N, 32) and feats.dtype == torch.float32
     assert detector.cached_features(3) is None
     trained = {k: v.clone() for k, v in detector._last[2].items()}
     entry = model.create_entry(2)
-    detector.remember(model, entry, 2, x, y, 2, features=feats)  # the plugin's call
+    detector.remember(model, entry, TaskData(2, x, y))  # the plugin's call
     assert len(calls) == 1  # no retraining
     stored = model.detection_state(entry)
     assert set(stored) == set(AE_STATE_KEYS)
@@ -216,42 +216,44 @@ def test_remember_after_new_stores_the_detect_ae_without_retraining(repository, 
 def test_remember_without_features_reuses_the_detect_ae(repository):
     model, detector = repository
     x, y = images("square", seed=11)
-    detector.detect(model, 2, x, y, 2)
+    detector.detect(model, TaskData(2, x, y))
     trained = {k: v.clone() for k, v in detector._last[2].items()}
     entry = model.create_entry(2)
-    detector.remember(model, entry, 2, torch.zeros_like(x), y, 2)  # x ignored: AE cached
+    detector.remember(model, entry, TaskData(2, torch.zeros_like(x), y))  # x ignored: AE cached
     assert all(torch.equal(model.detection_state(entry)[k], trained[k]) for k in AE_STATE_KEYS)
 
 
 def test_remember_of_another_task_trains_on_its_features(repository):
     model, detector = repository
     x, y = images("square", seed=11)
-    detector.detect(model, 2, x, y, 2)
+    detector.detect(model, TaskData(2, x, y))
     x3, y3 = images("left", seed=12)
     entry = model.create_entry(3)
-    detector.remember(model, entry, 3, x3, y3, 2)
+    detector.remember(model, entry, TaskData(3, x3, y3))
     expected = train_autoencoder(detector.features(model, x3), FAST, 3)
     assert all(torch.equal(model.detection_state(entry)[k], expected[k]) for k in AE_STATE_KEYS)
 
 
-def test_remember_with_other_features_retrains(repository):
+def test_a_second_remember_of_the_task_trains_on_its_features(repository):
+    """The detect's AE is stored once; remembering the task again trains on its features."""
     model, detector = repository
     x, y = images("square", seed=11)
-    detector.detect(model, 2, x, y, 2)
-    other = detector.features(model, images("left", seed=12)[0])
+    detector.detect(model, TaskData(2, x, y))
+    detector.remember(model, model.create_entry(2), TaskData(2, x, y))
+    x2 = images("left", seed=12)[0]
     entry = model.create_entry(2)
-    detector.remember(model, entry, 2, x, y, 2, features=other)
-    expected = train_autoencoder(other, FAST, 2)
+    detector.remember(model, entry, TaskData(2, x2, y))
+    expected = train_autoencoder(detector.features(model, x2), FAST, 2)
     assert all(torch.equal(model.detection_state(entry)[k], expected[k]) for k in AE_STATE_KEYS)
 
 
 def test_entry_without_state_raises(repository):
     model, detector = repository
     model.create_entry(7)  # never remembered
-    model.add_head(7, 2)
+    model.heads.add(7, 2)
     x, y = images("left", seed=10)
     with pytest.raises(RuntimeError, match="must see every entry's creating task"):
-        detector.detect(model, 8, x, y, 2)
+        detector.detect(model, TaskData(8, x, y))
 
 
 # ---------------------------------------------------------------------- RNG, determinism
@@ -262,12 +264,12 @@ def test_global_rng_untouched(repository):
     x, y = images("square", seed=11)
     torch.manual_seed(123)
     state = torch.get_rng_state()
-    detector.detect(model, 2, x, y, 2)
+    detector.detect(model, TaskData(2, x, y))
     assert torch.equal(torch.get_rng_state(), state)
     new_entries = model.create_entry(2), model.create_entry(3)  # (adapter init uses the global RNG)
     state = torch.get_rng_state()
-    detector.remember(model, new_entries[0], 2, x, y, 2)
-    detector.remember(model, new_entries[1], 3, x, y, 2)  # fresh training
+    detector.remember(model, new_entries[0], TaskData(2, x, y))
+    detector.remember(model, new_entries[1], TaskData(3, x, y))  # fresh training
     assert torch.equal(torch.get_rng_state(), state)
 
 
@@ -280,7 +282,7 @@ def test_decisions_are_deterministic():
         add_entry(model, detector, 0, "left", seed=1)
         torch.manual_seed(99 + len(records))  # the global RNG does not matter
         x, y = images("square", seed=11)
-        record = detector.detect(model, 1, x, y, 2).to_dict()
+        record = detector.detect(model, TaskData(1, x, y)).to_dict()
         record.pop("detection_seconds")
         records.append(record)
         states.append(model.detection_state(0))
@@ -306,11 +308,11 @@ def test_class_count_filter_filters_candidates():
     add_entry(model, detector, 0, "left", seed=1, num_classes=3)
     add_entry(model, detector, 1, "stripes", seed=2, num_classes=2)
     x, y = images("left", seed=10)
-    record = detector.detect(model, 2, x, y, 2)
+    record = detector.detect(model, TaskData(2, x, y))
     assert record.class_count_filter is True
     assert record.candidate_entries == [1] and record.candidate_tasks == [1]
     assert record.decision == "new"  # the matching 'left' entry has 3 classes
-    unfiltered = ExpertGateDetector(FAST).detect(model, 2, x, y, 2)
+    unfiltered = ExpertGateDetector(FAST).detect(model, TaskData(2, x, y))
     assert unfiltered.candidate_entries == [0, 1] and unfiltered.decision == "reuse"
     assert unfiltered.entry == 0
 

@@ -14,7 +14,7 @@ from avalanche_sdr.detection.small_task import (
     pooled_covariance,
     pooled_hotelling_pvalue,
 )
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 
 
 def _images(prototypes, per_class, generator, noise=0.15):
@@ -38,8 +38,8 @@ def _repository(detector, n_entries=3, per_class=10, seed=0):
     for task, protos in enumerate(prototypes):
         x, y = _images(protos, per_class, g)
         entry = model.create_entry(task)
-        model.add_head(task, 2)
-        detector.remember(model, entry, task, x, y, 2)
+        model.heads.add(task, 2)
+        detector.remember(model, entry, TaskData(task, x, y))
     return model, prototypes, g
 
 
@@ -47,23 +47,23 @@ def test_reuses_a_true_repeat_at_ten_per_class_and_refuses_a_different_task():
     detector = SmallTaskDetector()
     model, prototypes, g = _repository(detector)
     x, y = _images(prototypes[1], 10, g)
-    plain = TwoSampleDetector().detect(model, 10, x, y, 2)
+    plain = TwoSampleDetector().detect(model, TaskData(10, x, y))
     assert plain.decision == "new" and plain.power is not None and plain.power < 0.9  # lacks power
-    record = detector.detect(model, 10, x, y, 2)
+    record = detector.detect(model, TaskData(10, x, y))
     assert record.decision == "reuse" and record.reused_entry == 1
     assert record.rule == "small_task"
     assert record.decoy_rank_pvalue is not None and record.decoy_rank_pvalue <= DEFAULT_SMALL_TASK.beta
     other = [torch.rand(1, 1, 28, 28, generator=g) for _ in range(2)]
     x, y = _images(other, 10, g)
-    assert detector.detect(model, 11, x, y, 2).decision == "new"
+    assert detector.detect(model, TaskData(11, x, y)).decision == "new"
 
 
 def test_a_large_task_is_decided_by_the_two_sample_rule_alone():
     detector = SmallTaskDetector()
     model, prototypes, g = _repository(detector, per_class=100)
     x, y = _images(prototypes[2], 100, g)
-    plain = TwoSampleDetector().detect(model, 10, x, y, 2)
-    record = detector.detect(model, 10, x, y, 2)
+    plain = TwoSampleDetector().detect(model, TaskData(10, x, y))
+    record = detector.detect(model, TaskData(10, x, y))
     assert plain.decision == record.decision == "reuse"
     assert record.decoy_rank_pvalue is None and record.p_value == plain.p_value
 
@@ -129,7 +129,7 @@ def test_bad_settings_and_inputs_are_refused():
     detector = SmallTaskDetector()
     model, _, g = _repository(detector, n_entries=2)
     with pytest.raises(ValueError, match=r"\[n, C, H, W\]"):
-        detector.detect(model, 5, torch.rand(20, 28, 28), torch.zeros(20, dtype=torch.int64), 2)
+        TaskData(5, torch.rand(20, 28, 28), torch.zeros(20, dtype=torch.int64))
     stranger = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(8, 16, 32)), in_channels=1,
                                image_size=28, generator=None).eval()
     plain = TwoSampleDetector()
@@ -137,13 +137,13 @@ def test_bad_settings_and_inputs_are_refused():
     for task in range(2):
         x, y = _images(protos[task], 10, g)
         stranger.create_entry(task)
-        stranger.add_head(task, 2)
-        plain.remember(stranger, task, task, x, y, 2)
+        stranger.heads.add(task, 2)
+        plain.remember(stranger, task, TaskData(task, x, y))
     x, y = _images(protos[0], 10, g)  # a repeat: not rejected, too small for the power check
-    record = plain.detect(stranger, 9, x, y, 2)
+    record = plain.detect(stranger, TaskData(9, x, y))
     assert record.decision == "new" and record.power is not None  # not rejected, no power: the fallback acts
     with pytest.raises(RuntimeError, match="projected-input references"):
-        detector.detect(stranger, 9, x, y, 2)
+        detector.detect(stranger, TaskData(9, x, y))
 
 
 def test_registry_round_trip_and_config_recorded():
@@ -166,8 +166,8 @@ def test_below_min_per_class_the_two_sample_decision_stands():
     detector = SmallTaskDetector()
     model, prototypes, g = _repository(detector)
     x, y = _images(prototypes[1], 5, g)
-    plain = TwoSampleDetector().detect(model, 10, x, y, 2)
-    record = detector.detect(model, 10, x, y, 2)
+    plain = TwoSampleDetector().detect(model, TaskData(10, x, y))
+    record = detector.detect(model, TaskData(10, x, y))
     assert plain.decision == record.decision == "new" and record.decoy_rank_pvalue is None
     with pytest.raises(ValueError, match="min_per_class"):
         SmallTaskSettings(min_per_class=1)
@@ -184,8 +184,8 @@ def test_every_registered_rule_is_a_named_detector():
 
 def _stage_one_reuses(detector, entry, permutation=()):
     """Make ``detector``'s two-sample stage reuse ``entry`` (power 1.0), whatever the task."""
-    def detect(model, task, x, y, num_classes):
-        return DetectionRecord.decided(model, task=task, entries=list(model.entries), reused=entry,
+    def detect(model, data):
+        return DetectionRecord.decided(model, task=data.task, entries=list(model.entries), reused=entry,
                                        rule="two_sample", p_value=[0.5] * len(model.entries), power=1.0,
                                        class_permutation=list(permutation))
     detector.two_sample.detect = detect
@@ -197,14 +197,14 @@ def test_small_tasks_reuse_by_the_two_sample_rule_only_when_the_fallback_confirm
     model, prototypes, g = _repository(detector)
     x, y = _images(prototypes[1], 20, g)  # a repeat of entry 1, 20 images a class
     _stage_one_reuses(detector, 1)
-    record = detector.detect(model, 10, x, y, 2)
+    record = detector.detect(model, TaskData(10, x, y))
     assert record.decision == "reuse" and record.reused_entry == 1
     assert record.decoy_rank_pvalue is not None and record.decoy_rank_pvalue <= DEFAULT_SMALL_TASK.beta
     _stage_one_reuses(detector, 0)  # a wrong reuse by stage 1: the fallback points at entry 1, not 0
-    record = detector.detect(model, 10, x, y, 2)
+    record = detector.detect(model, TaskData(10, x, y))
     assert record.decision == "new" and record.decoy_rank_pvalue is not None
     _stage_one_reuses(detector, 1, permutation=[1, 0])  # right entry, classes matched the other way
-    assert detector.detect(model, 10, x, y, 2).decision == "new"
+    assert detector.detect(model, TaskData(10, x, y)).decision == "new"
 
 
 def test_no_confirmation_at_or_above_confirm_below_or_when_switched_off():
@@ -213,7 +213,7 @@ def test_no_confirmation_at_or_above_confirm_below_or_when_switched_off():
         model, prototypes, g = _repository(detector)
         x, y = _images(prototypes[1], per_class, g)
         _stage_one_reuses(detector, 0)
-        record = detector.detect(model, 10, x, y, 2)
+        record = detector.detect(model, TaskData(10, x, y))
         assert record.decision == "reuse" and record.reused_entry == 0 and record.decoy_rank_pvalue is None
     with pytest.raises(ValueError, match="confirm_below must be an int >= 11"):
         SmallTaskSettings(confirm_below=10)

@@ -29,7 +29,7 @@ from avalanche_sdr.detection.two_sample import (
     hotelling_pvalue,
     random_projection,
 )
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 
 D = 16
 
@@ -393,9 +393,9 @@ TEMPLATES = {"A": templates(1, 2), "B": templates(2, 2), "C": templates(3, 3)}
 
 def _add(model, det, task, tmpl, per_class=120, seed=None, noise=0.05):
     entry = model.create_entry(task)
-    model.add_head(task, len(tmpl))
+    model.heads.add(task, len(tmpl))
     x, y = sample(tmpl, per_class, seed=100 + task if seed is None else seed, noise=noise)
-    det.remember(model, entry, task, x, y, len(tmpl))
+    det.remember(model, entry, TaskData(task, x, y))
     return entry
 
 
@@ -412,7 +412,7 @@ def repo():
 def test_detector_reuses_the_entry_of_a_repeated_task(repo, name, entry, candidates):
     model, det = repo
     x, y = sample(TEMPLATES[name], 60, seed=7)  # new images of the same classes
-    r = det.detect(model, 10, x, y, len(TEMPLATES[name]))
+    r = det.detect(model, TaskData(10, x, y))
     assert r.decision == "reuse" and r.entry == entry and r.reused_entry == entry
     assert r.candidate_entries == candidates and r.candidate_tasks == candidates
     assert r.rule == "two_sample" and r.class_count_filter is True
@@ -428,7 +428,7 @@ def test_detector_reuses_the_entry_of_a_repeated_task(repo, name, entry, candida
 def test_detector_declares_an_unseen_task_new(repo, classes):
     model, det = repo
     x, y = sample(templates(40 + classes, classes), 60, seed=8)
-    r = det.detect(model, 11, x, y, classes)
+    r = det.detect(model, TaskData(11, x, y))
     assert r.decision == "new" and r.entry == -1 and r.reused_entry is None
     assert r.p_value and all(p < det.settings.alpha for p in r.p_value)
     assert r.power is None  # not computed: every candidate rejected
@@ -437,26 +437,26 @@ def test_detector_declares_an_unseen_task_new(repo, classes):
 def test_detector_class_count_filter(repo):
     model, det = repo
     x, y = sample(templates(50, 4), 30, seed=9)
-    r = det.detect(model, 12, x, y, 4)  # no 4-class entry
+    r = det.detect(model, TaskData(12, x, y))  # no 4-class entry
     assert r.candidate_entries == [] and r.candidate_tasks == [] and r.p_value == []
     assert r.decision == "new" and r.power is None
     x, y = sample(TEMPLATES["A"][:1], 30, seed=9)
-    assert det.detect(model, 13, x, y, 1).candidate_entries == []
+    assert det.detect(model, TaskData(13, x, y)).candidate_entries == []
 
 
 def test_detector_without_class_count_filter(repo):
     model, _ = repo
     det = TwoSampleDetector(TwoSampleSettings(class_count_filter=False))
     x, y = sample(TEMPLATES["C"], 40, seed=10)  # 3 classes vs 2-class entries 0, 1
-    r = det.detect(model, 14, x, y, 3)
+    r = det.detect(model, TaskData(14, x, y))
     assert r.candidate_entries == [0, 1, 2] and r.class_count_filter is False
     assert r.decision == "reuse" and r.entry == 2
     assert r.p_value[0] < det.settings.alpha and r.p_value[1] < det.settings.alpha
     x, y = sample(TEMPLATES["A"], 40, seed=10)
-    r = det.detect(model, 15, x, y, 2)  # 2 classes vs the 3-class entry 2
+    r = det.detect(model, TaskData(15, x, y))  # 2 classes vs the 3-class entry 2
     assert r.candidate_entries == [0, 1, 2] and r.decision == "reuse" and r.entry == 0
     x, y = sample(TEMPLATES["A"][:1], 40, seed=10)  # class 0 of A alone: not a repeat of any entry
-    r = det.detect(model, 16, x, y, 1)
+    r = det.detect(model, TaskData(16, x, y))
     assert r.candidate_entries == [0, 1, 2] and r.decision == "new"
 
 
@@ -470,12 +470,12 @@ def test_detector_small_task_with_near_decoys_is_new():
     for task, shift in enumerate((0.0, 0.05, -0.05)):
         _add(model, det, task, base + shift, per_class=100, seed=10 + task, noise=0.1)
     x, y = sample(base, 2, seed=52, noise=0.1)
-    r = det.detect(model, 10, x, y, 1)
+    r = det.detect(model, TaskData(10, x, y))
     assert max(r.p_value) >= det.settings.alpha  # nothing rejected...
     assert r.power is not None and r.power < det.settings.min_power  # ...but no power to
     assert r.decision == "new"
     x, y = sample(base, 50, seed=100, noise=0.1)
-    r = det.detect(model, 11, x, y, 1)
+    r = det.detect(model, TaskData(11, x, y))
     assert r.decision == "reuse" and r.entry == 0 and r.power >= det.settings.min_power
 
 
@@ -485,7 +485,7 @@ def test_detector_small_task_with_far_decoys_has_power(repo):
     # reused. (The power is against stored distributions only.)
     model, det = repo
     x, y = sample(TEMPLATES["A"], 2, seed=23)
-    r = det.detect(model, 17, x, y, 2)
+    r = det.detect(model, TaskData(17, x, y))
     assert r.power is not None and r.power >= det.settings.min_power
     assert r.decision == "reuse" and r.entry == 0
 
@@ -496,11 +496,11 @@ def test_detect_does_not_change_the_model_nor_the_global_rng(repo):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     other = make_model()
     entry = other.create_entry(0)  # entries and heads draw their init from the global RNG,
-    other.add_head(0, 2)  # remember and detect must not
+    other.heads.add(0, 2)  # remember and detect must not
     x, y = sample(TEMPLATES["B"], 30, seed=11)
     state = torch.get_rng_state()
-    det.detect(model, 18, x, y, 2)
-    TwoSampleDetector().remember(other, entry, 0, x, y, 2)
+    det.detect(model, TaskData(18, x, y))
+    TwoSampleDetector().remember(other, entry, TaskData(0, x, y))
     assert torch.equal(state, torch.get_rng_state())
     assert model.training  # mode restored
     after = model.state_dict()
@@ -525,7 +525,7 @@ def test_detector_is_deterministic():
         for task, (name, per) in enumerate([("A", 60), ("B", 3), ("C", 20)], start=5):
             tmpl = TEMPLATES[name][:2]
             x, y = sample(tmpl, per, seed=task)
-            out.append(_strip_time(det.detect(model, task, x, y, 2)))
+            out.append(_strip_time(det.detect(model, TaskData(task, x, y))))
         return states, out
 
     with torch.random.fork_rng():
@@ -550,9 +550,9 @@ def test_stored_reference(repo):
     small = TwoSampleDetector(TwoSampleSettings(reference_per_class=7))
     m2 = make_model()
     e = m2.create_entry(0)
-    m2.add_head(0, 2)
+    m2.heads.add(0, 2)
     x, y = sample(TEMPLATES["A"], [5, 20], seed=3)
-    small.remember(m2, e, 0, x, y, 2)
+    small.remember(m2, e, TaskData(0, x, y))
     state = m2.detection_state(e)
     assert torch.equal(torch.bincount(state["labels"]), torch.tensor([5, 7]))
     full = small.project(m2, x)
@@ -563,10 +563,12 @@ def test_stored_reference(repo):
     hit = dist.argmin(1)
     assert torch.equal(y[hit], state["labels"])  # with its own label
     assert len(set(hit.tolist())) == 12
-    small.remember(m2, e, 0, x, y, 2, features=full)
+    small.remember(m2, e, TaskData(0, x, y))
     assert torch.equal(m2.detection_state(e)["features"], state["features"])
+    # after a detect of the same task, its projected features are the rows (not computed again)
     fake = torch.arange(25 * D, dtype=torch.float64).view(25, D)
-    small.remember(m2, e, 0, x, y, 2, features=fake)
+    small._last = (0, fake)
+    small.remember(m2, e, TaskData(0, x, y))
     assert set(m2.detection_state(e)["features"][:, 0].tolist()) <= set(fake[:, 0].tolist())
 
 
@@ -577,7 +579,7 @@ def test_project_and_cached_features(repo):
     assert f.shape == (20, D) and f.dtype == torch.float64
     batched = TwoSampleDetector(batch_size=3).project(model, x)
     assert torch.allclose(f, batched, atol=1e-10)
-    det.detect(model, 19, x, y, 2)
+    det.detect(model, TaskData(19, x, y))
     assert torch.equal(det.cached_features(19), f)
     assert det.cached_features(20) is None
 
@@ -586,7 +588,7 @@ def test_record_json_round_trip(repo):
     model, det = repo
     for tmpl, classes in [(TEMPLATES["A"], 2), (templates(60, 2), 2), (templates(61, 5), 5)]:
         x, y = sample(tmpl, 30, seed=13)
-        r = det.detect(model, 21, x, y, classes)
+        r = det.detect(model, TaskData(21, x, y))
         back = DetectionRecord.from_dict(json.loads(json.dumps(r.to_dict())))
         assert back == r
 
@@ -594,17 +596,17 @@ def test_record_json_round_trip(repo):
 def test_entry_without_reference_raises(repo):
     model = make_model()
     model.create_entry(0)
-    model.add_head(0, 2)
+    model.heads.add(0, 2)
     x, y = sample(TEMPLATES["A"], 10, seed=14)
     with pytest.raises(RuntimeError, match="no reference features"):
-        TwoSampleDetector().detect(model, 1, x, y, 2)
+        TwoSampleDetector().detect(model, TaskData(1, x, y))
 
 
 def test_entry_with_a_single_image_class_does_not_break_detection():
     model, det = make_model(), TwoSampleDetector()
     _add(model, det, 0, TEMPLATES["A"], per_class=[50, 1])
     x, y = sample(TEMPLATES["A"], 30, seed=15)
-    r = det.detect(model, 1, x, y, 2)
+    r = det.detect(model, TaskData(1, x, y))
     assert r.candidate_entries == [0]
 
 
@@ -614,11 +616,11 @@ def test_energy_detector_end_to_end(repo):
     model, _ = repo
     det = TwoSampleDetector(TwoSampleSettings(test="energy", n_decoys=8))
     x, y = sample(TEMPLATES["B"], 30, seed=16)
-    r = det.detect(model, 22, x, y, 2)
+    r = det.detect(model, TaskData(22, x, y))
     assert r.decision == "reuse" and r.entry == 1 and r.power >= 0.9
     assert r.p_value[0] == pytest.approx(2 / 1000)  # c * the smallest possible p
     x, y = sample(templates(70, 2), 30, seed=16)
-    r = det.detect(model, 23, x, y, 2)
+    r = det.detect(model, TaskData(23, x, y))
     assert r.decision == "new" and all(p < 0.01 for p in r.p_value)
 
 
@@ -663,9 +665,9 @@ def test_detector_false_new_rate_on_held_out_halves():
         model = make_model()
         det = TwoSampleDetector(settings)
         e = model.create_entry(0)
-        model.add_head(0, 2)
-        det.remember(model, e, 0, x[half], y[half], 2)
-        r = det.detect(model, 1 + i, x[~half], y[~half], 2)
+        model.heads.add(0, 2)
+        det.remember(model, e, TaskData(0, x[half], y[half]))
+        r = det.detect(model, TaskData(1 + i, x[~half], y[~half]))
         rejected += r.p_value[0] < alpha
     _, hi = stats.binom.interval(0.999, reps, alpha)
     assert rejected <= hi, rejected
@@ -796,7 +798,7 @@ def test_detector_matches_the_classes_of_a_shuffled_repeat(repo, name, entry, pe
     model, _ = repo
     x, y = sample(TEMPLATES[name], 60, seed=7)
     y = _relabel(y, permutation)
-    r = TwoSampleDetector(MATCH).detect(model, 30, x, y, len(permutation))
+    r = TwoSampleDetector(MATCH).detect(model, TaskData(30, x, y))
     assert r.decision == "reuse" and r.entry == entry
     # New class k holds the images of the entry's class permutation^-1[k].
     assert r.class_permutation == _inverse(permutation)
@@ -804,7 +806,7 @@ def test_detector_matches_the_classes_of_a_shuffled_repeat(repo, name, entry, pe
     assert DetectionRecord.from_dict(json.loads(json.dumps(r.to_dict()))) == r
     # Without matching the same task is declared new: every class is compared with
     # another class of the entry.
-    off = TwoSampleDetector().detect(model, 30, x, y, len(permutation))
+    off = TwoSampleDetector().detect(model, TaskData(30, x, y))
     assert off.decision == "new" and off.class_permutation == []
     assert all(p < MATCH.alpha for p in off.p_value)
 
@@ -814,8 +816,8 @@ def test_detector_matches_the_classes_of_a_shuffled_repeat(repo, name, entry, pe
 def test_detector_with_matching_keeps_the_identity_of_an_unshuffled_repeat(repo, name, entry):
     model, _ = repo
     x, y = sample(TEMPLATES[name], 60, seed=7)
-    on = TwoSampleDetector(MATCH).detect(model, 31, x, y, len(TEMPLATES[name]))
-    off = TwoSampleDetector().detect(model, 31, x, y, len(TEMPLATES[name]))
+    on = TwoSampleDetector(MATCH).detect(model, TaskData(31, x, y))
+    off = TwoSampleDetector().detect(model, TaskData(31, x, y))
     assert on.decision == off.decision == "reuse" and on.entry == off.entry == entry
     assert on.class_permutation == [] and off.class_permutation == []
     # The identity reaches the optimum: the same combined p-value as without matching.
@@ -826,7 +828,7 @@ def test_detector_with_matching_keeps_the_identity_of_an_unshuffled_repeat(repo,
 def test_detector_with_matching_declares_an_unseen_task_new(repo, classes):
     model, _ = repo
     x, y = sample(templates(40 + classes, classes), 60, seed=8)
-    r = TwoSampleDetector(MATCH).detect(model, 32, x, y, classes)
+    r = TwoSampleDetector(MATCH).detect(model, TaskData(32, x, y))
     assert r.decision == "new" and r.entry == -1 and r.class_permutation == []
     assert r.p_value and all(p < MATCH.alpha for p in r.p_value) and r.power is None
 
@@ -842,15 +844,15 @@ def test_detector_with_matching_in_each_entrys_feature_space():
         _add(model, det, task, TEMPLATES[name])
     for name, entry, permutation in [("A", 0, [1, 0]), ("C", 2, [2, 0, 1]), ("B", 1, [0, 1])]:
         x, y = sample(TEMPLATES[name], 60, seed=7)
-        r = det.detect(model, 40, x, _relabel(y, permutation), len(permutation))
+        r = det.detect(model, TaskData(40, x, _relabel(y, permutation)))
         assert r.decision == "reuse" and r.entry == entry and r.power >= settings.min_power
         expected = _inverse(permutation)
         assert r.class_permutation == ([] if expected == list(range(len(expected))) else expected)
     x, y = sample(TEMPLATES["A"], 60, seed=7)
     off = TwoSampleDetector(dataclasses.replace(settings, match_classes=False))
-    assert off.detect(model, 41, x, 1 - y, 2).decision == "new"
+    assert off.detect(model, TaskData(41, x, 1 - y)).decision == "new"
     x, y = sample(templates(42, 2), 60, seed=8)
-    assert det.detect(model, 42, x, y, 2).decision == "new"
+    assert det.detect(model, TaskData(42, x, y)).decision == "new"
 
 
 def test_matching_off_is_the_detector_as_measured(repo):
@@ -868,7 +870,7 @@ def test_matching_off_is_the_detector_as_measured(repo):
     cases = [(TEMPLATES["A"], 60, 7), (TEMPLATES["C"], 5, 8), (templates(41, 2), 30, 9), (TEMPLATES["B"], 3, 10)]
     for task, ((tmpl, per, seed), (decision, entry, pvalues, power)) in enumerate(zip(cases, golden), start=10):
         x, y = sample(tmpl, per, seed=seed)
-        r = det.detect(model, task, x, y, len(tmpl))
+        r = det.detect(model, TaskData(task, x, y))
         assert (r.decision, r.entry, r.power, r.class_permutation) == (decision, entry, power, [])
         assert r.p_value == pytest.approx(pvalues, rel=1e-6)
 
@@ -892,9 +894,9 @@ def test_matched_power_is_the_unmatched_power_of_the_chosen_pairing(n):
     the power the unmatched rule has on the same images in the entry's order."""
     model, a = _near_copies()
     x, y = sample(a, [n, n + 1], seed=61, noise=0.1)
-    off = TwoSampleDetector().detect(model, 60, x, y, 2)
-    on = TwoSampleDetector(MATCH).detect(model, 60, x, y, 2)
-    shuffled = TwoSampleDetector(MATCH).detect(model, 60, x, 1 - y, 2)
+    off = TwoSampleDetector().detect(model, TaskData(60, x, y))
+    on = TwoSampleDetector(MATCH).detect(model, TaskData(60, x, y))
+    shuffled = TwoSampleDetector(MATCH).detect(model, TaskData(60, x, 1 - y))
     assert off.power is not None and on.power == off.power
     assert shuffled.power == off.power and shuffled.decision == off.decision
     if shuffled.decision == "reuse":
@@ -925,10 +927,10 @@ def test_matching_and_the_global_rng(repo):
     model, _ = repo
     x, y = sample(TEMPLATES["C"], 20, seed=44)
     state, np_state = torch.get_rng_state(), np.random.get_state()
-    a = _strip_time(TwoSampleDetector(MATCH).detect(model, 50, x, _relabel(y, [2, 0, 1]), 3))
+    a = _strip_time(TwoSampleDetector(MATCH).detect(model, TaskData(50, x, _relabel(y, [2, 0, 1]))))
     assert torch.equal(state, torch.get_rng_state())
     assert np.array_equal(np_state[1], np.random.get_state()[1]) and np_state[2] == np.random.get_state()[2]
     with torch.random.fork_rng():
         torch.manual_seed(123)
-        b = _strip_time(TwoSampleDetector(MATCH).detect(model, 50, x, _relabel(y, [2, 0, 1]), 3))
+        b = _strip_time(TwoSampleDetector(MATCH).detect(model, TaskData(50, x, _relabel(y, [2, 0, 1]))))
     assert a == b and a["class_permutation"] == [1, 2, 0]

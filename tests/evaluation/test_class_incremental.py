@@ -120,7 +120,7 @@ def test_scores_argmax_is_the_routed_prediction(run):
     lowest = torch.finfo(scores.dtype).min
     for task in torch.unique(prediction.tasks).tolist():
         mask = prediction.tasks == task
-        ids = model.class_ids(task)
+        ids = model.heads.class_ids(task)
         others = [c for c in range(12) if c not in ids]
         expected = model(x[mask], task)[:, ids]
         # "lda" chooses the class itself: where the head would answer another class, the

@@ -63,10 +63,10 @@ def runs(paths, commands):
                                                                "--output", b / "qs_ckpt" / "ckpt.json"],
         "table2_seeds": ["-m", "benchmarks.table2", "--stream", "digits", "--seeds", 0, -1, "--out", b / "t2"],
         "table2_out_is_file": ["-m", "benchmarks.table2", "--stream", "digits", "--out", paths["file"]],
-        "sim_seeds": ["-m", "benchmarks.detection_sim", "--stream", "digits", "--seeds", -1, "--out", b / "sim"],
-        "sim_out_under_file": ["-m", "benchmarks.detection_sim", "--stream", "digits",
+        "sim_seeds": ["-m", "benchmarks.studies.detection.sim", "--stream", "digits", "--seeds", -1, "--out", b / "sim"],
+        "sim_out_under_file": ["-m", "benchmarks.studies.detection.sim", "--stream", "digits",
                                "--out", paths["file"] / "sim"],
-        "detection_table_missing_source": ["-m", "benchmarks.detection_table", b / "no_such_runs"],
+        "detection_table_missing_source": ["-m", "benchmarks.studies.detection.table", b / "no_such_runs"],
         "plots_out_is_file": ["-m", "avalanche_sdr.plots", paths["results"], "--out", paths["file"]],
         "plots_missing_results": ["-m", "avalanche_sdr.plots", b / "missing.json", "--out", b / "figures"],
         "missing_data_debug": _example("cifar10_10") + ["--data-root", paths["missing_root"], "--debug"],
@@ -265,6 +265,13 @@ def test_legend_and_table_explain_the_output():
     assert "power=" in cli.output_legend("two_sample", 3, generators=False)
     assert "G_e" not in cli.output_legend("two_sample", 3, generators=False)
     assert "rel=" in cli.output_legend("expert_gate", 3, generators=False)
+    # every detector of the registry explains its own scores (small_task: its fallback too)
+    assert "fallback" in cli.output_legend("small_task", 3, generators=False)
+    from avalanche_sdr.detection import DETECTOR_TYPES, TwoSampleDetector, TwoSampleSettings
+
+    for rule in DETECTOR_TYPES:
+        assert "Tj:" in cli.output_legend(rule, 3, generators=False), rule
+    assert "p >= 0.001" in cli.output_legend(TwoSampleDetector(TwoSampleSettings(alpha=0.001)), 3, generators=False)
     results = {
         "tasks": [
             {"task": 0, "group": 1, "split": 0, "decision": "warm_start", "entry": 0, "chosen_task": None,

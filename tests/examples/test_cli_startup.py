@@ -1,9 +1,9 @@
 """Every command line answers ``--help`` and refuses bad arguments before it imports
 anything heavy, and its ``--help`` shows no reStructuredText markup.
 
-Checked on what the command imported, not on time (``python -m benchmarks.cli_startup``
+Checked on what the command imported, not on time (``python -m benchmarks.studies.where_the_time_goes.cli_startup``
 measures the seconds and megabytes): each entry point of
-:data:`benchmarks.cli_startup.ENTRY_POINTS` runs, as ``python examples/<name>.py`` or
+:data:`benchmarks.studies.where_the_time_goes.cli_startup.ENTRY_POINTS` runs, as ``python examples/<name>.py`` or
 ``python -m <module>`` would run it, inside a small probe process that then lists
 the top-level packages in ``sys.modules``. One process at a time, ~0.2 s each.
 """
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from avalanche_sdr import cli
-from benchmarks.cli_startup import ENTRY_POINTS, HEAVY_MODULES, REPO_ROOT, command_env
+from benchmarks.studies.where_the_time_goes.cli_startup import ENTRY_POINTS, HEAVY_MODULES, REPO_ROOT, command_env
 
 PROBE = r"""
 import json, runpy, sys
@@ -69,7 +69,7 @@ def test_help_and_usage_errors_come_before_heavy_imports(entry):
 def test_the_probe_sees_heavy_imports(tmp_path):
     """The check above can fail: a command that imports a heavy package (here scipy)
     before parsing is reported."""
-    from benchmarks.cli_startup import EntryPoint
+    from benchmarks.studies.where_the_time_goes.cli_startup import EntryPoint
 
     script = tmp_path / "heavy_command.py"
     script.write_text("import argparse\nimport scipy\nargparse.ArgumentParser().parse_args()\n")

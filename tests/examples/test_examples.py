@@ -28,7 +28,8 @@ def runs(tmp_path_factory, commands):
     example = commands.example
     for name in MISSING:
         commands.start(name, example(name) + ["--data-root", empty])
-    commands.start("needs_generators", example("fashion_mnist_50") + ["--data-root", empty, "--no-generators"])
+    commands.start("reads_no_generators", example("fashion_mnist_50") + ["--data-root", empty, "--method",
+                                                                         "recommended", "--vae-epochs", "3"])
     return commands
 
 
@@ -78,7 +79,7 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(training_runs):
     results = json.loads(Path(training_runs.output).read_text())
     assert len(results["tasks"]) == 4
     assert results["config"]["max_tasks"] == 4
-    assert (results["config"]["method"], results["config"]["decision"]) == ("paper", "agreement")
+    assert (results["config"]["method"], results["config"]["detector"]) == ("paper", "agreement")
     assert results["config"]["strategy"]["reuse"] == "head" and results["config"]["generator"] == "independent"
     assert [t["decision"] for t in results["tasks"][:3]] == ["warm_start"] * 3
     assert set(results["baselines"]) == {"ewc", "replay"}
@@ -101,19 +102,20 @@ def test_recommended_method_runs_by_name_on_the_harness_task_sizes(training_runs
     assert code == 0, err
     results = json.loads(Path(training_runs.recommended_output).read_text())
     config = results["config"]
-    assert (config["method"], config["decision"], config["generator"]) == ("recommended", "two_sample", "none")
-    assert config["strategy"]["reuse"] == "accumulate" and config["strategy"]["detector"]["match_classes"]
+    assert (config["method"], config["detector"], config["generator"]) == ("recommended", "small_task", "none")
+    assert config["strategy"]["reuse"] == "accumulate" and config["strategy"]["detector"]["two_sample"]["match_classes"]
     assert [router["name"] for router in config["strategy"]["routers"]] == ["lda_weighted"]
     assert config["options"]["task_sizes"] == "capped"
     assert max(size["train"] for size in config["task_sizes"]) <= 200  # the harness's emnist100 caps
     scored = [t["detection"] for t in results["tasks"][3:]]
-    assert scored and all(d["rule"] == "two_sample" for d in scored)
+    assert scored and all(d["rule"] == "small_task" for d in scored)
     assert "entry updated" in out and "only a new" not in out  # the legend of the learning reuse
-    assert "SDR (two_sample, accumulate reuse)" in out
+    assert "SDR (small_task, accumulate reuse)" in out
 
 
-def test_no_generators_with_a_generator_rule_is_a_usage_error(runs):
-    code, out, err = runs("needs_generators")
+def test_vae_epochs_for_a_detector_that_reads_no_generators_is_a_usage_error(runs):
+    code, out, err = runs("reads_no_generators")
     assert code == 2
-    assert "drop --no-generators" in err and "Traceback" not in err
+    assert "--vae-epochs: the detector small_task (of --method recommended) reads no generators" in err
+    assert "Traceback" not in err
     assert "not found" not in err  # refused before any data is read

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from benchmarks.cli_startup import REPO_ROOT
+from benchmarks.studies.where_the_time_goes.cli_startup import REPO_ROOT
 
 EXAMPLES = ("quickstart", "fashion_mnist", "fashion_mnist_50", "emnist_100", "cifar10_10", "cifar100_40")
 PAPER_STREAM_EXAMPLES = EXAMPLES[1:]
@@ -20,7 +20,7 @@ PAPER_STREAM_EXAMPLES = EXAMPLES[1:]
 def test_every_example_takes_method_and_the_registry_budgets(examples, name, capsys):
     parse_args = examples[name]["parse_args"]
     args = parse_args([])
-    assert (args.method, args.preset, args.decision) == ("paper", "cpu", None)
+    assert (args.method, args.preset, args.detector) == ("paper", "cpu", None)
     assert parse_args(["--method", "recommended", "--preset", "cpu_large_task"]).method == "recommended"
     with pytest.raises(SystemExit) as exit_info:
         parse_args(["--method", "best"])
@@ -30,7 +30,9 @@ def test_every_example_takes_method_and_the_registry_budgets(examples, name, cap
         parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--method {paper,recommended}" in text and "--preset {cpu,cpu_large_task,paper}" in text
-    assert "CPU_SMALL_TASK_SETTINGS" in text  # "cpu" is the registry's, as in the harness
+    assert "cpu (CPU_SETTINGS" in text and "cpu_large_task (CPU_LARGE_TASK_SETTINGS" in text  # budget X: X_SETTINGS
+    assert "--detector {agreement,calibrated,two_sample,expert_gate,small_task}" in text
+    assert "--decision" not in text and "--no-generators" not in text
 
 
 @pytest.mark.parametrize("name", PAPER_STREAM_EXAMPLES)
@@ -62,23 +64,17 @@ def test_the_helper_holds_no_part_of_the_method():
     assert method - {"build_sdr_model", "pretrain_vae", "SDRStrategy"} <= example  # the check can fail
 
 
-def test_the_parse_time_tables_are_the_library_registries(examples):
-    """``_common`` reads the methods' rules before torch is imported; they must be the
-    library's (:data:`avalanche_sdr.training.METHODS`), and the budget names its BUDGETS."""
+def test_the_parse_time_names_are_the_library_registries(examples):
+    """``_common`` names the methods, budgets and detectors before torch is imported; they
+    must be the library's registries (what each does is read from the registries)."""
     from avalanche_sdr.baselines import BASELINE_SETTINGS
-    from avalanche_sdr.detection.registry import detector_rule
+    from avalanche_sdr.detection import DETECTOR_TYPES
     from avalanche_sdr.training import BUDGETS, METHODS
+    from avalanche_sdr.vocabulary import DETECTORS
 
     common = examples["_common"]
-    assert set(common.METHOD_DEFAULTS) == set(METHODS)
-    for name, expected in common.METHOD_DEFAULTS.items():
-        defaults = METHODS[name].defaults()
-        detector = defaults["detector"]
-        rule = detector if isinstance(detector, str) else detector_rule(detector)
-        needs_generators = rule in common.GENERATOR_RULES if isinstance(detector, str) else \
-            getattr(detector, "needs_generators", True)
-        assert (rule, needs_generators, defaults["reuse"]) == \
-            (expected["decision"], expected["generators"], expected["reuse"]), name
+    assert common.METHOD_NAMES == tuple(METHODS)
+    assert DETECTORS == tuple(DETECTOR_TYPES)
     assert set(common.BUDGETS) == set(BUDGETS)
     assert set(common.BASELINE_BUDGET) == set(BUDGETS)
     assert set(common.BASELINE_BUDGET.values()) <= set(BASELINE_SETTINGS)
@@ -88,7 +84,7 @@ def test_the_parse_time_tables_are_the_library_registries(examples):
                                                    ("cifar10_10", None, "cifar10"), ("fashion_mnist", 2, "fashion10"),
                                                    ("fashion_mnist", 10, "fashion50")])
 def test_capped_task_sizes_are_the_harness_caps(examples, name, splits, stream):
-    from benchmarks.methods import STREAMS
+    from benchmarks.table2.methods import STREAMS
 
     caps = examples[name]["CAPPED_SIZES"]
     caps = caps if splits is None else caps[splits]
@@ -106,22 +102,10 @@ def test_cifar100_has_no_capped_sizes(examples, capsys):
     assert "unrecognized arguments: --task-sizes" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--no-generators"], "--decision agreement (of --method paper) scores tasks with the generators; drop "
-                          "--no-generators"),
-    (["--method", "recommended", "--decision", "calibrated", "--no-generators"], "drop --no-generators"),
-])
-def test_options_that_contradict_the_rule_are_usage_errors(examples, capsys, argv, message):
-    with pytest.raises(SystemExit) as exit_info:
-        examples["emnist_100"]["parse_args"](argv)
-    assert exit_info.value.code == 2
-    assert message in " ".join(capsys.readouterr().err.split())
-
-
 def test_a_generator_for_a_rule_that_reads_none_is_a_usage_error(examples, capsys):
     parse_args = examples["fashion_mnist"]["parse_args"]
     assert parse_args(["--generator", "eft"]).generator == "eft"  # the paper's rule reads generators
-    for argv in (["--method", "recommended", "--generator", "eft"], ["--decision", "two_sample", "--generator",
+    for argv in (["--method", "recommended", "--generator", "eft"], ["--detector", "two_sample", "--generator",
                                                                      "independent"]):
         with pytest.raises(SystemExit) as exit_info:
             parse_args(argv)
@@ -129,21 +113,24 @@ def test_a_generator_for_a_rule_that_reads_none_is_a_usage_error(examples, capsy
         assert "reads no generators" in capsys.readouterr().err
 
 
-def test_no_generators_where_it_cannot_act_is_a_deprecation_note(examples, capsys):
-    args = examples["emnist_100"]["parse_args"](["--method", "recommended", "--no-generators"])
-    assert args.no_generators
-    assert "--no-generators is deprecated and has no effect" in capsys.readouterr().err
+def test_the_former_options_are_gone(examples, capsys):
+    """One word per concept: the detector is ``--detector``; the generators follow it."""
+    for argv in (["--decision", "two_sample"], ["--no-generators"]):
+        with pytest.raises(SystemExit) as exit_info:
+            examples["emnist_100"]["parse_args"](argv)
+        assert exit_info.value.code == 2
+        assert "unrecognized arguments" in capsys.readouterr().err
 
 
-def test_detector_keyword_follows_decision_and_method(examples):
-    from avalanche_sdr.detection.registry import detector_rule
-
+def test_detector_keyword_follows_detector_and_method(examples):
     common, parse_args = examples["_common"], examples["emnist_100"]["parse_args"]
     paper = common.detector(parse_args([]), elbo_samples=8)  # the paper method's rule, 8 ELBO samples
-    assert detector_rule(paper) == "agreement" and paper.elbo_samples == 8
+    assert paper.rule == "agreement" and paper.elbo_samples == 8
     assert common.detector(parse_args(["--method", "recommended"]), elbo_samples=8) is None  # the method's
-    two_sample = common.detector(parse_args(["--method", "recommended", "--decision", "two_sample"]), elbo_samples=8)
-    assert detector_rule(two_sample) == "two_sample"
+    two_sample = common.detector(parse_args(["--method", "recommended", "--detector", "two_sample"]), elbo_samples=8)
+    assert two_sample.rule == "two_sample"
+    calibrated = common.detector(parse_args(["--detector", "calibrated"]), elbo_samples=8)
+    assert calibrated.rule == "calibrated" and calibrated.elbo_samples == 8
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,9 @@ replay and the calibrated-options table, on hand-made run JSONs."""
 import json
 
 from avalanche_sdr.detection import CalibrationThresholds
-from benchmarks import calibrate_thresholds, calibrated_table, detection_errors
+from benchmarks.studies.calibrated import errors as detection_errors
+from benchmarks.studies.calibrated import table as calibrated_table
+from benchmarks.studies.calibrated import thresholds as calibrate_thresholds
 
 
 def _record(task, decision, candidate_tasks=(), p=(), s=(), gap_elbo=(), entry=0, reused=None):

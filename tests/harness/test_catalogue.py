@@ -1,6 +1,6 @@
-"""benchmarks.catalogue (the names the harness's parsers offer, importable without
-torch) agrees with benchmarks.methods (the streams, presets and methods themselves)."""
-from benchmarks import catalogue, methods, variants
+"""benchmarks.table2.catalogue (the names the harness's parsers offer, importable without
+torch) agrees with benchmarks.table2.methods (the streams, presets and methods themselves)."""
+from benchmarks.table2 import catalogue, methods, variants
 
 
 def test_streams_agree():
@@ -28,14 +28,18 @@ def test_swept_baselines_are_the_baselines_with_sweep_rows():
         n for n, m in methods.METHODS.items() if not m.is_sdr and variants.sweep_rows(variants.Row(n)))
 
 
-def test_method_presets_name_harness_rows():
-    """Each --method preset's rows are harness methods (an SDR row; its task-free row a
-    task-free SDR row) under a reuse the harness knows. That they are the library's
-    presets: tests/harness/test_harness_method_option.py."""
-    for name, entry in catalogue.METHOD_PRESETS.items():
-        assert methods.METHODS[entry.method].is_sdr and not methods.METHODS[entry.method].task_free, name
-        assert entry.reuse in catalogue.REUSES, name
-        if entry.task_free_method is not None:
-            assert methods.METHODS[entry.task_free_method].is_sdr, name
-            assert methods.METHODS[entry.task_free_method].task_free, name
+def test_method_preset_rows_are_sdr_rows_of_the_librarys_presets():
+    """Each row that is a library method preset names one of ``avalanche_sdr.training.METHODS``
+    and is an SDR row; a task-free one is scored with its preset's routers. That they build
+    the library's presets: tests/harness/test_method_preset_rows.py."""
+    from avalanche_sdr import training
+
+    presets = {name: entry.method_preset for name, entry in catalogue.METHODS.items() if entry.method_preset}
+    assert sorted(presets.values()) == sorted(training.METHODS)
+    for name, preset in presets.items():
+        method = methods.METHODS[name]
+        assert method.is_sdr, name
+        if method.task_free:
+            assert method.routers == tuple(training.METHODS[preset].routers), name
+    assert catalogue.DEFAULT_METHODS == tuple(n for n in catalogue.METHODS if n not in presets)
     assert methods.SDR_ROUTER == catalogue.SDR_ROUTER

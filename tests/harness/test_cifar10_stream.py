@@ -1,4 +1,4 @@
-"""The harness stream ``cifar10`` (``benchmarks/methods.py``, ``benchmarks/catalogue.py``):
+"""The harness stream ``cifar10`` (``benchmarks/table2/methods.py``, ``benchmarks/table2/catalogue.py``):
 the paper's MixedCIFAR10 from a ``--data-root`` holding ``cifar-10-batches-py/``, E0 the
 small CNN on 3 channels pretrained by the harness on the warm-start tasks (never the
 CIFAR-10 ResNet weights, which have seen these classes). Fast: a tiny fake root of
@@ -14,10 +14,12 @@ import torch
 
 from avalanche_sdr.benchmarks import DatasetNotFoundError
 from avalanche_sdr.models.backbones import CifarResNet, ImageBackbone, SmallCNN
-from benchmarks import catalogue, detection_sim, table2
-from benchmarks.harness import engine
-from benchmarks.harness.specs import RunSpec
-from benchmarks.methods import PRESETS, STREAMS
+from benchmarks.studies.detection import sim as detection_sim
+from benchmarks.table2 import catalogue
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import engine
+from benchmarks.table2.specs import RunSpec
+from benchmarks.table2.methods import PRESETS, STREAMS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from benchmarks import table2, tuning
-from benchmarks.harness.report import format_task_free_table
-from benchmarks.methods import METHODS, PRESETS
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import tuning
+from benchmarks.table2.report import format_task_free_table
+from benchmarks.table2.methods import METHODS, PRESETS
 
 CLOSED_FORM = ["slda", "ranpac", "klda"]
 

@@ -1,10 +1,10 @@
-"""The study of docs/results/closed_form.md (``benchmarks/closed_form/``): the page's tables
+"""The study of docs/results/closed_form.md (``benchmarks/studies/closed_form/``): the page's tables
 from run files, and the choice rules of the ``"kernel_lda"`` router, on hand-made runs.
 Fast (no training)."""
 import pytest
 import torch
 
-from benchmarks.closed_form import offline, router, table
+from benchmarks.studies.closed_form import offline, router, table
 
 
 def _point(dim, gamma, shrinkage, accuracy):
@@ -102,7 +102,7 @@ class _E0(torch.nn.Module):
 
 
 def test_the_router_fitted_after_a_run_from_its_entry_map_answers_as_during_the_run(one_thread):
-    """benchmarks/closed_form/offline.py: the state and the scores of the router fitted
+    """benchmarks/studies/closed_form/offline.py: the state and the scores of the router fitted
     during an SDR run, from the run's entry map, E0 and stream alone."""
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin

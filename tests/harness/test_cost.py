@@ -1,4 +1,4 @@
-"""benchmarks.cost (issue #38's benchmark): its ratios and tables come from the measured
+"""benchmarks.studies.where_the_time_goes.cost (issue #38's benchmark): its ratios and tables come from the measured
 values it is given, and, slow (``-m slow``), the ``--quick`` run writes a report of that
 structure. Nothing here is timed: the test checks structure and arithmetic, not speed.
 """
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks import cost
+from benchmarks.studies.where_the_time_goes import cost
 
 
 def _run(method, variant, label, wall, cpu, setup=1.0, evaluated=None, curve=None, test=100, tasks=4):
@@ -106,7 +106,7 @@ def test_quick_run_writes_a_report_of_measured_runs(tmp_path):
 
 
 def test_router_fit_times_the_fit_alone_and_after_detection_and_refuses_no_rounds():
-    from benchmarks.router_fit import router_fit_seconds
+    from benchmarks.studies.where_the_time_goes.router_fit import router_fit_seconds
 
     row, = router_fit_seconds([2], images=8, rounds=2)
     assert row["entries"] == 2 and row["fit_s"] > 0 and row["fit_after_detection_s"] > 0

@@ -1,5 +1,5 @@
-"""The detection replay (benchmarks/detection_sim.py) and the detection table
-(benchmarks/detection_table.py).
+"""The detection replay (benchmarks/studies/detection/sim.py) and the detection table
+(benchmarks/studies/detection/table.py).
 
 The replay's claim is that, for rules that decide from E0's features, its decisions
 are those of a full SDRStrategy run on the same E0: checked here on the digits stream.
@@ -13,10 +13,11 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.models import small_cnn_backbone
-from benchmarks import detection_sim, detection_table
+from benchmarks.studies.detection import sim as detection_sim
+from benchmarks.studies.detection import table as detection_table
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,8 @@ def digits():
 def test_replay_decides_as_the_strategy_does(digits, rule):
     benchmark, backbone = digits
     model = build_sdr_model(copy.deepcopy(backbone), in_channels=1, image_size=8, generator=None)
-    settings = dict(CPU_SETTINGS, new_task_epochs=1, lr_milestones=(1,), reuse_epochs=1)
-    strategy = SDRStrategy(model=model, **settings, decision=rule,
+    settings = CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=1, lr_milestones=(1,), reuse_epochs=1)
+    strategy = SDRStrategy(model=model, settings=settings, detector=rule,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     for experience in benchmark.train_stream:
         strategy.train(experience, eval_streams=[])

@@ -1,5 +1,5 @@
 """Tests of the harness's equal-memory ER rows, memory sweeps, Pareto front and the paper's
-protocol (``benchmarks/table2.py``, ``benchmarks/methods.py``, ``avalanche_sdr/baselines.py``).
+protocol (``benchmarks/table2/command.py``, ``benchmarks/table2/methods.py``, ``avalanche_sdr/baselines.py``).
 
 All fast: the tiny digits stream (10 tasks of ~125 8x8 images) and small backbones; one
 epoch per task where something trains.
@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from avalanche_sdr import baselines, cli
-from benchmarks import table2
-from benchmarks.harness import engine
-from benchmarks.harness.report import curve_key, pareto_front, row_points, write_plots
-from benchmarks.harness.rows import equal_memory_report, equal_memory_specs
-from benchmarks.harness.specs import run_id
-from benchmarks.methods import METHODS, PRESETS, STREAMS, size_equal_memory
-from benchmarks.variants import SWEEP_EFT, SWEEP_PER_CLASS, Row, equal_memory_rows, harness_rows
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import engine
+from benchmarks.table2.report import curve_key, pareto_front, row_points, write_plots
+from benchmarks.table2.equal_memory import equal_memory_report, equal_memory_specs
+from benchmarks.table2.specs import run_id
+from benchmarks.table2.methods import METHODS, PRESETS, STREAMS, size_equal_memory
+from benchmarks.table2.variants import SWEEP_EFT, SWEEP_PER_CLASS, Row, equal_memory_rows, harness_rows
 
 
 def _evaluator():

@@ -1,6 +1,6 @@
 """Tests of the tuned equal-memory ER rows (``--tune`` with ``--equal-memory REF``: variant
 ``mem_REF_tuned``) and of variant references (``--equal-memory METHOD:VARIANT``) in
-``benchmarks/table2.py`` and ``benchmarks/tuning.py``.
+``benchmarks/table2/command.py`` and ``benchmarks/table2/tuning.py``.
 
 Fast: no training. Runs are faked (``executors.local_results`` replaced by an in-process
 fake that records what it is asked to run); the sizing is the real one, on the digits
@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from avalanche_sdr import cli
-from benchmarks import table2, tuning
-from benchmarks.harness import engine, executors
-from benchmarks.harness.rows import equal_memory_ids, equal_memory_specs, equal_memory_targets
-from benchmarks.harness.specs import backbone_file, run_id, split_reference, tuned_equal_memory_variant
-from benchmarks.methods import METHODS
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import tuning
+from benchmarks.table2 import engine
+from benchmarks.table2.equal_memory import equal_memory_ids, equal_memory_specs, equal_memory_targets
+from benchmarks.table2.specs import backbone_file, run_id, split_reference, tuned_equal_memory_variant
+from benchmarks.table2.methods import METHODS
 
 GRIDS = {"replay": {"lr": (1e-3, 1e-2), "epochs": (3,)}}
 """A small ER grid (smoke's own lr 1e-3 and 3 epochs, and lr 1e-2, which the fake scores best)."""
@@ -50,17 +51,10 @@ def _fake_result(spec):
 
 
 @pytest.fixture
-def harness(monkeypatch, tmp_path):
+def harness(monkeypatch, tmp_path, faked_runs):
     """``run(argv)``: ``table2.main`` on ``tmp_path`` with faked runs; ``ran``: the specs executed."""
     monkeypatch.setattr(tuning, "TUNING_GRIDS", GRIDS)
-    ran = []
-
-    def local_results(todo, jobs):
-        for spec in todo:
-            ran.append(spec)
-            yield spec, _fake_result(spec)
-
-    monkeypatch.setattr(executors, "local_results", local_results)
+    ran = faked_runs(_fake_result)
     for seed in (0, 1):
         _save_backbone(tmp_path, seed)
 

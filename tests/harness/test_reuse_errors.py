@@ -1,9 +1,16 @@
-"""benchmarks/reuse_errors.py: the injected wrong reuses and the damage table."""
+"""benchmarks/studies/learning_reuse/errors.py: the injected wrong reuses and the damage table."""
 import pytest
+import torch
 
 from avalanche_sdr import build_sdr_model
-from avalanche_sdr.models import small_cnn_backbone
-from benchmarks.reuse_errors import ErringOracle, parse_args, report
+from avalanche_sdr.models import TaskData, small_cnn_backbone
+from benchmarks.studies.detectors import ErringOracle
+from benchmarks.studies.learning_reuse.errors import parse_args, report
+
+
+def _task(task, classes):
+    """A task of ``classes`` classes, one blank image each (the oracle reads the label only)."""
+    return TaskData(task, torch.zeros(classes, 1, 8, 8), torch.arange(classes))
 
 
 def _model(groups_of_entries):
@@ -11,7 +18,7 @@ def _model(groups_of_entries):
                             generator=None)
     for task in groups_of_entries:
         model.create_entry(task)
-        model.add_head(task, 2)
+        model.heads.add(task, 2)
     return model
 
 
@@ -19,23 +26,23 @@ def test_rate_zero_is_the_oracle_and_rate_one_always_a_wrong_entry():
     groups = [0, 1, 2, 0, 1, 2, 0]
     model = _model([0, 1, 2])
     right = ErringOracle(groups, rate=0.0, seed=0)
-    assert [right.detect(model, t, None, None, 2).reused_entry for t in (3, 4, 5)] == [0, 1, 2]
+    assert [right.detect(model, _task(t, 2)).reused_entry for t in (3, 4, 5)] == [0, 1, 2]
     assert right.injected == {}
     wrong = ErringOracle(groups, rate=1.0, seed=0)
     for task in (3, 4, 5, 6):
-        record = wrong.detect(model, task, None, None, 2)
+        record = wrong.detect(model, _task(task, 2))
         assert record.decision == "reuse" and groups[model.entry_creator[record.reused_entry]] != groups[task]
     assert sorted(wrong.injected) == [3, 4, 5, 6]
     # the injected tasks depend on the seed and the task only, not on earlier calls
     again = ErringOracle(groups, rate=0.5, seed=3)
-    first = [again.detect(model, t, None, None, 2).rule for t in range(3, 7)]
-    assert [ErringOracle(groups, rate=0.5, seed=3).detect(model, t, None, None, 2).rule for t in range(3, 7)] == first
+    first = [again.detect(model, _task(t, 2)).rule for t in range(3, 7)]
+    assert [ErringOracle(groups, rate=0.5, seed=3).detect(model, _task(t, 2)).rule for t in range(3, 7)] == first
 
 
 def test_a_task_with_no_wrong_entry_of_its_class_count_keeps_the_oracle():
     model = _model([0, 1])
     erring = ErringOracle([0, 1, 0], rate=1.0, seed=0)
-    record = erring.detect(model, 2, None, None, 3)
+    record = erring.detect(model, _task(2, 3))
     assert record.rule == "oracle" and record.reused_entry == 0 and erring.injected == {}
 
 

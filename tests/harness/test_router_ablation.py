@@ -1,7 +1,7 @@
-"""benchmarks/router_ablation.py: the validation-split ablation of the "lda" router."""
+"""benchmarks/studies/task_free/router_ablation.py: the validation-split ablation of the "lda" router."""
 import pytest
 
-from benchmarks import router_ablation
+from benchmarks.studies.task_free import router_ablation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,7 +34,7 @@ def test_the_shipped_router_is_the_last_refit(digits_run, tmp_path):
 
     from avalanche_sdr.dataset_tensors import experience_tensors
 
-    from avalanche_sdr.models import lda_router
+    from avalanche_sdr.routers import lda_router
 
     model, benchmark = router_ablation.trained_model("digits", 0, None, None, tmp_path)
     trained = model.routing_state(lda_router.REPEATS_KEY)["counts"].clone()  # gathered during training

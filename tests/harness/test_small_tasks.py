@@ -1,11 +1,15 @@
-"""benchmarks.small_tasks (issue #36 item 3): its rules, its refusals and its report
+"""benchmarks.studies.small_tasks (issue #36 item 3): its rules, its refusals and its report
 tables come from the run files it is given. Nothing here trains or reads a data set."""
 import json
 
 import pytest
+import torch
 
 from avalanche_sdr.detection import SmallTaskDetector, TwoSampleDetector
-from benchmarks import small_tasks
+from avalanche_sdr.models import TaskData
+from avalanche_sdr.training import METHODS
+from benchmarks.studies import small_tasks
+from benchmarks.studies.detectors import AllNewDetector
 
 
 def test_rules_are_the_library_detectors():
@@ -16,6 +20,9 @@ def test_rules_are_the_library_detectors():
     assert small_tasks.make_rule("small_task_confirm_all").settings.confirm_below == small_tasks.CONFIRM_ALL
     assert small_tasks.make_rule("small_task").settings.confirm_below == 40
     assert small_tasks.make_rule("all_new").config() == {"rule": "all_new"}
+    recommended = small_tasks.make_rule("recommended")
+    assert recommended.config() == METHODS["recommended"].defaults()["detector"].config()
+    assert small_tasks.DEFAULT_FLOW == ("recommended",)  # E0 with pretrain_backbone's default holdout
     with pytest.raises(ValueError, match="unknown rule"):
         small_tasks.make_rule("oracle")
 
@@ -25,7 +32,7 @@ def test_all_new_declares_every_task_new():
         entries = [0, 1]
         entry_creator = {0: 0, 1: 1}
 
-    record = small_tasks.AllNewDetector().detect(Model(), 5, None, None, 2)
+    record = AllNewDetector().detect(Model(), TaskData(5, torch.zeros(2, 1, 8, 8), torch.arange(2)))
     assert record.decision == "new" and record.candidate_entries == [0, 1] and record.rule == "all_new"
 
 

@@ -1,4 +1,4 @@
-"""Tests of the Table 2 harness (``benchmarks/table2.py``, ``benchmarks/methods.py``).
+"""Tests of the Table 2 harness (``benchmarks/table2/command.py``, ``benchmarks/table2/methods.py``).
 
 Fast: table formatting from synthetic run dicts, atomic JSON and skip-finished logic,
 oracle decisions on a tiny stream. Slow (``-m slow``): the smoke preset with every
@@ -10,11 +10,12 @@ import json
 import pytest
 
 from avalanche_sdr import baselines, cli
-from benchmarks import table2
-from benchmarks.harness import executors
-from benchmarks.harness.report import CSV_FIELDS, format_table, write_outputs
-from benchmarks.harness.specs import RunSpec, pending_runs, run_id
-from benchmarks.methods import METHODS, OracleDetector, oracle_choice
+from benchmarks.table2 import catalogue
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import executors
+from benchmarks.table2.report import CSV_FIELDS, format_table, write_outputs
+from benchmarks.table2.specs import RunSpec, pending_runs, run_id
+from benchmarks.table2.methods import METHODS, OracleDetector, oracle_choice
 
 
 def _run(method, seed, acc, mem, wall, detection=None):
@@ -101,8 +102,11 @@ class _FakeRepository:
 
 
 def test_oracle_detector_record_on_digits_stream_scores_all_correct():
+    import torch
+
     from avalanche_sdr.benchmarks import MixedDigits
     from avalanche_sdr.evaluation import classify_detection, detection_summary
+    from avalanche_sdr.models import TaskData
 
     benchmark = MixedDigits(seed=0)
     groups = benchmark.stream_groups
@@ -110,7 +114,7 @@ def test_oracle_detector_record_on_digits_stream_scores_all_correct():
     repo = _FakeRepository({e: e for e in range(benchmark.n_warm_start)})
     outcomes = []
     for task in range(benchmark.n_warm_start, benchmark.n_tasks):
-        record = detector.detect(repo, task, None, None, 2)
+        record = detector.detect(repo, TaskData(task, torch.zeros(2, 1, 8, 8), torch.arange(2)))
         assert record.rule == "oracle" and record.candidate_entries == repo.entries
         reused_group = None
         if record.decision == "new":
@@ -129,23 +133,23 @@ def test_smoke_preset_runs_every_method_then_skips_them(tmp_path, capsys):
     argv = ["--stream", "digits", "--preset", "smoke", "--seeds", "0", "--jobs", "2", "--out", str(out)]
     table = table2.main(table2.parse_args(argv))
     runs = json.loads((out / "runs.json").read_text())
-    assert {r["method"] for r in runs} == set(METHODS)
+    assert {r["method"] for r in runs} == set(catalogue.DEFAULT_METHODS)  # every row but the library's presets
     optimal = next(r for r in runs if r["method"] == "optimal")
     assert optimal["detection"]["correct"] == 1.0
     assert all(0.0 <= r["average_accuracy"] <= 1.0 and r["memory_mb"] > 0 for r in runs)
-    for method in METHODS.values():
-        assert f"| {method.label} |" in table
+    for name in catalogue.DEFAULT_METHODS:
+        assert f"| {METHODS[name].label} |" in table
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     capsys.readouterr()
     assert table2.main(table2.parse_args(argv)) == table
-    assert f"skipping {len(METHODS)} finished run(s)" in capsys.readouterr().out
+    assert f"skipping {len(catalogue.DEFAULT_METHODS)} finished run(s)" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
 
 
 def test_examples_compare_with_the_harness_presets_baseline_budgets():
     """``examples/*.py --compare`` reads avalanche_sdr.baselines.BASELINE_SETTINGS; the
     harness its Preset of the same name: the two must not drift apart."""
-    from benchmarks.methods import PRESETS
+    from benchmarks.table2.methods import PRESETS
 
     for name, settings in baselines.BASELINE_SETTINGS.items():
         assert PRESETS[name].baselines is settings
@@ -158,7 +162,7 @@ def test_baseline_rows_build_avalanche_strategies_on_copies_of_e0():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
     benchmark = stream.factory(0)
@@ -190,7 +194,7 @@ def test_sdr_eft_g_builds_eft_generators_on_a_pretrained_base_vae():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     assert METHODS["sdr_eft_g"].is_sdr
     stream = STREAMS["digits"]

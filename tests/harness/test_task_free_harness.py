@@ -1,5 +1,5 @@
 """Tests of the harness's task-free rows (issue #15): ``sdr_task_free``, ``ci_replay``,
-``ci_ewc``, ``joint``, the equal-memory ``ci_replay`` row and ``benchmarks.task_free``.
+``ci_ewc``, ``joint``, the equal-memory ``ci_replay`` row and ``benchmarks.studies.task_free.table``.
 
 One harness call on the digits stream (smoke preset, seed 0) serves most tests; a
 ``finetune`` run beside them checks that the other rows' JSON is unchanged.
@@ -10,12 +10,13 @@ import shutil
 import pytest
 
 from avalanche_sdr import cli
-from benchmarks import table2, task_free
-from benchmarks.harness import engine
-from benchmarks.harness.rows import equal_memory_specs
-from benchmarks.harness.specs import run_id
-from benchmarks.methods import METHODS, PRESETS, STREAMS
-from benchmarks.variants import Row, equal_memory_rows
+from benchmarks.studies.task_free import table as task_free
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import engine
+from benchmarks.table2.equal_memory import equal_memory_specs
+from benchmarks.table2.specs import run_id
+from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
+from benchmarks.table2.variants import Row, equal_memory_rows
 
 TASK_FREE = ["sdr_task_free", "ci_replay", "ci_ewc", "joint"]
 RUN_KEYS = {"run_id", "method", "variant", "options", "label", "stream", "stream_label", "preset", "seed", "split",

@@ -1,4 +1,4 @@
-"""Tests of ``--tune`` (``benchmarks/tuning.py``): baseline hyper-parameters chosen on the
+"""Tests of ``--tune`` (``benchmarks/table2/tuning.py``): baseline hyper-parameters chosen on the
 validation stream only.
 
 The central test runs the tuning step on the digits stream whose ``test_stream`` raises
@@ -17,10 +17,11 @@ import math
 import pytest
 
 from avalanche_sdr import baselines, cli
-from benchmarks import table2, tuning
-from benchmarks.harness import engine, tuning_runs
-from benchmarks.harness.specs import RunSpec, run_id
-from benchmarks.methods import METHODS, PRESETS, STREAMS
+from benchmarks.table2 import command as table2
+from benchmarks.table2 import tuning
+from benchmarks.table2 import engine, tuning_runs
+from benchmarks.table2.specs import RunSpec, run_id
+from benchmarks.table2.methods import METHODS, PRESETS, STREAMS
 
 
 class ReadTestStreamError(AssertionError):

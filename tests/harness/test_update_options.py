@@ -4,10 +4,10 @@ their options, the builders' settings. Fast: no training.
 """
 import pytest
 
-from benchmarks import table2
-from benchmarks.harness.specs import run_id
-from benchmarks.methods import METHODS
-from benchmarks.variants import UPDATE_FLAGS, Row, harness_variant_rows, update_rows
+from benchmarks.table2 import command as table2
+from benchmarks.table2.specs import run_id
+from benchmarks.table2.methods import METHODS
+from benchmarks.table2.variants import UPDATE_FLAGS, Row, harness_variant_rows, update_rows
 
 ACC = (("reuse", "accumulate"),)
 
@@ -33,7 +33,8 @@ def test_update_flags_rename_and_configure_the_accumulate_rows_only(tmp_path):
                                  "--update-balance", "default", "--out", str(tmp_path)])
     assert default.update_options == {} and harness_variant_rows(default) == [
         Row("sdr_two_sample_nogen", "accumulate", ACC)]
-    early = table2.parse_args(["--method", "recommended", "--update-early-stop", "on", "--out", str(tmp_path)])
+    early = table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate", "--update-early-stop",
+                               "on", "--out", str(tmp_path)])
     assert harness_variant_rows(early) == [Row("sdr_two_sample_nogen", "accumulate_earlystop_on",
                                                ACC + (("update_early_stop", True),))]
 
@@ -63,7 +64,7 @@ def test_sdr_builders_get_the_update_options():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
     benchmark = stream.factory(0)
@@ -95,7 +96,7 @@ def test_update_epochs_flag_names_the_row_and_reaches_the_settings(tmp_path):
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_sdr.models import small_cnn_backbone
-    from benchmarks.methods import PRESETS, STREAMS
+    from benchmarks.table2.methods import PRESETS, STREAMS
 
     stream, preset = STREAMS["digits"], PRESETS["smoke"]
     strategy = METHODS["sdr_two_sample_nogen"].build(

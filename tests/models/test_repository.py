@@ -19,7 +19,7 @@ def _model_with_entries(*head_sizes):
     model = _model()
     for task, classes in enumerate(head_sizes):
         model.create_entry(task=task)
-        model.add_head(task, classes)
+        model.heads.add(task, classes)
     return model
 
 
@@ -43,8 +43,8 @@ def test_forward_pads_mixed_task_batches_with_lowest_logit():
     model = _model()
     model.create_entry(task=0)
     model.create_entry(task=1)
-    model.add_head(0, 2)
-    model.add_head(1, 5)
+    model.heads.add(0, 2)
+    model.heads.add(1, 5)
     model.eval()
     x = torch.rand(6, 1, 8, 8)
     tasks = torch.tensor([0, 1, 0, 1, 1, 0])
@@ -60,22 +60,22 @@ def test_forward_pads_mixed_task_batches_with_lowest_logit():
 def test_add_head_checks_class_count():
     model = _model()
     model.create_entry(task=0)
-    model.add_head(0, 3)
-    model.add_head(0, 3)  # idempotent
+    model.heads.add(0, 3)
+    model.heads.add(0, 3)  # idempotent
     with pytest.raises(ValueError, match="already has a head with 3 classes"):
-        model.add_head(0, 4)
+        model.heads.add(0, 4)
     with pytest.raises(ValueError, match="at least one class"):
-        model.add_head(1, 0)
+        model.heads.add(1, 0)
 
 
 def test_reuse_trains_head_only_and_keeps_entry_statistics():
     model = _model_with_entries(2)
     model.assign_task(1, 0)
-    model.add_head(1, 2)
-    before = {k: v.clone() for k, v in model.state_dict().items() if "heads.1." not in k}
+    model.heads.add(1, 2)
+    before = {k: v.clone() for k, v in model.state_dict().items() if "heads.own.1." not in k}
     params = model.trainable_for(1, train_encoder_entry=False)
-    assert {id(p) for p in params} == {id(p) for p in model.heads["1"].parameters()}
-    assert all(not p.requires_grad for n, p in model.named_parameters() if not n.startswith("heads.1."))
+    assert {id(p) for p in params} == {id(p) for p in model.heads.module(1).parameters()}
+    assert all(not p.requires_grad for n, p in model.named_parameters() if not n.startswith("heads.own.1."))
     model.train()
     optimizer = torch.optim.SGD(params, lr=0.1)
     for _ in range(3):
@@ -92,19 +92,21 @@ def test_reuse_trains_head_only_and_keeps_entry_statistics():
 def test_new_entry_trains_its_adapters_and_head_only():
     model = _model_with_entries(2, 2)
     params = model.trainable_for(1, train_encoder_entry=True)
-    expected = list(model.heads["1"].parameters()) + list(model.encoder.entry_parameters(1))
+    expected = list(model.heads.module(1).parameters()) + list(model.encoder.entry_parameters(1))
     assert {id(p) for p in params} == {id(p) for p in expected}
     model.freeze_all()
     assert not any(p.requires_grad for p in model.parameters())
 
 
 def test_entry_bytes_counts_adapters_batchnorm_and_generator():
+    from avalanche_sdr.evaluation.memory import entry_bytes
+
     model = _model()
     model.create_entry(task=0)
     expected = 0
     for m in model.encoder.entry_modules(0) + model.generators.entry_modules(0):
         expected += sum(t.numel() * t.element_size() for t in list(m.parameters()) + list(m.buffers()))
-    assert model.entry_bytes(0) == expected > 0
+    assert entry_bytes(model, 0) == expected > 0
 
 
 def test_build_rejects_bad_generator_options():
@@ -130,7 +132,7 @@ def test_build_rejects_a_backbone_for_another_channel_count():
 def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
     model = _model_with_entries(2, 5)
     model.assign_task(2, 0)
-    model.add_head(2, 1)
+    model.heads.add(2, 1)
     model.max_class_label = 5
     layout = model.layout()
     assert layout == {
@@ -154,44 +156,75 @@ def test_layout_rebuilds_an_empty_repository_that_loads_the_state():
         copy.restore_layout(layout)
 
 
-def test_kept_e0_features_are_computed_once_and_equal_a_new_pass(monkeypatch):
+def test_a_state_dict_of_the_former_key_layout_loads():
+    """Checkpoints written before the heads had a module of their own (keys ``heads.<t>``,
+    ``head_class_ids.<t>``, ``head_permutations.<t>``) load into the current layout."""
+    model = _model_with_entries(2, 2)
+    model.assign_task(2, 0)
+    model.link_head(2, 0, [1, 0])
+    model.heads.set_class_ids(3, [4, 7])
+    model.create_entry(task=3)
+    model.heads.add(3, 2)
+    former = {}
+    for key, value in model.state_dict().items():
+        for new, old in (("heads.own.", "heads."), ("heads.ids.", "head_class_ids."),
+                         ("heads.perms.", "head_permutations.")):
+            if key.startswith(new):
+                key = old + key[len(new):]
+                break
+        former[key] = value
+    assert "heads.0.weight" in former and "head_class_ids.3.ids" in former and "head_permutations.2.perm" in former
+    copy = _model()
+    copy.restore_layout(model.layout())
+    copy.load_state_dict(former, strict=True)
+    x = torch.rand(4, 1, 8, 8)
+    model.eval(), copy.eval()
+    for task in range(4):
+        assert torch.equal(copy(x, task), model(x, task))
+    assert copy.heads.class_ids(3) == [4, 7] and copy.heads.permutation(2) == [1, 0]
+
+
+def test_task_data_computes_e0_features_once_and_equal_to_a_new_pass(monkeypatch):
+    from avalanche_sdr.models import SDRModel, TaskData
+
     model = _model_with_entries(2)
     x = torch.rand(10, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     fresh = model.batched_features(x, None, 4)
     passes = []
-    inner = type(model)._feature_passes
+    inner = SDRModel.batched_features
 
-    def counted(self, images, entry, batch_size, device):
+    def counted(self, images, entry, batch_size=None):
         passes.append((entry, batch_size, images is x))
-        return inner(self, images, entry, batch_size, device)
+        return inner(self, images, entry, batch_size)
 
-    monkeypatch.setattr(type(model), "_feature_passes", counted)
-    model.keep_e0_features(x)
-    first, second = model.batched_features(x, None, 4), model.batched_features(x, None, 4)
+    monkeypatch.setattr(SDRModel, "batched_features", counted)
+    data = TaskData(0, x, torch.arange(10) % 2)
+    first, second = data.e0_features(model, 4), data.e0_features(model, 4)
     assert passes == [(None, 4, True)]
     assert torch.equal(first, fresh) and torch.equal(second, fresh)
     second.add_(1.0)  # a caller's copy: what is kept does not change
-    assert torch.equal(model.batched_features(x, None, 4), fresh) and len(passes) == 1
-    # another tensor with the same values, another batch size, an entry: new passes
-    model.batched_features(x.clone(), None, 4)
-    model.batched_features(x, 0, 4)
-    assert len(passes) == 3
-    model.batched_features(x, None, 5)
-    model.batched_features(x, None, 5)
-    assert len(passes) == 4
+    assert torch.equal(data.e0_features(model, 4), fresh) and len(passes) == 1
+    # the same images under other labels share what is kept; another batch size: a new pass
+    assert torch.equal(data.with_labels(1 - data.y).e0_features(model, 4), fresh) and len(passes) == 1
+    data.e0_features(model, 5)
+    data.e0_features(model, 5)
+    assert len(passes) == 2
     # E0 changed by someone: its features are computed again, and kept from then on
-    before = model.batched_features(x, None, 5)
+    before = data.e0_features(model, 5)
     with torch.no_grad():
         next(p for n, p in model.encoder.named_parameters() if "adapters" not in n and "copies" not in n).add_(0.5)
-    moved = model.batched_features(x, None, 5)
-    assert len(passes) == 5 and not torch.equal(moved, before)
-    assert torch.equal(moved, model.batched_features(x.clone(), None, 5))
-    assert torch.equal(model.batched_features(x, None, 5), moved) and len(passes) == 6
-    model.keep_e0_features(None)
-    model.batched_features(x, None, 5)
-    assert passes[-1] == (None, 5, True) and len(passes) == 7
+    moved = data.e0_features(model, 5)
+    assert len(passes) == 3 and not torch.equal(moved, before)
+    assert torch.equal(moved, inner(model, x.clone(), None, 5))
+    assert torch.equal(data.e0_features(model, 5), moved) and len(passes) == 3
 
 
-def test_keep_e0_features_refuses_what_is_not_a_tensor():
-    with pytest.raises(TypeError, match="tensor of images or None"):
-        _model_with_entries(2).keep_e0_features([[0.0]])
+def test_task_data_refuses_what_is_not_a_task():
+    from avalanche_sdr.models import TaskData
+
+    with pytest.raises(ValueError, match=r"\[n, C, H, W\] tensor of images"):
+        TaskData(0, [[0.0]], torch.zeros(1, dtype=torch.long))
+    with pytest.raises(ValueError, match="labels of the 3 images"):
+        TaskData(0, torch.zeros(3, 1, 8, 8), torch.zeros(2, dtype=torch.long))
+    data = TaskData(4, torch.zeros(3, 1, 8, 8), torch.tensor([0, 1, 1]), torch.tensor([4, 7]))
+    assert data.num_classes == 2 and data.class_id_labels.tolist() == [4, 7, 7]

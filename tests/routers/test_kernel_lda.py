@@ -59,7 +59,7 @@ def test_it_answers_as_the_klda_learner_over_the_units_on_the_same_e0(run):
     assert float((routed.class_ids == y).double().mean()) > 0.5  # 10 classes: chance 0.1 (an untrained E0)
     # each answer is reported through a trained task of its entry that has its class
     for task, entry, class_id in zip(routed.tasks.tolist(), routed.entries.tolist(), routed.class_ids.tolist()):
-        assert model.entry_of(task) == entry and class_id in model.class_ids(task)
+        assert model.entry_of(task) == entry and class_id in model.heads.class_ids(task)
 
 
 class _E0(torch.nn.Module):

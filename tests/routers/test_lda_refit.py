@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 from avalanche_sdr.routers import GaussianRouter, LDARouter, LDAWeightedRouter, lda_router
 from avalanche_sdr.routers.base import route_together
 from avalanche_sdr.routers.covariance import (ledoit_wolf_covariance, ledoit_wolf_from_gram,
@@ -14,7 +14,6 @@ from avalanche_sdr.routers.covariance import (ledoit_wolf_covariance, ledoit_wol
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-KEPT = ("_lda_cache", "_lda_space", "_lda_discriminants", "_lda_unit_table")
 
 
 def _repository(entries=3, images=40, seed=0):
@@ -29,18 +28,18 @@ def _repository(entries=3, images=40, seed=0):
         with torch.no_grad():
             for p in model.encoder.entry_parameters(e):
                 p.add_(0.2 * torch.randn(p.shape, generator=g))
-        model.set_class_ids(t, [2 * t, 2 * t + 1])
-        model.add_head(t, 2)
+        model.heads.set_class_ids(t, [2 * t, 2 * t + 1])
+        model.heads.add(t, 2)
         y = torch.arange(images) % 2
         data[t] = ((torch.rand(images, 1, 10, 10, generator=g) * (0.5 + 0.5 * y[:, None, None, None])), y)
     return model.eval(), data
 
 
 def _fresh(model):
-    """A copy of ``model`` without anything the router kept (a fit from scratch reads it)."""
+    """A copy of ``model`` without anything the router kept (a fit from scratch reads it):
+    what the router derives is kept per repository object, not in the repository."""
     copied = copy.deepcopy(model)
-    for key in KEPT:
-        copied.__dict__.pop(key, None)
+    assert copied not in lda_router._DERIVED
     return copied
 
 
@@ -68,7 +67,7 @@ def test_ledoit_wolf_from_the_gram_matrix_is_the_one_from_moments():
 def test_discriminants_score_as_the_whitened_distances_of_the_module_doc():
     model, data = _repository()
     for t in range(3):
-        lda_router.fit_lda(model, t, t, *data[t], 2, 8)
+        lda_router.fit_lda(model, TaskData(t, *data[t]), t, 8)
     x = data[1][0][:20]
     _, logp = _posteriors(model, x)
     # the definition in float64: whitening by the Cholesky factor of the tied covariance
@@ -92,48 +91,48 @@ def test_a_fit_after_every_task_scores_as_one_fit_from_scratch():
     model, data = _repository(entries=4, images=16)
     x = data[2][0]
     for t in range(4):  # 8 images per class, 10 stored at most: later tasks top the units up
-        lda_router.fit_lda(model, t, t, *data[t], 2, 10)
+        lda_router.fit_lda(model, TaskData(t, *data[t]), t, 10)
         _assert_same_scores(model, x)
     # a repeat of task 1 on entry 1 tops its units up (new rows only)
     model.assign_task(10, 1)
     model.link_head(10, 1)
-    lda_router.fit_lda(model, 10, 1, data[1][0].flip(3), data[1][1], 2, 10)
+    lda_router.fit_lda(model, TaskData(10, data[1][0].flip(3), data[1][1]), 1, 10)
     _assert_same_scores(model, x)
     # a learning-reuse update of entry 2: its column block is replaced
     with torch.no_grad():
         for p in model.encoder.entry_parameters(2):
             p.mul_(1.1)
-    lda_router.fit_lda(model, 2, 2, *data[2], 2, 10, entry_moved=True)
+    lda_router.fit_lda(model, TaskData(2, *data[2]), 2, 10, entry_moved=True)
     _assert_same_scores(model, x)
 
 
 def test_an_entry_changed_without_being_announced_is_read_again():
     model, data = _repository()
     for t in range(3):
-        lda_router.fit_lda(model, t, t, *data[t], 2, 8)
+        lda_router.fit_lda(model, TaskData(t, *data[t]), t, 8)
     with torch.no_grad():  # moved, and fitted without entry_moved: the digest tells
         for p in model.encoder.entry_parameters(0):
             p.add_(0.3)
-    lda_router.fit_lda(model, 1, 1, *data[1], 2, 8)
+    lda_router.fit_lda(model, TaskData(1, *data[1]), 1, 8)
     _assert_same_scores(model, data[0][0])
 
 
 def test_stored_images_replaced_from_elsewhere_are_read_again():
     model, data = _repository()
     for t in range(3):
-        lda_router.fit_lda(model, t, t, *data[t], 2, 8)
+        lda_router.fit_lda(model, TaskData(t, *data[t]), t, 8)
     state = dict(model.routing_state(lda_router.entry_key(1)))
     state["images"] = 255 - state["images"]  # e.g. a state loaded from another run
     model.set_routing_state(lda_router.entry_key(1), state)
-    lda_router.fit_lda(model, 2, 2, *data[2], 2, 8)
+    lda_router.fit_lda(model, TaskData(2, *data[2]), 2, 8)
     _assert_same_scores(model, data[1][0])
 
 
 def test_a_fit_that_stores_nothing_new_computes_no_stored_image_features(monkeypatch):
     model, data = _repository(images=40)
     for t in range(3):
-        lda_router.fit_lda(model, t, t, *data[t], 2, 8)
-    kept = model.__dict__["_lda_discriminants"]
+        lda_router.fit_lda(model, TaskData(t, *data[t]), t, 8)
+    kept = lda_router._DERIVED[model]["discriminants"]
     calls = []
     original = type(model).batched_features
 
@@ -147,9 +146,9 @@ def test_a_fit_that_stores_nothing_new_computes_no_stored_image_features(monkeyp
                         or kept_features(m, x, entry))
     model.assign_task(7, 0)  # a head-only repeat of task 0: entry 0's units are full
     model.link_head(7, 0)
-    lda_router.fit_lda(model, 7, 0, *data[0], 2, 8)
+    lda_router.fit_lda(model, TaskData(7, *data[0]), 0, 8)
     assert calls == [(40, None)]  # E0's features of the repeat's data, for the E0 moments only
-    assert model.__dict__["_lda_discriminants"] is kept  # nothing of the concatenated term recomputed
+    assert lda_router._DERIVED[model]["discriminants"] is kept  # nothing of the concatenated term recomputed
 
 
 def test_routing_together_answers_as_each_router_alone():
@@ -157,7 +156,7 @@ def test_routing_together_answers_as_each_router_alone():
     routers = [LDAWeightedRouter(exemplars=8), LDARouter(exemplars=8), GaussianRouter()]
     for t in range(3):
         for router in routers[1:]:
-            router.fit(model, t, *data[t], 2, new_entry=True)
+            router.fit(model, TaskData(t, *data[t]), new_entry=True)
         lda_router.open_evidence(model)
     x = torch.cat([data[t][0][:10] for t in range(3)])
     together, features = route_together(model, x, routers)

@@ -4,6 +4,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
+from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
 
 GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7]]
@@ -53,7 +54,7 @@ def digits_split():
     return _tensor_dataset(x[train], y[train]), _tensor_dataset(x[test], y[test])
 
 
-class GroundTruthDetector:
+class GroundTruthDetector(Detector):
     """A detector that knows the stream's groups: reuses the entry of the first earlier
     task of the same group; ``wrong`` maps a task to the entry it reuses instead (a wrong
     reuse on purpose); ``permutation`` a task to the class permutation it reports."""
@@ -64,7 +65,8 @@ class GroundTruthDetector:
     def __init__(self, groups, wrong=None, permutation=None):
         self.groups, self.wrong, self.permutation = list(groups), dict(wrong or {}), dict(permutation or {})
 
-    def detect(self, model, task, x, y, num_classes):
+    def detect(self, model, data):
+        task = data.task
         reused = self.wrong.get(task)
         if reused is None:
             creators = {self.groups[t]: e for e, t in sorted(model.entry_creator.items(), reverse=True)}

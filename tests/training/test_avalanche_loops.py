@@ -28,7 +28,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import InvalidTaskDataError, SDRSettings, load_repository, read_manifest
 from avalanche_sdr.training.data import check_task_data, local_labels
 
@@ -146,7 +146,7 @@ def test_untrained_tasks_are_answered_without_changing_the_repository(local_run)
     # Once trained, a task is predicted by its own head and entry.
     model = strategy.model
     assert sorted(int(k) for k in model.heads) == list(range(N_EXPERIENCES))
-    assert all(model.is_trained(t) for t in range(N_EXPERIENCES))
+    assert all(model.heads.is_trained(t) for t in range(N_EXPERIENCES))
 
 
 def test_an_untrained_task_outside_an_avalanche_evaluation_is_named():
@@ -214,11 +214,11 @@ def test_training_on_a_list_of_experiences(digits, local_run):
 def test_global_class_ids_predict_the_original_ids(digits, global_run, local_run):
     model = global_run["strategy"].model.eval()
     benchmark = _benchmark(digits, local=False)
-    assert model.class_ids(0) == [0, 1]  # already 0..c-1: nothing stored
-    assert "0" not in model.head_class_ids
+    assert model.heads.class_ids(0) == [0, 1]  # already 0..c-1: nothing stored
+    assert not model.heads.has_class_ids(0)
     for task in range(N_EXPERIENCES):
-        assert model.class_ids(task) == [2 * task, 2 * task + 1]
-        assert model.head_num_classes(task) == 2
+        assert model.heads.class_ids(task) == [2 * task, 2 * task + 1]
+        assert model.heads.num_classes(task) == 2
         experience = benchmark.test_stream[task]
         x = torch.stack([experience.dataset[i][0] for i in range(len(experience.dataset))])
         y = torch.tensor([experience.dataset[i][1] for i in range(len(experience.dataset))])
@@ -237,14 +237,14 @@ def test_global_class_ids_predict_the_original_ids(digits, global_run, local_run
         assert out.shape == (6, 10)
         for i, t in enumerate(tasks.tolist()):
             assert torch.equal(out[i].argmax(), model(x[i : i + 1], t)[0].argmax())
-            assert int(out[i].argmax()) in model.class_ids(t)
+            assert int(out[i].argmax()) in model.heads.class_ids(t)
 
 
 def test_global_class_ids_train_with_finite_gradients():
     model = _model()
     model.create_entry(0)
-    model.set_class_ids(0, [4, 7])
-    model.add_head(0, 2)
+    model.heads.set_class_ids(0, [4, 7])
+    model.heads.add(0, 2)
     params = model.trainable_for(0, train_encoder_entry=True)
     logits = model(torch.rand(5, 1, 8, 8), 0)
     assert logits.shape == (5, 8)
@@ -261,7 +261,7 @@ def test_global_class_ids_survive_checkpoints_and_count_in_memory(digits, global
     restored = load_repository(global_run["directory"], _model())
     x = torch.rand(7, 1, 8, 8)
     for task in range(N_EXPERIENCES):
-        assert restored.class_ids(task) == strategy.model.class_ids(task)
+        assert restored.heads.class_ids(task) == strategy.model.heads.class_ids(task)
         with torch.no_grad():
             assert torch.equal(restored(x, task), strategy.model.eval()(x, task))
     # 4 tasks keep 2 int64 class ids each; everything else is the same as with local ids.
@@ -270,7 +270,7 @@ def test_global_class_ids_survive_checkpoints_and_count_in_memory(digits, global
     # Resuming a run from the checkpoint restores the mapping too.
     resumed = _strategy(_model(), checkpoint_dir=global_run["directory"])
     assert resumed.restore_checkpoint() == N_EXPERIENCES
-    assert [resumed.model.class_ids(t) for t in range(N_EXPERIENCES)] == [[2 * t, 2 * t + 1] for t in range(5)]
+    assert [resumed.model.heads.class_ids(t) for t in range(N_EXPERIENCES)] == [[2 * t, 2 * t + 1] for t in range(5)]
 
 
 def test_evaluation_labels_outside_the_class_ids_are_refused(digits, global_run):

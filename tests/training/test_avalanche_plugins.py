@@ -20,7 +20,7 @@ from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.strategy import REFUSED_PLUGINS
 
@@ -159,13 +159,13 @@ def test_importance_regularisers_train_and_keep_earlier_tasks(stream, probe, mak
     trained = dict(strategy.model.heads[str(N_TRAINED - 1)].named_parameters())
     if isinstance(plugin, P.MASPlugin):
         # Importances of the last head, computed from its gradients after training.
-        assert all(plugin.importance[f"heads.2.{k}"].data.abs().sum() > 0 for k in trained)
+        assert all(plugin.importance[f"heads.own.2.{k}"].data.abs().sum() > 0 for k in trained)
     else:
         # SI saved the trained head's final values. (Its importances are zero on a CPU
         # with any strategy: Avalanche 0.6.0 snapshots parameters with
         # detach().cpu().flatten(), a view of the parameter there.)
         for k, value in trained.items():
-            assert torch.equal(plugin.ewc_data[0][f"heads.2.{k}"].data, value.detach().flatten())
+            assert torch.equal(plugin.ewc_data[0][f"heads.own.2.{k}"].data, value.detach().flatten())
 
 
 def test_lwf_distils_every_earlier_head(stream, probe):
@@ -218,7 +218,7 @@ def test_early_stopping_restores_the_best_epoch(stream):
     settings = SETTINGS.replace(new_task_epochs=8, lr_milestones=())
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), loggers=[])
     stopper = P.EarlyStoppingPlugin(patience=1, val_stream_name="test_stream", metric_name="Top1_Acc_Stream")
-    strategy = SDRStrategy(model=_model(), settings=settings, decision="two_sample", n_warm_start=N_TRAINED,
+    strategy = SDRStrategy(model=_model(), settings=settings, detector="two_sample", n_warm_start=N_TRAINED,
                            plugins=[stopper], evaluator=evaluator, eval_every=1)
     epochs = []
     with warnings.catch_warnings():

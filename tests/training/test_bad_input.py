@@ -48,11 +48,25 @@ def _images(n_per_class: int, seed: int, n_classes: int = 10, channels: int = 1,
     return images, torch.arange(n_classes).repeat_interleave(n_per_class)
 
 
+class _Served(torch.utils.data.Dataset):
+    """``(images[i], int(labels[i]))`` as given, NaN and Inf included (ImageArrayDataset
+    refuses those when built; the strategy must refuse them when they arrive otherwise)."""
+
+    def __init__(self, images, labels):
+        self.images, self.labels = images, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return self.images[i], int(self.labels[i])
+
+
 def _experience(images, labels, task: int):
     """The experience of a one-experience Avalanche stream holding exactly these images and labels."""
     targets = [int(v) for v in labels]
     dataset = ClassificationDataset(
-        [ImageArrayDataset(images, labels, max_value=1.0)],
+        [_Served(images.float(), labels)],
         data_attributes=[DataAttribute(targets, "targets"), TaskLabels(ConstantSequence(task, len(targets)))],
     )
     experience = copy(benchmark_from_datasets(train=[dataset]).train_stream[0])
@@ -188,9 +202,9 @@ def test_one_class_tasks_and_a_task_wider_than_every_earlier_head():
     results = run_sdr_stream(strategy, stream, seed=4)
     model = strategy.model
     for position, task in enumerate(results["tasks"]):
-        assert model.head_num_classes(position) == len(groups[order[position]])
+        assert model.heads.num_classes(position) == len(groups[order[position]])
         assert all(math.isfinite(v) for v in task["detection"]["consistency"] + task["detection"]["complexity"])
-    assert model.head_num_classes(first_wide) > max(model.head_num_classes(t) for t in range(first_wide))
+    assert model.heads.num_classes(first_wide) > max(model.heads.num_classes(t) for t in range(first_wide))
     for position, task in enumerate(results["tasks"]):
         if order[position] == 1:
             assert task["test_accuracy"] == 1.0  # one output: always the right class

@@ -129,7 +129,8 @@ def test_manifest_records_the_run(stopped):
     manifest = read_manifest(directory)
     assert manifest["step"] == STOP_AFTER and manifest["tensors"] == f"state-{STOP_AFTER:06d}.pt"
     assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", manifest["tensors"]]
-    assert manifest["records"] == [r.to_dict() for r in strategy.detection_records]
+    assert manifest["records"] == [dict(d.to_dict(), **r.to_dict())
+                                   for d, r in zip(strategy.detection_records, strategy.sdr.reuse_records)]
     assert manifest["repository"] == strategy.model.layout()
     assert [p["task"] for p in manifest["progress"]] == list(range(STOP_AFTER))
     assert manifest["clock"]["train_exp_counter"] == STOP_AFTER

@@ -20,7 +20,7 @@ from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr.benchmarks import ImageArrayDataset, mixed_similarity_benchmark
 from avalanche_sdr.models import small_cnn_backbone
-from avalanche_sdr.models.repository import UntrainedTaskWarning
+from avalanche_sdr.models.heads import UntrainedTaskWarning
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin, fixed_inputs, plugin_reads_inputs
 
@@ -158,7 +158,7 @@ def test_evaluation_after_training_sees_images_and_the_model_forward(stream, bot
     task = experience.task_label
     x = torch.stack([experience.dataset[i][0] for i in range(4)])
     fast.model.eval()
-    expected = fast.model.head_logits(task, fast.model.features(x, fast.model.entry_of(task)))
+    expected = fast.model.heads.logits(task, fast.model.features(x, fast.model.entry_of(task)))
     assert torch.equal(fast.model(x, task), expected)
 
 

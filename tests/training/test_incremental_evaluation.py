@@ -1,4 +1,5 @@
-"""Incremental evaluation: ``SDRModel.task_state_digest`` and the runner's :class:`EvaluationCache`.
+"""Incremental evaluation: ``task_state_digest`` (:mod:`avalanche_sdr.models.digests`) and
+the runner's :class:`EvaluationCache`.
 
 On MixedDigits with 3 splits (15 tasks, 5 groups of 3, repeats reused by ground truth),
 a run of :func:`run_sdr_stream` must report exactly what evaluating every group task
@@ -14,6 +15,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche_sdr import SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.models import small_cnn_backbone
+from avalanche_sdr.models.digests import backbone_state_digest, task_state_digest
 from avalanche_sdr.training import SDRSettings
 from avalanche_sdr.training.stream_runner import (EvaluationCache, evaluate_group, final_test_accuracies,
                                                   run_sdr_stream, transfer_summary)
@@ -155,7 +157,7 @@ def test_cache_evaluates_again_what_changed_outside_training(runs, stream):
     n = len(test)
     assert cache.accuracies(range(n)) == final and cache.evaluated == n
     assert cache.accuracies(range(n)) == final and cache.evaluated == n
-    head = model.head_module(int(test[0].task_labels[0]))
+    head = model.heads.module(int(test[0].task_labels[0]))
     weight = head.weight.detach().clone()
     conv = model.encoder.convs[0].conv.weight
     e0 = conv.detach().clone()
@@ -186,9 +188,9 @@ def _repository():
                             generator=None)
     for task in (0, 1):
         model.create_entry(task)
-        model.add_head(task, 2)
+        model.heads.add(task, 2)
     model.assign_task(2, 0)
-    model.add_head(2, 2)
+    model.heads.add(2, 2)
     model.assign_task(3, 0)
     model.link_head(3, 0, [1, 0])
     return model
@@ -197,19 +199,19 @@ def _repository():
 def test_task_state_digest_follows_the_tasks_own_state():
     model = _repository()
     tasks = (0, 1, 2, 3)
-    before = {t: model.task_state_digest(t) for t in tasks}
-    backbone = model.backbone_state_digest()
+    before = {t: task_state_digest(model, t) for t in tasks}
+    backbone = backbone_state_digest(model)
     assert len(set(before.values())) == 4 and all(len(d) == 32 for d in before.values())
-    assert model.task_state_digest(0) == before[0]  # a digest of values: the same twice
+    assert task_state_digest(model, 0) == before[0]  # a digest of values: the same twice
 
     def digests():
-        return {t: model.task_state_digest(t) for t in tasks}
+        return {t: task_state_digest(model, t) for t in tasks}
 
     with torch.no_grad():
         model.encoder.entry_parameters(1)[0].add_(0.1)  # entry 1's first adapter
     after = digests()
     assert after[1] != before[1] and all(after[t] == before[t] for t in (0, 2, 3))
-    assert model.backbone_state_digest() == backbone  # an entry is not E0
+    assert backbone_state_digest(model) == backbone  # an entry is not E0
 
     with torch.no_grad():
         model.heads["0"].bias.add_(0.1)  # task 0's head, which task 3 answers through
@@ -224,10 +226,10 @@ def test_task_state_digest_follows_the_tasks_own_state():
 
     with torch.no_grad():
         model.encoder.convs[0].conv.weight.mul_(2.0)  # E0
-    assert model.backbone_state_digest() != backbone and digests() == third
+    assert backbone_state_digest(model) != backbone and digests() == third
 
     with pytest.raises(KeyError, match="task 7 has not been trained"):
-        model.task_state_digest(7)
+        task_state_digest(model, 7)
 
 
 def test_bad_input_is_refused_before_any_work(stream):

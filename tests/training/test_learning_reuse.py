@@ -16,13 +16,15 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
+from avalanche_sdr.evaluation.memory import entry_bytes
 from avalanche_sdr.models import small_cnn_backbone
+from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.learning_reuse import GUARD_HELDOUT_PER_CLASS, class_counts, heldout
 from avalanche_sdr.training.sdr_plugin import KNOWN_TASK_RULE
 
-SHORT = dict(CPU_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
+SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
 
 
 def _strategy(stream, truth, reuse="accumulate", **kwargs):
@@ -32,8 +34,9 @@ def _strategy(stream, truth, reuse="accumulate", **kwargs):
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
                             generator=None)
     detector = kwargs.pop("detector", None) or truth(stream.stream_groups)
-    return SDRStrategy(model=model, **{**SHORT, **kwargs, "reuse": reuse}, detector=detector,
-                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
+    settings = {name: kwargs.pop(name) for name in SDRSettings.field_names() if name in kwargs}
+    return SDRStrategy(model=model, settings=SDRSettings(**{**SHORT, **settings, "reuse": reuse}), detector=detector,
+                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **kwargs)
 
 
 def _entry_state(model, entry):
@@ -62,12 +65,12 @@ def test_repeat_answers_through_its_entry_and_updates_it(prototype_stream, groun
             before = (task, entry, _entry_state(model, entry), copy.deepcopy(model.heads[str(earlier[0])]))
         strategy.train(experience)
     records = strategy.detection_records
-    repeats = [r for r in records if r.decision == "reuse"]
-    assert repeats and all(r.entry_updated for r in repeats)
-    assert all(r.gate_accuracy is not None and r.gate_accuracy >= r.gate_threshold for r in repeats)
+    repeats = [(r, u) for r, u in zip(records, strategy.sdr.reuse_records) if r.decision == "reuse"]
+    assert repeats and all(u.entry_updated for _, u in repeats)
+    assert all(u.gate_accuracy is not None and u.gate_accuracy >= u.gate_threshold for _, u in repeats)
     # One head per entry: the repeats have none of their own.
     assert len(model.heads) == model.num_entries
-    assert sorted(model.head_links) == sorted(r.task for r in repeats)
+    assert sorted(model.heads.links) == sorted(r.task for r, _ in repeats)
     task, entry, adapters, old_head = before
     moved = [name for name, value in _entry_state(model, entry).items() if not torch.equal(value, adapters[name])]
     assert moved, "the reused entry's adapters did not change"
@@ -82,18 +85,18 @@ def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream, ground_t
     head = _train(_strategy(prototype_stream, ground_truth, reuse="head"), prototype_stream)
     learn = _train(_strategy(prototype_stream, ground_truth), prototype_stream)
     model = learn.model
-    images, labels = model.exemplars(0)
+    images, labels = learning_reuse.stored(model, 0)
     assert images.shape == (2 * SHORT["guard_exemplars"], 1, 8, 8) and labels.tolist() == [0] * 5 + [1] * 5
-    assert model.entry_exemplars["0"].images.dtype == torch.uint8
-    assert model.entry_exemplars["0"].heldout_images.dtype == torch.uint8
-    stored = sum(model.entry_exemplars[str(e)].images.numel() + 8 * len(model.exemplars(e)[1])
-                 + model.entry_exemplars[str(e)].heldout_images.numel() + 8 * len(heldout(model, e)[1])
+    assert model.exemplars(0)["images"].dtype == torch.uint8
+    assert model.exemplars(0)["heldout_images"].dtype == torch.uint8
+    stored = sum(model.exemplars(e)["images"].numel() + 8 * len(learning_reuse.stored(model, e)[1])
+                 + model.exemplars(e)["heldout_images"].numel() + 8 * len(heldout(model, e)[1])
                  + 8 * len(class_counts(model, e))  # the balance rule's class counts, int64
                  for e in model.entries)
     head_bytes = sum(p.numel() * 4 for p in head.model.heads["0"].parameters())
-    n_repeats = len(model.head_links)
+    n_repeats = len(model.heads.links)
     assert repository_memory_bytes(learn) == repository_memory_bytes(head) + stored - n_repeats * head_bytes
-    assert model.entry_bytes(0) > head.model.entry_bytes(0)
+    assert entry_bytes(model, 0) > entry_bytes(head.model, 0)
 
 
 def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream, ground_truth):
@@ -103,14 +106,14 @@ def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream, ground
     wrong_entry = next(e for e in range(3) if groups[e] != groups[task])
     guarded = _train(_strategy(prototype_stream, ground_truth,
                                detector=ground_truth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
-    record = guarded.detection_records[task]
-    assert record.decision == "new" and record.gate_accuracy < record.gate_threshold
+    record, reuse = guarded.detection_records[task], guarded.sdr.reuse_records[task]
+    assert record.decision == "new" and reuse.gate_accuracy < reuse.gate_threshold and not reuse.entry_updated
     assert guarded.model.entry_of(task) == 3
     unguarded = _train(_strategy(prototype_stream, ground_truth, reuse_guard=False,
                                  detector=ground_truth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
-    record = unguarded.detection_records[task]
-    assert record.decision == "reuse" and record.entry_updated and record.gate_accuracy is None
-    assert unguarded.model.exemplars(0)[0].shape[0] == 0  # no guard, no stored images
+    record, reuse = unguarded.detection_records[task], unguarded.sdr.reuse_records[task]
+    assert record.decision == "reuse" and reuse.entry_updated and reuse.gate_accuracy is None
+    assert learning_reuse.stored(unguarded.model, 0)[0].shape[0] == 0  # no guard, no stored images
 
 
 def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream, ground_truth):
@@ -121,8 +124,8 @@ def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream, ground
                          reuse_guard=False)
     _train(strategy, prototype_stream, upto=repeat + 1)
     model = strategy.model.eval()
-    owner = model.head_owner(repeat)
-    assert owner != repeat and model.head_permutation(repeat) == [1, 0]
+    owner = model.heads.owner(repeat)
+    assert owner != repeat and model.heads.permutation(repeat) == [1, 0]
     x = prototype_stream.train_stream[repeat].dataset[0][0].unsqueeze(0)
     assert torch.equal(model(x, repeat), model(x, owner)[:, [1, 0]])
     assert strategy.detection_records[repeat].class_permutation == [1, 0]
@@ -137,7 +140,7 @@ def test_a_task_label_trained_again_continues_its_entry(prototype_stream, reuse,
     strategy.train(first)
     record = strategy.detection_records[-1]
     assert record.rule == KNOWN_TASK_RULE and record.decision == "reuse" and record.entry == 0
-    assert record.entry_updated == (reuse == "accumulate")
+    assert strategy.sdr.reuse_records[-1].entry_updated == (reuse == "accumulate")
     moved = any(not torch.equal(v, adapters[k]) for k, v in _entry_state(strategy.model, 0).items())
     assert moved == (reuse == "accumulate")
     assert strategy.model.num_entries == 1 and len(strategy.model.heads) == 1
@@ -169,8 +172,8 @@ def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, t
     expected = reference.model.state_dict()
     for name, value in resumed.model.state_dict().items():
         assert torch.equal(value, expected[name]), name
-    assert [r.to_dict() | {"detection_seconds": 0} for r in resumed.detection_records] == \
-        [r.to_dict() | {"detection_seconds": 0} for r in reference.detection_records]
+    assert [r | {"detection_seconds": 0} for r in resumed.sdr.record_dicts()] == \
+        [r | {"detection_seconds": 0} for r in reference.sdr.record_dicts()]
 
 
 def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream, ground_truth):
@@ -196,7 +199,7 @@ def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototy
                                               % (e.task_label, e.current_experience)] for e in stream.test_stream]
     plain, shuffled_run = runs["plain"][0], runs["shuffled"][0]
     assert [r.decision for r in shuffled_run.detection_records] == [r.decision for r in plain.detection_records]
-    updated = [r for r in shuffled_run.detection_records if r.entry_updated]
+    updated = [r for r, u in zip(shuffled_run.detection_records, shuffled_run.sdr.reuse_records) if u.entry_updated]
     assert updated and all(r.class_permutation == [1, 0] for r in updated)
     assert abs(sum(runs["shuffled"][1]) - sum(runs["plain"][1])) / len(runs["plain"][1]) < 0.05
 
@@ -215,7 +218,7 @@ def test_gaussian_router_is_refitted_for_every_task_of_an_updated_entry(prototyp
     _train(strategy, prototype_stream, upto=repeat)
     means_before = model.routing_state(_task_key("gaussian", creator))["means"].clone()
     strategy.train(experiences[repeat])
-    assert strategy.detection_records[repeat].entry_updated
+    assert strategy.sdr.reuse_records[repeat].entry_updated
     means_after = model.routing_state(_task_key("gaussian", creator))["means"]
     assert not torch.equal(means_before, means_after)
     assert torch.allclose(means_after, model.routing_state(_task_key("gaussian", repeat))["means"])

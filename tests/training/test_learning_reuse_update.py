@@ -7,7 +7,7 @@ Prototype stream of conftest.py; decisions from the ``ground_truth`` fixture.
 import pytest
 import torch
 
-from avalanche_sdr import CPU_SETTINGS, SDRSettings
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings
 from avalanche_sdr.training import learning_reuse
 from avalanche_sdr.training.presets import UPDATE_OPTIONS
 
@@ -53,7 +53,7 @@ def test_balanced_update_keeps_the_heads_class_balance(prototype_stream, ground_
         _train(strategy, prototype_stream, upto=3)
         before = _class0_share(strategy.model, prototype_stream, creator)
         strategy.train(_imbalanced(prototype_stream, repeat))
-        assert strategy.detection_records[-1].entry_updated
+        assert strategy.sdr.reuse_records[-1].entry_updated
         shifts[balance] = _class0_share(strategy.model, prototype_stream, creator) - before
     # the 30:3 repeat pulls the plain update's head towards class 0; the balanced one far less
     assert shifts[False] > 0.01
@@ -97,13 +97,13 @@ def test_rollback_restores_the_exact_state(prototype_stream, ground_truth, monke
     head = {k: v.clone() for k, v in model.heads[str(creator)].state_dict().items()}
     monkeypatch.setattr(learning_reuse, "rollback_check", lambda before, after: True)
     strategy.train(prototype_stream.train_stream[repeat])
-    record = strategy.detection_records[-1]
-    assert record.entry_updated and record.update_rolled_back and len(record.heldout_accuracy) == 2
+    record, reuse = strategy.detection_records[-1], strategy.sdr.reuse_records[-1]
+    assert reuse.entry_updated and reuse.update_rolled_back and len(reuse.heldout_accuracy) == 2
     after = _entry_state(model, entry)
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert all(torch.equal(head[k], v) for k, v in model.heads[str(creator)].state_dict().items())
-    assert model.head_owner(repeat) == creator
-    assert "rolled back" in strategy.sdr.describe(record)
+    assert model.heads.owner(repeat) == creator
+    assert "rolled back" in strategy.sdr.describe(record, reuse)
 
 
 def test_rollback_rule():
@@ -119,9 +119,8 @@ def test_early_stop_stops_and_keeps_the_best_epoch(prototype_stream, ground_trut
     losses = iter([1.0, 0.5, 0.6, 0.4])  # epoch 2 is the best, epoch 3 not better: stop
     monkeypatch.setattr(learning_reuse, "balanced_loss", lambda *args, **kwargs: next(losses))
     strategy.train(prototype_stream.train_stream[repeat])
-    record = strategy.detection_records[-1]
     assert len(strategy.sdr.epoch_accuracies[-1]) == 3
-    assert record.update_epochs == 2
+    assert strategy.sdr.reuse_records[-1].update_epochs == 2
 
 
 def test_early_stop_restores_the_best_epochs_state(prototype_stream, ground_truth, monkeypatch):
@@ -184,10 +183,10 @@ def test_heldout_images_are_stored_checkpointed_and_counted(prototype_stream, gr
 
 
 def test_update_options_default_and_refusals():
-    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
     assert [accumulate.update_option(n) for n in UPDATE_OPTIONS] == [True, False, True]
     assert accumulate.replace(update_early_stop=True).update_option("update_early_stop")
-    assert not any(CPU_SETTINGS.update_option(n) for n in UPDATE_OPTIONS)
+    assert not any(CPU_LARGE_TASK_SETTINGS.update_option(n) for n in UPDATE_OPTIONS)
     assert not accumulate.replace(reuse_guard=False).update_option("update_rollback")
     assert not accumulate.replace(guard_exemplars=0).update_option("update_rollback")
     for name in UPDATE_OPTIONS:
@@ -207,20 +206,20 @@ def test_update_options_default_and_refusals():
 def test_an_old_accumulate_checkpoint_fingerprint_needs_the_plain_update():
     from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
 
-    old = {k: v for k, v in CPU_SETTINGS.replace(reuse="accumulate").to_dict().items() if k not in UPDATE_OPTIONS}
+    old = {k: v for k, v in CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate").to_dict().items() if k not in UPDATE_OPTIONS}
     assert {upgrade_strategy_fingerprint(old)[n] for n in UPDATE_OPTIONS} == {False}
-    old_head = {k: v for k, v in CPU_SETTINGS.to_dict().items() if k not in UPDATE_OPTIONS}
+    old_head = {k: v for k, v in CPU_LARGE_TASK_SETTINGS.to_dict().items() if k not in UPDATE_OPTIONS}
     assert {upgrade_strategy_fingerprint(old_head)[n] for n in UPDATE_OPTIONS} == {None}
 
 
 # ---------------------------------------------------------------- which updates are balanced
 def _update_state(strategy, stream, repeat, experience=None):
     """Train up to ``repeat``, then the repeat (``experience``, default the stream's); the
-    entry's state after it and the repeat's record."""
+    entry's state after it and the repeat's records (detection, reuse)."""
     _train(strategy, stream, upto=repeat)
     strategy.train(experience if experience is not None else stream.train_stream[repeat])
     record = strategy.detection_records[-1]
-    return _entry_state(strategy.model, record.entry), record
+    return _entry_state(strategy.model, record.entry), (record, strategy.sdr.reuse_records[-1])
 
 
 def test_a_repeat_in_its_entrys_balance_gets_the_plain_update(prototype_stream, ground_truth):
@@ -233,13 +232,13 @@ def test_a_repeat_in_its_entrys_balance_gets_the_plain_update(prototype_stream, 
         states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat)
     counts = learning_reuse.class_counts(strategy.model, strategy.model.entry_of(creator))
     assert counts is None  # "always" reads no counts, keeps none
-    record = records[None]
-    assert record.entry_updated and not record.update_balanced and record.balance_p_value >= learning_reuse.BALANCE_LEVEL
+    reuse = records[None][1]
+    assert reuse.entry_updated and not reuse.update_balanced and reuse.balance_p_value >= learning_reuse.BALANCE_LEVEL
     assert all(torch.equal(states[None][k], states[False][k]) for k in states[False])
     assert any(not torch.equal(states[None][k], states["always"][k]) for k in states[False])
-    assert records["always"].update_balanced and records["always"].balance_p_value is None
-    assert not records[False].update_balanced and records[False].balance_p_value is None
-    assert "class-balanced" not in strategy.sdr.describe(records[None])
+    assert records["always"][1].update_balanced and records["always"][1].balance_p_value is None
+    assert not records[False][1].update_balanced and records[False][1].balance_p_value is None
+    assert "class-balanced" not in strategy.sdr.describe(*records[None])
 
 
 def test_a_repeat_in_another_balance_gets_the_balanced_update(prototype_stream, ground_truth):
@@ -250,10 +249,10 @@ def test_a_repeat_in_another_balance_gets_the_balanced_update(prototype_stream, 
         strategy = _strategy(prototype_stream, ground_truth, update_rollback=False, update_balance=balance)
         states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat,
                                                           _imbalanced(prototype_stream, repeat))
-    assert records[None].update_balanced and records[None].balance_p_value < learning_reuse.BALANCE_LEVEL
+    assert records[None][1].update_balanced and records[None][1].balance_p_value < learning_reuse.BALANCE_LEVEL
     assert all(torch.equal(states[None][k], states["always"][k]) for k in states[None])
-    assert "update_balanced" in records[None].to_dict()
-    assert "entry updated (class-balanced)" in strategy.sdr.describe(records[None])
+    assert "update_balanced" in strategy.sdr.record_dicts()[-1]
+    assert "entry updated (class-balanced)" in strategy.sdr.describe(*records[None])
 
 
 def test_class_counts_are_kept_checkpointed_and_an_entry_without_them_is_balanced(prototype_stream, ground_truth,
@@ -268,8 +267,11 @@ def test_class_counts_are_kept_checkpointed_and_an_entry_without_them_is_balance
     assert torch.equal(learning_reuse.class_counts(resumed.model, 0), counts)
     rule = learning_reuse.ShiftedBalance()
     assert rule.decide(torch.tensor([50, 50]), None) == learning_reuse.BalanceDecision(balanced=True)
+    with pytest.raises(KeyError, match="entry 99 does not exist"):
+        strategy.model.set_exemplars(99, {"class_counts": counts}, replace=False)
+    entry = strategy.model.create_entry(99)  # an entry without stored images
     with pytest.raises(KeyError, match="no stored images"):
-        learning_reuse.store_class_counts(strategy.model, 99, counts)
+        strategy.model.set_exemplars(entry, {"class_counts": counts}, replace=False)
 
 
 def test_shifted_balance_rule():
@@ -305,14 +307,14 @@ def test_count_tests_match_scipy_and_refuse_bad_counts():
 
 
 def test_balance_rule_settings_resolve_and_refuse():
-    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
     assert isinstance(accumulate.balance_rule(), learning_reuse.ShiftedBalance)
     assert isinstance(accumulate.replace(update_balance=True).balance_rule(), learning_reuse.AlwaysBalance)
     assert isinstance(accumulate.replace(update_balance="always").balance_rule(), learning_reuse.AlwaysBalance)
     assert isinstance(accumulate.replace(reuse_guard=False).balance_rule(), learning_reuse.AlwaysBalance)
     assert isinstance(accumulate.replace(guard_exemplars=0).balance_rule(), learning_reuse.AlwaysBalance)
     assert accumulate.replace(update_balance=False).balance_rule() is None
-    assert CPU_SETTINGS.balance_rule() is None
+    assert CPU_LARGE_TASK_SETTINGS.balance_rule() is None
     assert accumulate.replace(update_balance="when_shifted").update_option("update_balance")
     with pytest.raises(ValueError, match="balance rule name \\['always', 'when_shifted'\\], got 'sometimes'"):
         accumulate.replace(update_balance="sometimes")
@@ -324,14 +326,35 @@ def test_balance_rule_settings_resolve_and_refuse():
         learning_reuse.make_balance_rule("x")
 
 
-def test_update_balanced_is_only_recorded_for_an_update():
-    from avalanche_sdr.detection.decision import DetectionRecord
+def test_reuse_record_checks_and_round_trips():
+    """What the reuse did is its own record, beside the detection record; the two keep the
+    results files' keys (the detection record's, then these)."""
+    import json
 
-    with pytest.raises(ValueError, match="update_balanced is only set for an update"):
-        DetectionRecord(task=3, decision="new", entry=1, update_balanced=True)
-    record = DetectionRecord(task=3, decision="reuse", entry=0, reused_entry=0, entry_updated=True,
-                             update_balanced=True, balance_p_value=1e-5)
-    assert DetectionRecord.from_dict(record.to_dict()) == record
+    from avalanche_sdr.detection.decision import DetectionRecord
+    from avalanche_sdr.training.learning_reuse import ReuseRecord
+
+    for fields, message in ((dict(update_balanced=True), "update_balanced is only set for an update"),
+                            (dict(update_rolled_back=True), "update_rolled_back is only set for an update"),
+                            (dict(entry_updated=1), "entry_updated must be a bool"),
+                            (dict(entry_updated=True, heldout_accuracy=[0.5]), r"\[before, after\]")):
+        with pytest.raises(ValueError, match=message):
+            ReuseRecord(**fields)
+    with pytest.raises(ValueError, match="entry_updated is only set for a 'reuse', not 'new'"):
+        ReuseRecord(entry_updated=True).check_decision("new")
+    record = ReuseRecord(entry_updated=True, gate_accuracy=0.875, gate_threshold=0.6, update_balanced=True,
+                         balance_p_value=1e-5, heldout_accuracy=[0.9, 0.95], update_epochs=2)
+    assert ReuseRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    detection = DetectionRecord(task=3, decision="reuse", entry=0, reused_entry=0)
+    assert list(dict(detection.to_dict(), **record.to_dict())) == [
+        "task", "decision", "entry", "reused_entry", "candidate_entries",
+        "candidate_tasks", "consistency", "complexity", "vote_consistency",
+        "vote_complexity", "rule", "detection_seconds",
+        "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
+        "power", "class_count_filter", "class_permutation", "decoy_rank_pvalue", "entry_updated", "gate_accuracy",
+        "gate_threshold", "update_epochs", "heldout_accuracy", "update_rolled_back", "update_balanced",
+        "balance_p_value",
+    ]
 
 
 def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_truth):
@@ -342,8 +365,8 @@ def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_tru
     assert strategy.sdr.settings.epochs_per_update == 2
     _train(strategy, prototype_stream, upto=repeat)
     strategy.train(prototype_stream.train_stream[repeat])
-    record = strategy.detection_records[-1]
-    assert record.entry_updated and record.update_epochs is None  # set by the early stop only
+    reuse = strategy.sdr.reuse_records[-1]
+    assert reuse.entry_updated and reuse.update_epochs is None  # set by the early stop only
     assert len(strategy.sdr.epoch_accuracies[-1]) == 2
     assert len(strategy.sdr.epoch_accuracies[0]) == strategy.sdr.settings.new_task_epochs
     default = _strategy(prototype_stream, ground_truth, reuse_epochs=3)
@@ -353,12 +376,12 @@ def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_tru
 def test_update_epochs_refusals_and_old_fingerprints():
     from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
 
-    accumulate = CPU_SETTINGS.replace(reuse="accumulate")
+    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
     for bad in (0, -1, 2.0, True, "3"):
         with pytest.raises(ValueError, match="update_epochs"):
             accumulate.replace(update_epochs=bad)
     with pytest.raises(ValueError, match="update_epochs acts only on the learning reuse"):
-        CPU_SETTINGS.replace(update_epochs=3)
+        CPU_LARGE_TASK_SETTINGS.replace(update_epochs=3)
     old = {k: v for k, v in accumulate.to_dict().items() if k != "update_epochs"}
     assert upgrade_strategy_fingerprint(old)["update_epochs"] is None
     assert upgrade_strategy_fingerprint(accumulate.replace(update_epochs=3).to_dict())["update_epochs"] == 3

@@ -10,10 +10,11 @@ from avalanche.training.plugins import EvaluationPlugin
 import avalanche_sdr
 from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
 from avalanche_sdr.benchmarks import MixedDigits
-from avalanche_sdr.detection import SimilarTaskDetector, TwoSampleDetector, TwoSampleSettings
+from avalanche_sdr.detection import (LevelBySize, SimilarTaskDetector, SmallTaskDetector, SmallTaskSettings,
+                                     TwoSampleDetector, TwoSampleSettings)
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.routers import LDAWeightedRouter
-from avalanche_sdr.training import (BUDGETS, CPU_SETTINGS, CPU_SMALL_TASK_SETTINGS, METHODS, PAPER_SETTINGS,
+from avalanche_sdr.training import (BUDGETS, CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, METHODS, PAPER_SETTINGS,
                                     SDRSettings)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -43,10 +44,12 @@ def _count(model) -> int:
 
 def test_the_presets_are_registries_of_objects_exported_from_the_package():
     assert list(METHODS) == ["paper", "recommended"] and avalanche_sdr.METHODS is METHODS
-    assert BUDGETS == {"paper": PAPER_SETTINGS, "cpu": CPU_SMALL_TASK_SETTINGS, "cpu_large_task": CPU_SETTINGS}
+    assert BUDGETS == {"paper": PAPER_SETTINGS, "cpu": CPU_SETTINGS, "cpu_large_task": CPU_LARGE_TASK_SETTINGS}
     assert avalanche_sdr.BUDGETS is BUDGETS
     recommended = METHODS["recommended"].defaults()
-    assert isinstance(recommended["detector"], TwoSampleDetector) and recommended["detector"].settings.match_classes
+    assert isinstance(recommended["detector"], SmallTaskDetector)
+    assert recommended["detector"].settings.two_sample.match_classes
+    assert recommended["detector"].settings.two_sample.alpha == LevelBySize()
     assert recommended["reuse"] == "accumulate" and recommended["routers"] == ("lda_weighted",)
     assert METHODS["recommended"].defaults()["detector"] is not recommended["detector"]  # fresh per strategy
 
@@ -62,8 +65,9 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
     strategy = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", settings="cpu",
                                           evaluator=_quiet())
     assert strategy.method == "recommended" and not strategy.model.has_generators
-    assert strategy.sdr.detector.settings == TwoSampleSettings(match_classes=True)
-    assert strategy.sdr.settings == CPU_SMALL_TASK_SETTINGS.replace(reuse="accumulate")
+    assert strategy.sdr.detector.settings == SmallTaskSettings(
+        two_sample=TwoSampleSettings(match_classes=True, alpha="by_size"))
+    assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse="accumulate")
     assert strategy.sdr.routers == (LDAWeightedRouter(),)
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
                                       evaluator=_quiet())
@@ -101,72 +105,51 @@ def test_two_sample_with_the_default_generator_trains_no_vae(digits):
 
 def test_an_explicit_generator_that_the_rule_never_reads_is_refused_naming_generator(digits):
     with pytest.raises(ValueError, match=r"generator='independent' trains a generator per entry that the "
-                                         r"'two_sample' rule never reads"):
+                                         r"'small_task' detector never reads"):
         SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", generator="independent")
 
 
-def test_an_option_the_rule_does_not_read_is_refused_naming_option_and_rule():
+def test_a_detectors_options_live_on_the_detector():
+    """The detector is one keyword: its options are set when building it (by name, with
+    the registry's check; or as an object), never as strategy keywords."""
+    from avalanche_sdr.detection import make_detector
+
     model = build_sdr_model(_backbone(), in_channels=1, image_size=8, generator=None)
+    for flat in (dict(decision="two_sample"), dict(elbo_samples=8), dict(two_sample=TwoSampleSettings()),
+                 dict(thresholds=None), dict(match_class_count=True), dict(router_exemplars=5)):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            SDRStrategy(model=model, **flat)
     with pytest.raises(ValueError, match=r"\['elbo_samples'\] have no effect with the 'two_sample' rule"):
-        SDRStrategy(model=model, decision="two_sample", elbo_samples=8)
-    with pytest.raises(ValueError, match=r"\['two_sample'\] have no effect with the 'expert_gate' rule"):
-        SDRStrategy(model=model, detector="expert_gate", two_sample=TwoSampleSettings())
-    with pytest.raises(ValueError, match=r"\['thresholds'\] have no effect with the 'agreement' rule"):
-        SDRStrategy(model=build_sdr_model(_backbone(), in_channels=1, image_size=8), thresholds=None)
-    with pytest.raises(ValueError, match=r"have no effect with method='recommended' \(its detector is the "
-                                         r"'two_sample' rule\)"):
-        SDRStrategy(model=model, method="recommended", elbo_samples=8)
+        make_detector("two_sample", elbo_samples=8)
     with pytest.raises(ValueError, match="have no effect with detector=<a TwoSampleDetector object>"):
-        SDRStrategy(model=model, detector=TwoSampleDetector(), match_class_count=True)
-    with pytest.raises(TypeError, match="give the rule once"):
-        SDRStrategy(model=model, detector="two_sample", decision="two_sample")
-
-
-def test_the_old_keywords_still_work_and_say_what_to_write_instead():
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"write detector='calibrated'"):
-        strategy = SDRStrategy(model=model, decision="calibrated", evaluator=_quiet())
-    assert strategy.sdr.detector.rule == "calibrated"
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"SDRStrategy\(elbo_samples=...\) is deprecated .* write "
-                                      r"detector=SimilarTaskDetector\(rule='agreement', ...\)"):
-        strategy = SDRStrategy(model=model, elbo_samples=8, max_detection_samples=50, evaluator=_quiet())
-    assert (strategy.sdr.detector.elbo_samples, strategy.sdr.detector.max_samples) == (8, 50)
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8, generator=None)
-    settings = TwoSampleSettings(alpha=0.05)
-    with pytest.deprecated_call(match=r"write detector=TwoSampleDetector\(TwoSampleSettings\(...\)\)"):
-        strategy = SDRStrategy(model=model, decision="two_sample", two_sample=settings, evaluator=_quiet())
-    assert strategy.sdr.detector.settings == settings
+        make_detector(TwoSampleDetector(), settings=TwoSampleSettings())
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # the new keywords do not warn
+        warnings.simplefilter("error", DeprecationWarning)  # nothing of the library warns
         model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-        strategy = SDRStrategy(model=model, detector=SimilarTaskDetector(rule="agreement", elbo_samples=8),
+        strategy = SDRStrategy(model=model, detector=make_detector("agreement", elbo_samples=8, max_samples=50),
                                settings="cpu", evaluator=_quiet())
-    assert strategy.sdr.detector.elbo_samples == 8 and strategy.sdr.settings == CPU_SMALL_TASK_SETTINGS
+    assert (strategy.sdr.detector.elbo_samples, strategy.sdr.detector.max_samples) == (8, 50)
+    assert strategy.sdr.settings == CPU_SETTINGS
 
-
-# ---------------------------------------------------------------------- same results
 
 def _run(benchmark, n_experiences, **keywords):
     seed_everything(0)
     strategy = SDRStrategy.from_benchmark(_backbone(), benchmark, evaluator=_quiet(), **keywords)
-    accuracies = []
     for experience in list(benchmark.train_stream)[:n_experiences]:
         strategy.train(experience, eval_streams=[])
     metrics = strategy.eval(list(benchmark.test_stream)[:n_experiences])
     accuracies = {k: v for k, v in metrics.items() if k.startswith("Top1_Acc_Exp")}
-    decisions = [(r.decision, r.entry, r.class_permutation, r.entry_updated) for r in strategy.detection_records]
+    decisions = [(r.decision, r.entry, r.class_permutation, u.entry_updated)
+                 for r, u in zip(strategy.detection_records, strategy.sdr.reuse_records)]
     return decisions, accuracies, _count(strategy.model), strategy
 
 
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        explicit = _run(digits, 6, generator=None, decision="two_sample",
-                        two_sample=TwoSampleSettings(match_classes=True),
-                        settings=CPU_SMALL_TASK_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
-    preset = _run(digits, 6, method="recommended", settings=CPU_SMALL_TASK_SETTINGS)
+    explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
+                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
+                    settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
+    preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])
     assert preset[1] == explicit[1]  # same seed and threads: equal to the last digit
@@ -174,16 +157,15 @@ def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     assert preset[3].predict(torch.stack([digits.test_stream[0].dataset[i][0] for i in range(4)])).class_ids.shape == (4,)
 
 
-def test_class_count_filter_is_the_one_name_of_the_candidates_filter_and_the_old_one_warns():
-    with pytest.deprecated_call(match="write class_count_filter"):
-        old = TwoSampleSettings(match_class_count=False)
-    assert old == TwoSampleSettings(class_count_filter=False) and "match_class_count" not in old.to_dict()
-    with pytest.deprecated_call(match="write class_count_filter"):
-        assert SimilarTaskDetector(match_class_count=True).class_count_filter
-    model = build_sdr_model(_backbone(), in_channels=1, image_size=8)
-    with pytest.deprecated_call(match=r"SDRStrategy\(match_class_count=...\)"):
-        strategy = SDRStrategy(model=model, match_class_count=True, evaluator=_quiet())
-    assert strategy.sdr.detector.config()["class_count_filter"]
+def test_class_count_filter_is_the_one_name_of_the_candidates_filter():
+    from avalanche_sdr.detection import ExpertGateSettings
+
+    for build in (TwoSampleSettings, SimilarTaskDetector, ExpertGateSettings):
+        with pytest.raises(TypeError, match="match_class_count"):
+            build(match_class_count=False)
+    assert not TwoSampleSettings(class_count_filter=False).class_count_filter
+    assert "match_class_count" not in TwoSampleSettings().to_dict()
+    assert SimilarTaskDetector(class_count_filter=True).config()["class_count_filter"]
 
 
 def test_a_detector_object_refuses_thresholds_its_rule_does_not_read():

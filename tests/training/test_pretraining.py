@@ -34,3 +34,49 @@ def test_vae_pretraining_raises_the_elbo_and_ends_frozen(prototype_stream):
 def test_pretraining_needs_experiences():
     with pytest.raises(ValueError, match="at least one warm-start experience"):
         pretrain_backbone(small_cnn_backbone(), [], epochs=1)
+
+
+class _Unread:
+    """A warm-start experience that fails the test if its data is read."""
+
+    task_labels = [0]
+
+    @property
+    def dataset(self):
+        raise AssertionError("the experience's data was read before the arguments were checked")
+
+
+@pytest.mark.parametrize("pretrain", ["backbone", "vae"])
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(epochs=-1), r"epochs must be an int >= 0 \(0: no pretraining"),
+    (dict(epochs=2.0), r"epochs must be an int >= 0"),
+    (dict(epochs=1, lr=0), r"lr must be a positive number"),
+    (dict(epochs=1, lr=-1e-3), r"lr must be a positive number"),
+    (dict(epochs=1, lr=float("nan")), r"lr must be a positive number"),
+    (dict(epochs=1, batch_size=0), r"batch_size must be a positive int"),
+    (dict(epochs=1, batch_size=-32), r"batch_size must be a positive int"),
+    (dict(epochs=1, device="tpu9"), r"device must be"),
+])
+def test_a_budget_that_cannot_act_is_refused_before_any_data_is_read(pretrain, kwargs, match):
+    torch.manual_seed(0)
+    module = small_cnn_backbone(in_channels=1, widths=(8, 16)) if pretrain == "backbone" else ConvVAE(1, 8, 4, 8)
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    run = pretrain_backbone if pretrain == "backbone" else pretrain_vae
+    with pytest.raises(ValueError, match=match):
+        run(module, [_Unread()], verbose=False, **kwargs)
+    assert all(torch.equal(v, before[k]) for k, v in module.state_dict().items())
+    assert all(p.requires_grad for p in module.parameters())  # not even frozen
+
+
+def test_zero_epochs_only_freezes_the_backbone(prototype_stream):
+    torch.manual_seed(0)
+    backbone = small_cnn_backbone(in_channels=1, widths=(8, 16))
+    before = {k: v.clone() for k, v in backbone.state_dict().items()}
+    pretrain_backbone(backbone, [prototype_stream.train_stream[0]], epochs=0, verbose=False)
+    assert all(torch.equal(v, before[k]) for k, v in backbone.state_dict().items())
+    assert not backbone.training and not any(p.requires_grad for p in backbone.parameters())
+
+
+def test_a_backbone_without_feature_dim_is_refused_before_any_data_is_read():
+    with pytest.raises(TypeError, match="feature_dim"):
+        pretrain_backbone(torch.nn.Conv2d(1, 4, 3), [_Unread()], epochs=1, verbose=False)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from avalanche_sdr.detection import ReferenceHoldout, TwoSampleDetector
-from avalanche_sdr.models import build_sdr_model, small_cnn_backbone
+from avalanche_sdr.models import TaskData, build_sdr_model, small_cnn_backbone
 from avalanche_sdr.training import hold_out_references, pretrain_backbone, pretraining
 from avalanche_sdr.training.data import read_task_data
 
@@ -56,7 +56,7 @@ def test_the_warm_start_entry_stores_its_held_out_images(prototype_stream):
     x, y = read_task_data(warm[0])
     task = int(warm[0].task_labels[0])
     entry = model.create_entry(task)
-    det.remember(model, entry, task, x, y, 2)
+    det.remember(model, entry, TaskData(task, x, y))
     stored = model.detection_state(entry)["features"]
     rows = holdout.held_out(task, len(y))
     assert torch.allclose(stored.double(), det.project(model, x[rows]).float().double())
@@ -64,12 +64,12 @@ def test_the_warm_start_entry_stores_its_held_out_images(prototype_stream):
     # a task outside the holdout stores its training images as before
     x1, y1 = read_task_data(prototype_stream.train_stream[prototype_stream.n_warm_start])
     other = model.create_entry(99)
-    det.remember(model, other, 99, x1, y1, 2)
+    det.remember(model, other, TaskData(99, x1, y1))
     assert len(model.detection_state(other)["features"]) == len(y1)
     assert det.config()["reference_holdout"] == holdout.to_dict()
     # the same task label with other images is refused
     with pytest.raises(ValueError, match="draw the holdout from the same experiences"):
-        det.remember(model, entry, task, x[:-1], y[:-1], 2)
+        det.remember(model, entry, TaskData(task, x[:-1], y[:-1]))
 
 
 def test_a_holdout_of_other_experiences_is_refused_before_training(prototype_stream, monkeypatch):
@@ -117,7 +117,7 @@ def test_holdout_is_seeded_and_leaves_the_global_rng_alone():
 def test_a_strategy_stores_the_warm_start_references_from_the_held_out_images(prototype_stream):
     from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_sdr import CPU_SETTINGS, SDRStrategy
+    from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy
 
     warm = _warm(prototype_stream)
     holdout = hold_out_references(warm, 0.5, seed=1)
@@ -125,8 +125,8 @@ def test_a_strategy_stores_the_warm_start_references_from_the_held_out_images(pr
     backbone = small_cnn_backbone(in_channels=1, widths=(8, 16))
     pretrain_backbone(backbone, warm, epochs=1, batch_size=16, verbose=False, holdout=holdout)
     model = build_sdr_model(backbone, in_channels=1, image_size=8, generator=None)
-    settings = dict(CPU_SETTINGS, new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
-    strategy = SDRStrategy(model=model, **settings, evaluator=EvaluationPlugin(loggers=[]),
+    settings = CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1)
+    strategy = SDRStrategy(model=model, settings=settings, evaluator=EvaluationPlugin(loggers=[]),
                            detector=TwoSampleDetector(reference_holdout=holdout))
     for exp in warm:
         strategy.train(exp)

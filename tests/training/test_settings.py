@@ -12,17 +12,18 @@ from avalanche.logging import BaseLogger
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr import CPU_SETTINGS, PAPER_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, PAPER_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
 from avalanche_sdr.evaluation import DecisionLogger
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.checkpoint import strategy_fingerprint
 from avalanche_sdr.training.sdr_plugin import REPORTED_VALUES
-from avalanche_sdr.training.strategy import DETECTOR_OPTIONS, benchmark_input_shape
+from avalanche_sdr.training.presets import REUSE_OPTIONS
+from avalanche_sdr.training.strategy import SETTING_KEYWORDS, benchmark_input_shape
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QUICK = CPU_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1, vae_epochs=2)
+QUICK = CPU_LARGE_TASK_SETTINGS.replace(new_task_epochs=1, lr_milestones=(), reuse_epochs=1, vae_epochs=2)
 
 
 def _model(generator=None):
@@ -39,65 +40,69 @@ def _quiet():
 # ------------------------------------------------------------------ SDRSettings
 def test_defaults_are_the_papers_and_the_cpu_preset_changes_only_what_is_long():
     assert SDRSettings() == PAPER_SETTINGS
-    changed = {k for k in SDRSettings.field_names() if CPU_SETTINGS[k] != PAPER_SETTINGS[k]}
+    changed = {k for k in SDRSettings.field_names() if CPU_LARGE_TASK_SETTINGS[k] != PAPER_SETTINGS[k]}
     assert changed == {"new_task_epochs", "lr_milestones", "train_mb_size", "vae_epochs", "vae_lr", "vae_mb_size",
                        "vae_patience"}
-    assert CPU_SETTINGS.reuse_epochs == 2 and CPU_SETTINGS.reuse_lr == 0.001  # the paper's head-only budget
+    assert CPU_LARGE_TASK_SETTINGS.reuse_epochs == 2 and CPU_LARGE_TASK_SETTINGS.reuse_lr == 0.001  # the paper's head-only budget
 
 
 def test_settings_are_frozen_checked_and_serialise_in_field_order():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        CPU_SETTINGS.reuse_epochs = 3
+        CPU_LARGE_TASK_SETTINGS.reuse_epochs = 3
     for bad, match in [(dict(lr_decay=0.0), "lr_decay"), (dict(new_task_lr=-1.0), "new_task_lr"),
                        (dict(train_mb_size=0), "train_mb_size"), (dict(lr_milestones=(5, 2)), "increasing"),
                        (dict(lr_milestones=7), "sequence"), (dict(reuse_epochs=1.5), "reuse_epochs")]:
         with pytest.raises(ValueError, match=match):
             SDRSettings(**bad)
     with pytest.raises(TypeError, match="unknown SDR setting.*'reuse_epoch'"):
-        CPU_SETTINGS.replace(reuse_epoch=3)
+        CPU_LARGE_TASK_SETTINGS.replace(reuse_epoch=3)
     assert SDRSettings(lr_milestones=[50]).lr_milestones == (50,)
-    as_json = json.loads(json.dumps(CPU_SETTINGS.to_dict()))
+    as_json = json.loads(json.dumps(CPU_LARGE_TASK_SETTINGS.to_dict()))
     assert list(as_json) == list(SDRSettings.field_names())
-    assert SDRSettings(**as_json) == CPU_SETTINGS  # a results config rebuilds its settings
-    assert dict(CPU_SETTINGS, reuse_epochs=5) == dict(CPU_SETTINGS.replace(reuse_epochs=5).to_dict())
+    assert SDRSettings(**as_json) == CPU_LARGE_TASK_SETTINGS  # a results config rebuilds its settings
+    assert dict(CPU_LARGE_TASK_SETTINGS, reuse_epochs=5) == dict(CPU_LARGE_TASK_SETTINGS.replace(reuse_epochs=5).to_dict())
 
 
 # ------------------------------------------------------------------ keyword routing
 def test_strategy_routes_settings_detector_options_and_avalanche_keywords():
-    strategy = SDRStrategy(model=_model(), settings=CPU_SETTINGS, reuse_epochs=7, decision="two_sample",
-                           two_sample=TwoSampleSettings(alpha=0.05), eval_every=-1, evaluator=_quiet())
-    assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse_epochs=7)
+    strategy = SDRStrategy(model=_model(), settings=CPU_LARGE_TASK_SETTINGS, reuse_epochs=7,
+                           detector=TwoSampleDetector(TwoSampleSettings(alpha=0.05)), eval_every=-1, evaluator=_quiet())
+    assert strategy.sdr.settings == CPU_LARGE_TASK_SETTINGS.replace(reuse_epochs=7)
     assert isinstance(strategy.sdr.detector, TwoSampleDetector)
     assert strategy.sdr.detector.settings.alpha == 0.05
-    assert strategy.train_mb_size == CPU_SETTINGS.train_mb_size
-    assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_SETTINGS.eval_mb_size)  # None: chosen for the CPU
+    assert strategy.train_mb_size == CPU_LARGE_TASK_SETTINGS.train_mb_size
+    assert strategy.eval_mb_size == eval_batch_size("cpu", CPU_LARGE_TASK_SETTINGS.eval_mb_size)  # None: chosen for the CPU
     # Settings given as keywords alone start from the paper's values.
-    plain = SDRStrategy(model=_model(), new_task_epochs=3, decision="two_sample", evaluator=_quiet())
+    plain = SDRStrategy(model=_model(), new_task_epochs=3, detector="two_sample", evaluator=_quiet())
     assert plain.sdr.settings == PAPER_SETTINGS.replace(new_task_epochs=3)
 
 
 def test_strategy_refuses_what_it_sets_itself_and_misspelt_keywords():
     with pytest.raises(TypeError, match="train_epochs"):
-        SDRStrategy(model=_model(), decision="two_sample", train_epochs=3)
+        SDRStrategy(model=_model(), detector="two_sample", train_epochs=3)
     with pytest.raises(TypeError, match="verbose"):
-        SDRStrategy(model=_model(), decision="two_sample", verbose=False)
+        SDRStrategy(model=_model(), detector="two_sample", verbose=False)
     with pytest.raises(TypeError, match="reuse_epoch"):  # Avalanche's misspelling guard still works
-        SDRStrategy(model=_model(), decision="two_sample", reuse_epoch=3)
-    with pytest.raises(ValueError, match="no effect with detector"):
+        SDRStrategy(model=_model(), detector="two_sample", reuse_epoch=3)
+    with pytest.raises(TypeError, match="elbo_samples"):  # a detector's option: set on the detector
         SDRStrategy(model=_model(), detector=TwoSampleDetector(), elbo_samples=4)
+    with pytest.raises(TypeError, match=r"\['reuse_guard'\] are options of the learning reuse, set in the settings: "
+                                        r"write settings=CPU_SETTINGS.replace\(reuse_guard=False\)"):
+        SDRStrategy(model=_model(), detector="two_sample", reuse="accumulate", reuse_guard=False)
     with pytest.raises(TypeError, match="SDRSettings"):
-        SDRStrategy(model=_model(), settings=dict(CPU_SETTINGS), decision="two_sample")
+        SDRStrategy(model=_model(), settings=dict(CPU_LARGE_TASK_SETTINGS), detector="two_sample")
 
 
-def test_signature_lists_every_routed_keyword_once():
+def test_signature_lists_every_routed_keyword_once_and_at_most_25():
     parameters = inspect.signature(SDRStrategy.__init__).parameters
-    for name in SDRSettings.field_names() + DETECTOR_OPTIONS:
-        assert name in parameters
-    assert list(parameters).count("settings") == 1
+    keywords = [name for name, p in parameters.items() if p.kind == p.KEYWORD_ONLY]
+    assert set(SETTING_KEYWORDS) <= set(keywords) and not set(REUSE_OPTIONS) & set(keywords)
+    assert set(SETTING_KEYWORDS) | set(REUSE_OPTIONS) == set(SDRSettings.field_names())
+    assert len(keywords) == len(set(keywords)) <= 25
 
 
 def test_fingerprint_reads_the_settings_object():
-    strategy = SDRStrategy(model=_model(), settings=QUICK, decision="two_sample", n_warm_start=2, evaluator=_quiet())
+    strategy = SDRStrategy(model=_model(), settings=QUICK, detector="two_sample", n_warm_start=2, evaluator=_quiet())
     fingerprint = strategy_fingerprint(strategy)
     assert {k: fingerprint[k] for k in SDRSettings.field_names()} == json.loads(json.dumps(QUICK.to_dict()))
     assert fingerprint["n_warm_start"] == 2 and fingerprint["detector"]["rule"] == "two_sample"
@@ -107,7 +112,7 @@ def test_fingerprint_reads_the_settings_object():
 def test_from_benchmark_reads_the_image_shape(prototype_stream):
     assert benchmark_input_shape(prototype_stream) == (1, 8, 8)
     strategy = SDRStrategy.from_benchmark(small_cnn_backbone(in_channels=1, widths=(8, 16)), prototype_stream,
-                                          settings=QUICK, decision="two_sample", generator=None, a=4, b=8,
+                                          settings=QUICK, detector="two_sample", generator=None, a=4, b=8,
                                           evaluator=_quiet())
     model = strategy.model
     assert model.input_shape == (1, 8, 8) and not model.has_generators
@@ -141,7 +146,7 @@ class _Collect(BaseLogger):
 
 def test_every_experience_reports_its_decision_to_the_loggers(prototype_stream):
     collect, out = _Collect(), io.StringIO()
-    strategy = SDRStrategy(model=_model(), settings=QUICK, decision="two_sample", n_warm_start=2,
+    strategy = SDRStrategy(model=_model(), settings=QUICK, detector="two_sample", n_warm_start=2,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True),
                                                       loggers=[collect, DecisionLogger(out)]))
     experiences = list(prototype_stream.train_stream)[:4]
@@ -176,7 +181,7 @@ def test_method_page_table_shows_the_presets_values():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "method.rst").read_text(encoding="utf-8")
-    rows = text.split("``PAPER_SETTINGS``       ``CPU_SETTINGS``\n", 1)[1].split("\n", 1)[1].split("\n=")[0]
+    rows = text.split("``PAPER_SETTINGS``       ``CPU_LARGE_TASK_SETTINGS``\n", 1)[1].split("\n", 1)[1].split("\n=")[0]
     shown = set()
     for row in rows.splitlines():
         names = re.findall(r"``(\w+)``", row.split("  ")[0])
@@ -186,7 +191,7 @@ def test_method_page_table_shows_the_presets_values():
         if len(names) == 1:
             values = [(v,) for v in values]
         for i, name in enumerate(names):
-            assert (values[0][i], values[1][i]) == (PAPER_SETTINGS[name], CPU_SETTINGS[name]), name
+            assert (values[0][i], values[1][i]) == (PAPER_SETTINGS[name], CPU_LARGE_TASK_SETTINGS[name]), name
             shown.add(name)
     assert len(shown) >= 10 and shown <= set(SDRSettings.field_names())
 
@@ -199,5 +204,5 @@ def test_method_page_table_shows_the_presets_values():
 ])
 def test_learning_reuse_settings_are_checked(changes, message):
     with pytest.raises(ValueError, match=message):
-        CPU_SETTINGS.replace(**changes)
-    assert PAPER_SETTINGS.reuse == "head" and CPU_SETTINGS.reuse == "head"  # the paper's reuse by default
+        CPU_LARGE_TASK_SETTINGS.replace(**changes)
+    assert PAPER_SETTINGS.reuse == "head" and CPU_LARGE_TASK_SETTINGS.reuse == "head"  # the paper's reuse by default

@@ -13,13 +13,13 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import DetectionRecord
-from avalanche_sdr.evaluation import repository_memory_bytes
+from avalanche_sdr.evaluation import entry_bytes, repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.stream_runner import run_sdr_stream
 
-FAST = CPU_SETTINGS.replace(
+FAST = CPU_LARGE_TASK_SETTINGS.replace(
     new_task_epochs=4,
     lr_milestones=(3,),
     reuse_epochs=4,
@@ -101,7 +101,7 @@ def test_memory_grows_with_unique_tasks_only(finished_run):
     reused = [t["decision"] == "reuse" for t in results["tasks"]]
     for i in range(1, 8):
         step = growth[i] - growth[i - 1]
-        entry_mb = strategy.model.entry_bytes(0) / 2**20
+        entry_mb = entry_bytes(strategy.model, 0) / 2**20
         if reused[i]:
             assert step < 0.1 * entry_mb  # a head only
         else:
@@ -144,7 +144,7 @@ def test_calibrated_rule_detects_the_prototype_stream(prototype_stream, forward_
         latent_dim=4, vae_width=8,
     )
     strategy = SDRStrategy(
-        model=model, settings=FAST, decision="calibrated", forward_transfer=forward_transfer,
+        model=model, settings=FAST, detector="calibrated", forward_transfer=forward_transfer,
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
     )
     results = run_sdr_stream(strategy, prototype_stream, seed=0)

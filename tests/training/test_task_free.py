@@ -88,7 +88,7 @@ def test_predict_answers_original_class_ids_of_the_routed_task(run):
         assert prediction.class_ids.shape == prediction.tasks.shape == prediction.entries.shape == y.shape
         assert prediction.class_ids.dtype == torch.long
         for c, t, e in zip(prediction.class_ids.tolist(), prediction.tasks.tolist(), prediction.entries.tolist()):
-            assert c in model.class_ids(t)
+            assert c in model.heads.class_ids(t)
             assert e == model.entry_of(t)
         if router == "expert_gate":  # routed to the creating task of an entry
             assert set(prediction.tasks.tolist()) <= set(model.entry_creator.values())
@@ -232,23 +232,19 @@ def test_ledoit_wolf_from_moments_equals_the_estimate_from_residuals():
 def test_lda_router_without_stored_images_is_refused_before_training():
     with pytest.raises(ValueError, match="exemplars must be a positive int"):
         LDARouter(exemplars=0)
-    with pytest.raises(ValueError, match="exemplars must be a positive int"), pytest.deprecated_call():
-        SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",), router_exemplars=0)
 
 
-def test_the_deprecated_router_settings_reach_the_routers_given_by_name_and_are_refused_where_none_reads_them():
-    with pytest.deprecated_call(match=r"routers=\(LDAWeightedRouter\(exemplars=...\),\)"):
-        strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(router_exemplars=5, router_evidence=3),
-                               detector="two_sample", routers=("lda_weighted",), evaluator=EvaluationPlugin(loggers=[]))
+def test_router_options_live_on_the_router():
+    """The former settings router_exemplars and router_evidence are gone: a router's
+    options are set on the router object."""
+    for name in ("router_exemplars", "router_evidence"):
+        with pytest.raises(TypeError, match="unknown SDR setting"):
+            SETTINGS.replace(**{name: 5})
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",), **{name: 5})
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample",
+                           routers=(LDAWeightedRouter(exemplars=5, evidence=3),), evaluator=EvaluationPlugin(loggers=[]))
     assert strategy.sdr.routers == (LDAWeightedRouter(exemplars=5, evidence=3),)
-    assert "router_exemplars" not in strategy.sdr.settings.to_dict()
-    with pytest.deprecated_call():
-        strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=("lda",),
-                               router_exemplars=7, evaluator=EvaluationPlugin(loggers=[]))
-    assert strategy.sdr.routers == (LDARouter(exemplars=7),)
-    for routers, option in [(("gaussian",), "router_exemplars"), (("lda",), "router_evidence"), ((), "router_evidence")]:
-        with pytest.raises(ValueError, match=f"{option} has no effect"), pytest.deprecated_call():
-            SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=routers, **{option: 4})
 
 
 def test_routers_sharing_a_state_must_store_the_same_images():
@@ -368,7 +364,7 @@ def test_periodic_evaluation_routes_only_to_finished_tasks():
     training has a head but no router state yet: it is not a routing target until then."""
     benchmark = MixedDigits(seed=0, original_class_ids=True)
     metric = TaskFreeMetrics(routers=ROUTERS)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS, decision="two_sample", routers=ROUTERS,
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, detector="two_sample", routers=ROUTERS,
                            evaluator=EvaluationPlugin(accuracy_metrics(stream=True), metric, loggers=[]),
                            eval_every=1)
     experiences = list(benchmark.train_stream)[:2]
@@ -392,17 +388,17 @@ def test_lda_router_kept_features_follow_a_learning_reuse_update():
     """With reuse="accumulate" an update moves an entry's features: what the router keeps
     of the stored images' features must be what a fresh computation gives."""
     benchmark = MixedDigits(seed=0, original_class_ids=True)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), decision="two_sample",
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), detector="two_sample",
                            routers=("lda",), evaluator=EvaluationPlugin(loggers=[]))
     for experience in list(benchmark.train_stream)[:6]:
         strategy.train(experience, eval_streams=[])
-    assert any(r.entry_updated for r in strategy.detection_records)
+    assert any(r.entry_updated for r in strategy.sdr.reuse_records)
     model = strategy.model
     x, _ = _test_batch(benchmark, 5)
     kept = model.predict(x, "lda")
     fitted = lda_router._fitted(model)
-    for kept_state in ("_lda_space", "_lda_discriminants", "_lda_cache"):
-        model.__dict__.pop(kept_state)
+    for kept_state in ("space", "discriminants", "fitted"):
+        lda_router._DERIVED[model].pop(kept_state)
     fresh = lda_router._fitted(model)
     scale = float(fresh["discriminants"].abs().max())
     assert torch.allclose(fitted["discriminants"], fresh["discriminants"], atol=1e-6 * scale, rtol=0)
@@ -493,32 +489,32 @@ def _first_tasks(routers, experiences=5):
 
 
 def test_e0_features_of_a_task_are_computed_once_for_the_detector_and_every_router(monkeypatch, one_thread):
-    from avalanche_sdr.models.repository import SDRModel
+    from avalanche_sdr.models import SDRModel, TaskData
 
-    inner_passes, inner_keep = SDRModel._feature_passes, SDRModel.keep_e0_features
+    inner_passes, inner_init = SDRModel.batched_features, TaskData.__init__
     kept, passes = [], []
 
-    def keep(self, x):
-        if x is not None:
-            kept.append(x)
-            passes.append(0)
-        inner_keep(self, x)
+    def made(self, task, x, y, class_ids=None):
+        kept.append(x)
+        passes.append(0)
+        inner_init(self, task, x, y, class_ids)
 
-    def counted(self, images, entry, batch_size, device):
+    def counted(self, images, entry, batch_size=None):
         if entry is None and kept and images is kept[-1]:
             passes[-1] += 1
-        return inner_passes(self, images, entry, batch_size, device)
+        return inner_passes(self, images, entry, batch_size)
 
-    monkeypatch.setattr(SDRModel, "_feature_passes", counted)
-    monkeypatch.setattr(SDRModel, "keep_e0_features", keep)
+    monkeypatch.setattr(SDRModel, "batched_features", counted)
+    monkeypatch.setattr(TaskData, "__init__", made)
     strategy = _first_tasks(ROUTERS)
     rules = [r.rule for r in strategy.sdr.records]
     assert "warm_start" in rules and "two_sample" in rules
     assert passes == [1] * 5  # the detector (a warm start's references, else its test) and three router states
-    assert strategy.model.__dict__["_kept_e0"] is None  # let go at the end of each experience
+    assert strategy.sdr._data is None  # let go at the end of each experience
 
-    # the same run without keeping them: the same decisions, p-values and router states, bit for bit
-    monkeypatch.setattr(SDRModel, "keep_e0_features", lambda self, x: None)
+    # the same run computing them for every reader: the same decisions, p-values and router states, bit for bit
+    monkeypatch.setattr(TaskData, "e0_features", lambda self, model, batch_size=None:
+                        inner_passes(model, self.x, None, batch_size))
     plain = _first_tasks(ROUTERS)
     assert [(r.decision, r.p_value, r.power) for r in plain.sdr.records] == \
         [(r.decision, r.p_value, r.power) for r in strategy.sdr.records]

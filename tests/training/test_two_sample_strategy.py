@@ -12,15 +12,15 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_SETTINGS, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.detection import TwoSampleDetector, TwoSampleSettings
-from avalanche_sdr.evaluation import repository_memory_bytes
+from avalanche_sdr.evaluation import entry_bytes, repository_memory_bytes
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training import load_repository
 from avalanche_sdr.training.stream_runner import run_sdr_stream
 
 # A short budget: the decisions, not the accuracy, are under test here.
-SHORT = dict(CPU_SETTINGS, new_task_epochs=2, lr_milestones=(1,), reuse_epochs=2, reuse_lr=0.01, vae_epochs=3,
+SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=2, lr_milestones=(1,), reuse_epochs=2, reuse_lr=0.01, vae_epochs=3,
              vae_patience=2)
 
 
@@ -32,7 +32,8 @@ def _model(generator=None):
 
 
 def _strategy(model, **kwargs):
-    return SDRStrategy(model=model, **SHORT, evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
+    return SDRStrategy(model=model, settings=SDRSettings(**SHORT),
+                       evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
                        **kwargs)
 
 
@@ -46,8 +47,8 @@ STRICT = TwoSampleSettings(alpha=0.001)
 @pytest.fixture(scope="module", params=["two_sample", "expert_gate"])
 def finished(request, prototype_stream, tmp_path_factory):
     directory = tmp_path_factory.mktemp(request.param)
-    extra = dict(two_sample=STRICT) if request.param == "two_sample" else {}
-    strategy = _strategy(_model(), decision=request.param, checkpoint_dir=directory, **extra)
+    detector = TwoSampleDetector(STRICT) if request.param == "two_sample" else request.param
+    strategy = _strategy(_model(), detector=detector, checkpoint_dir=directory)
     results = run_sdr_stream(strategy, prototype_stream, seed=0)
     return request.param, strategy, results, directory
 
@@ -76,9 +77,9 @@ def test_entries_keep_their_detection_state_and_no_generator(finished):
         state_bytes = sum(t.numel() * t.element_size() for t in state.values())
         adapters = sum(t.numel() * t.element_size() for m in model.encoder.entry_modules(entry)
                        for t in list(m.parameters()) + list(m.buffers()))
-        assert model.entry_bytes(entry) == adapters + state_bytes
+        assert entry_bytes(model, entry) == adapters + state_bytes
     total = repository_memory_bytes(strategy)
-    assert total >= sum(model.entry_bytes(e) for e in model.entries)
+    assert total >= sum(entry_bytes(model, e) for e in model.entries)
 
 
 def test_checkpoint_restores_the_detection_state(finished):
@@ -106,7 +107,7 @@ def test_two_sample_reuse_records_power_and_filter(finished):
 
 def test_a_rule_that_needs_generators_is_refused_without_them():
     with pytest.raises(ValueError, match="generator=None"):
-        _strategy(_model(), decision="agreement")
+        _strategy(_model(), detector="agreement")
 
 
 def test_an_injected_detector_is_used(prototype_stream):
@@ -116,7 +117,7 @@ def test_an_injected_detector_is_used(prototype_stream):
 
 
 def test_two_sample_with_generators_still_fits_them(prototype_stream):
-    strategy = _strategy(_model("independent"), decision="two_sample")
+    strategy = _strategy(_model("independent"), detector="two_sample")
     for experience in list(prototype_stream.train_stream)[:4]:
         strategy.train(experience, eval_streams=[])
     bank = strategy.model.generators
@@ -126,7 +127,7 @@ def test_two_sample_with_generators_still_fits_them(prototype_stream):
 def test_entry_feature_space_takes_references_after_training(prototype_stream):
     """feature_space="entry": references come from each entry's own trained encoder."""
     settings = TwoSampleSettings(alpha=0.001, feature_space="entry")
-    strategy = _strategy(_model(), decision="two_sample", two_sample=settings)
+    strategy = _strategy(_model(), detector=TwoSampleDetector(settings))
     detector = strategy.sdr.detector
     experiences = list(prototype_stream.train_stream)
     strategy.train(experiences[0], eval_streams=[])
@@ -145,7 +146,7 @@ def test_entry_feature_space_takes_references_after_training(prototype_stream):
 
 
 def test_forward_transfer_starts_from_the_candidate_with_the_highest_p_value(prototype_stream):
-    strategy = _strategy(_model(), decision="two_sample", two_sample=STRICT, forward_transfer=True)
+    strategy = _strategy(_model(), detector=TwoSampleDetector(STRICT), forward_transfer=True)
     experiences = list(prototype_stream.train_stream)
     for experience in experiences[:5]:
         strategy.train(experience, eval_streams=[])

@@ -1,0 +1,155 @@
+"""Command line of the stream designs: ``list``, ``show``, ``run`` and ``report``.
+
+    python -m benchmarks.stream_designs list --seeds report --out docs/results/stream_designs/designs.md
+    python -m benchmarks.stream_designs show 3
+    python -m benchmarks.stream_designs run --seeds validation --methods recommended recommended_head paper --out DIR --threads 1
+    python -m benchmarks.stream_designs report --out DIR
+    python -m benchmarks.stream_designs run --design-files RUN.json --out DIR   # a design as recorded
+
+``--seeds`` takes design seeds or the words ``validation`` / ``report`` (the fixed ranges); running a
+report seed needs ``--report-seeds`` (they are for the report, never for a choice).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from avalanche_sdr import cli
+from benchmarks.stream_designs.distribution import REPORT_SEEDS, VALIDATION_SEEDS, check_design, draw_design
+
+
+def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
+    seeds: List[int] = []
+    for value in values:
+        if value == "validation":
+            seeds += VALIDATION_SEEDS
+        elif value == "report":
+            seeds += REPORT_SEEDS
+        else:
+            try:
+                seed = int(value)
+            except ValueError:
+                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'report'")
+            if seed < 0:
+                parser.error(f"argument --seeds: a design seed is a non-negative int, got {seed}")
+            seeds.append(seed)
+    return list(dict.fromkeys(seeds))
+
+
+def _design_file(path: str, parser: argparse.ArgumentParser) -> Dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        parser.error(f"argument --design-files: cannot read {path} as JSON ({err})")
+    design = data.get("design", data) if isinstance(data, dict) else None
+    try:
+        check_design(design if isinstance(design, dict) else {})
+    except ValueError as err:
+        parser.error(f"argument --design-files: {path} holds no valid design: {err}")
+    return design
+
+
+def _method_keywords(values: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, Dict]:
+    extra = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        try:
+            keywords = json.loads(text) if sep else None
+        except json.JSONDecodeError as err:
+            parser.error(f"argument --method-keywords: {value!r}: the keywords are not JSON ({err})")
+        if not name or not isinstance(keywords, dict):
+            parser.error(f"argument --method-keywords: expected NAME='{{\"method\": ...}}' (a JSON object of "
+                         f"SDRStrategy.from_benchmark keywords), got {value!r}")
+        extra[name] = keywords
+    return extra
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (subcommands ``list``, ``show``, ``run``, ``report``)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stream_designs", description=cli.description(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("list", help="write the table of designs (markdown)")
+    listing.add_argument("--seeds", nargs="+", default=["report"], help="design seeds, or validation / report")
+    listing.add_argument("--out", type=cli.output_file, default=None, help="markdown file (default: stdout)")
+    show = sub.add_parser("show", help="print a design as JSON")
+    show.add_argument("seed", type=cli.seed)
+    run = sub.add_parser("run", help="run methods on designs (resumable: existing run files are skipped)")
+    run.add_argument("--seeds", nargs="+", default=[], help="design seeds, or validation / report")
+    run.add_argument("--design-files", nargs="+", default=[], metavar="JSON",
+                     help="designs given as files: a design (the show command's output) or a run file (its design), "
+                          "e.g. to rerun a design of an earlier distribution version")
+    run.add_argument("--methods", nargs="+", default=None, metavar="NAME",
+                     help="method names (runner.METHODS and --method-keywords); default: all of them")
+    run.add_argument("--method-keywords", nargs="+", default=[], metavar="NAME=JSON",
+                     help="define or redefine a method: the SDRStrategy.from_benchmark keywords it adds, as JSON")
+    run.add_argument("--out", type=cli.output_dir, required=True, help="folder of runs/ and e0/")
+    run.add_argument("--data-root", default=None,
+                     help="shared data folder with emnist/ and cifar10/ (default: SDR_SHARED_DATA or "
+                          "../shared/data beside the checkout); designs of an absent source are skipped")
+    run.add_argument("--e0-dir", type=cli.output_dir, default=None,
+                     help="folder of the designs' pretrained E0 weights, reused on resume (default: OUT/e0)")
+    run.add_argument("--fashion-root", default=None, help="Fashion-MNIST folder (default: the Debian package's)")
+    run.add_argument("--report-seeds", action="store_true",
+                     help="allow report seeds (only for the report, after every choice was made on validation seeds)")
+    cli.add_threads_argument(run)
+    rep = sub.add_parser("report", help="write the markdown report of the runs under --out")
+    rep.add_argument("--out", type=cli.existing_dir, required=True, help="the run command's --out")
+    rep.add_argument("--to", type=cli.output_file, default=None, help="markdown file (default: OUT/report.md)")
+    rep.add_argument("--recommended", default="recommended", help="method name of the recommended runs")
+    rep.add_argument("--head", default="recommended_head", help="method name of the head-only runs")
+    rep.add_argument("--paper", default="paper", help="method name of the paper's runs")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        from benchmarks.stream_designs.report import designs_page
+
+        seeds = _seeds(args.seeds, parser)
+        title = "Report designs" if seeds == list(REPORT_SEEDS) else "Stream designs"
+        text = designs_page(seeds, title)
+        if args.out is None:
+            print(text, end="")
+        else:
+            Path(args.out).write_text(text)
+        return 0
+    if args.command == "show":
+        print(json.dumps(draw_design(args.seed), indent=1))
+        return 0
+    if args.command == "report":
+        from benchmarks.stream_designs.report import write_report
+
+        print(write_report(Path(args.out), args.to, recommended=args.recommended, head=args.head, paper=args.paper))
+        return 0
+    from benchmarks.stream_designs.runner import METHODS, run_designs
+
+    seeds = _seeds(args.seeds, parser)
+    designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser) for path in args.design_files]
+    if not designs:
+        parser.error("the run command needs --seeds or --design-files")
+    reported = sorted({d["seed"] for d in designs} & set(REPORT_SEEDS))
+    if reported and not args.report_seeds:
+        parser.error(f"argument --seeds: {reported} are report seeds, kept for the report alone; tune on "
+                     "--seeds validation, or pass --report-seeds for the report's runs")
+    methods = dict(METHODS, **_method_keywords(args.method_keywords, parser))
+    names = args.methods or list(methods)
+    unknown = [n for n in names if n not in methods]
+    if unknown:
+        parser.error(f"argument --methods: unknown {unknown}; the methods are {sorted(methods)} "
+                     "(define others with --method-keywords NAME=JSON)")
+    threads = cli.set_threads(args.threads)
+    print(f"torch threads: {threads}; designs {[d['seed'] for d in designs]}; methods {names}", flush=True)
+    run_designs(designs, {n: methods[n] for n in names}, Path(args.out), data_root=args.data_root,
+                fashion_root=args.fashion_root, e0_dir=args.e0_dir, log=lambda line: print(line, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run_cli(main)

@@ -1,0 +1,216 @@
+"""The report over run files: per design and overall, the figures issue #45 asks of the generated designs.
+
+:func:`load_runs` reads ``OUT/runs/*.json`` (:mod:`benchmarks.stream_designs.runner`); :func:`report`
+writes the markdown: per design the three methods' accuracy, the recommended method's difference against
+head-only and its BWT, decisions and cost; overall the worst difference against head-only, the share of
+designs with negative BWT, Correct / Miss / Incorrect by task size bin, the share of designs where the
+recommended method is at least the paper's, and the cost ratio against head-only.
+
+Definitions (also printed in the report): accuracy is the mean over a design's tasks of the final
+task-aware test accuracy; BWT = (1 / (T - 1)) sum over j < T of (final accuracy of task j - its accuracy
+right after it trained), the library's ``transfer_summary``; a design's cost is the CPU seconds
+(``time.process_time``) of a method's run with one torch thread, E0's pretraining not included (it is
+shared by the methods).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from benchmarks.stream_designs.distribution import DESIGN_VERSION, SIZE_BINS, draw_design, summary
+
+OUTCOMES = ("correct", "miss", "incorrect")
+
+MARGIN_POINTS = 0.1
+"""The issue's margin: accuracy >= head-only - 0.1 pt and BWT >= -0.1 pt on every design."""
+
+
+def load_runs(out: Path) -> Dict[int, Dict[str, Dict[str, Any]]]:
+    """Every run file under ``out/runs``: design seed -> method name -> run record.
+
+    :raises ValueError: a file that is not a run record (the message names it), or runs of several
+        distribution versions.
+    """
+    runs: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    for path in sorted((Path(out) / "runs").glob("*.json")):
+        record = json.loads(path.read_text())
+        if not {"design_seed", "method", "results", "cost", "design"} <= set(record):
+            raise ValueError(f"{path} is not a stream-design run file (no design_seed / method / results / cost)")
+        runs.setdefault(int(record["design_seed"]), {})[record["method"]] = record
+    versions = {r.get("design_version") for methods in runs.values() for r in methods.values()}
+    if len(versions) > 1:
+        raise ValueError(f"{out} holds runs of several distribution versions {sorted(versions, key=str)}; "
+                         "report each version's runs from a folder of their own")
+    return runs
+
+
+def _pt(value: Optional[float], signed: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+
+
+def outcomes_by_bin(record: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
+    """A run's scored decisions per size bin: bin -> ``{"correct", "miss", "incorrect", "scored", "repeats"}``
+    counts (``repeats``: scored tasks whose group was seen before)."""
+    out = {name: dict.fromkeys(OUTCOMES + ("scored", "repeats"), 0) for name, _, _ in SIZE_BINS}
+    seen = set()
+    for task, result in zip(record["design"]["tasks"], record["results"]["tasks"]):
+        group = result["group"]
+        if result["outcome"] is not None:
+            cell = out[task["size_bin"]]
+            cell[result["outcome"]] += 1
+            cell["scored"] += 1
+            cell["repeats"] += int(group in seen)
+        seen.add(group)
+    return out
+
+
+def _share(numerator: int, denominator: int) -> str:
+    return f"{numerator}/{denominator} ({100 * numerator / denominator:.1f} %)" if denominator else "0/0"
+
+
+def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "recommended",
+           head: str = "recommended_head", paper: str = "paper") -> str:
+    """The markdown report of ``runs`` (:func:`load_runs`).
+
+    :param recommended: the method name of the recommended method's runs.
+    :param head: the method name of its head-only runs.
+    :param paper: the method name of the paper's runs.
+    :return: markdown text: the definitions, the per-design table, the overall figures against the issue's
+        targets, and the designs missing a method (left out of the overall figures).
+    """
+    names = (recommended, head, paper)
+    complete = complete_designs(runs, names)
+    partial = sorted(set(runs) - set(complete))
+    lines = [
+        "Accuracy: mean over a design's tasks of the final task-aware test accuracy (%). "
+        f"Δ: {recommended} - {head} (points). BWT: (1 / (T - 1)) Σ_(j<T) (final accuracy of task j - its "
+        "accuracy right after it trained), points. C/M/I: Correct / Miss / Incorrect of the scored tasks "
+        "(every task after the warm-start ones). CPU: process CPU seconds of a method's run (one torch thread; "
+        "E0's pretraining, shared, not included). Ratio: CPU of "
+        f"{recommended} / CPU of {head}.",
+        "",
+        f"| design | source | tasks | {recommended} | {head} | Δ (pt) | {paper} | ≥ {paper} | BWT (pt) | "
+        f"C/M/I {recommended} | C/M/I {paper} | CPU {recommended} (s) | CPU {head} (s) | ratio | MB {recommended} | "
+        f"MB {head} | load |",
+        "|" + "---|" * 17,
+    ]
+    deltas, bwts, at_least_paper, ratios = [], [], [], []
+    bins = {n: {name: dict.fromkeys(OUTCOMES + ("scored", "repeats"), 0) for name, _, _ in SIZE_BINS} for n in names}
+    for seed in complete:
+        m = runs[seed]
+        acc = {n: m[n]["results"]["average_accuracy"] for n in names}
+        delta = acc[recommended] - acc[head]
+        bwt = m[recommended]["results"].get("bwt")
+        ratio = m[recommended]["cost"]["cpu_seconds"] / m[head]["cost"]["cpu_seconds"]
+        deltas.append((delta, seed))
+        if bwt is not None:
+            bwts.append((bwt, seed))
+        at_least_paper.append(acc[recommended] >= acc[paper])
+        ratios.append(ratio)
+        for n in names:
+            for name, cell in outcomes_by_bin(m[n]).items():
+                for key, value in cell.items():
+                    bins[n][name][key] += value
+
+        def cmi(n: str) -> str:
+            d = m[n]["results"]["detection"]
+            return "/".join(str(round(d[o] * d["n_scored"])) for o in OUTCOMES)
+
+        loads = [m[n]["cost"].get("load_after") for n in names if m[n]["cost"].get("load_after") is not None]
+        lines.append(
+            f"| {seed} | {m[recommended]['design']['source']} | {len(m[recommended]['design']['tasks'])} | "
+            f"{_pt(acc[recommended], False)} | {_pt(acc[head], False)} | {_pt(delta)} | {_pt(acc[paper], False)} | "
+            f"{'yes' if acc[recommended] >= acc[paper] else 'no'} | {_pt(bwt)} | {cmi(recommended)} | {cmi(paper)} | "
+            f"{m[recommended]['cost']['cpu_seconds']:.1f} | {m[head]['cost']['cpu_seconds']:.1f} | {ratio:.2f} | "
+            f"{m[recommended]['memory_mb']:.3f} | {m[head]['memory_mb']:.3f} | "
+            f"{max(loads) if loads else 'n/a'} |")
+    lines.append("")
+    if complete:
+        worst, worst_seed = min(deltas)
+        below = [s for d, s in deltas if d < -MARGIN_POINTS / 100]
+        negative = [s for b, s in bwts if b < 0]
+        below_bwt = [s for b, s in bwts if b < -MARGIN_POINTS / 100]
+        lines += [
+            f"Designs: {len(complete)} with all three methods.",
+            "",
+            f"- Worst Δ ({recommended} - {head}): {_pt(worst)} pt (design {worst_seed}); designs below "
+            f"-{MARGIN_POINTS} pt: {_share(len(below), len(complete))} {below if below else ''}".rstrip(),
+            f"- BWT of {recommended}: negative on {_share(len(negative), len(bwts))} designs, below "
+            f"-{MARGIN_POINTS} pt on {_share(len(below_bwt), len(bwts))} {below_bwt if below_bwt else ''}; "
+            f"worst {_pt(min(bwts)[0]) if bwts else 'n/a'} pt".rstrip(),
+            f"- {recommended} ≥ {paper} in accuracy: {_share(sum(at_least_paper), len(complete))} designs",
+            f"- CPU ratio {recommended} / {head}: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, "
+            f"max {max(ratios):.2f}",
+            "",
+            "Decisions by task size (mean training images per class of the task), all designs:",
+            "",
+            "| method | size bin | scored | repeats | Correct | Miss | Incorrect |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for n in names:
+            for name, _, _ in SIZE_BINS:
+                cell = bins[n][name]
+                lines.append(f"| {n} | {name} | {cell['scored']} | {cell['repeats']} | "
+                             f"{_share(cell['correct'], cell['scored'])} | {_share(cell['miss'], cell['scored'])} | "
+                             f"{_share(cell['incorrect'], cell['scored'])} |")
+        lines.append("")
+    if partial:
+        lines.append("Designs left out (a method's run missing): " + ", ".join(
+            f"{s} ({', '.join(sorted(set(names) - set(runs[s])))} missing)" for s in partial))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(out: Path, path: Optional[Path] = None, **names: str) -> str:
+    """:func:`report` of the runs under ``out``, written to ``path`` (default ``out/report.md``); returns it."""
+    from avalanche_sdr.training.checkpoint import atomic_write
+
+    text = report(load_runs(out), **names)
+    target = Path(path) if path is not None else Path(out) / "report.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, lambda f: f.write(text.encode("utf-8")))
+    return text
+
+
+def complete_designs(runs: Dict[int, Dict[str, Any]], names: Sequence[str]) -> List[int]:
+    """The design seeds of ``runs`` that hold a run of every method of ``names``."""
+    return sorted(s for s, methods in runs.items() if all(n in methods for n in names))
+
+
+def designs_table(seeds: Sequence[int]) -> str:
+    """A markdown table with one line per design of ``seeds`` (:func:`~benchmarks.stream_designs.distribution.summary`):
+    source, groups, tasks, classes per task (min-max), training images of a class in a task (min-max), tasks per
+    size bin, tasks nested in an earlier task's class set, repeats, repeats with flipped balance and with
+    another label order, training images of the stream."""
+    bins = "/".join(name for name, _, _ in SIZE_BINS)
+    lines = [f"| design | source | groups | tasks | classes a task | images a class | tasks {bins} | nested | "
+             "repeats | flipped | permuted | training images |", "|" + "---|" * 12]
+    for seed in seeds:
+        x = summary(draw_design(seed))
+        lines.append(f"| {x['seed']} | {x['source']} | {x['groups']} | {x['tasks']} | {x['classes'][0]}-{x['classes'][1]} | "
+                     f"{x['per_class'][0]}-{x['per_class'][1]} | {'/'.join(str(v) for v in x['bins'].values())} | "
+                     f"{x['nested']} | {x['repeats']} | {x['flipped']} | {x['permuted']} | {x['train_images']} |")
+    return "\n".join(lines)
+
+
+def designs_page(seeds: Sequence[int], title: str) -> str:
+    """The page listing the designs of ``seeds``: ``title``, the distribution's version, the table
+    (:func:`designs_table`) and the command that writes it."""
+    return "\n".join([
+        f"# {title}", "",
+        f"Designs drawn by `benchmarks.stream_designs` (distribution version {DESIGN_VERSION}; the distribution and "
+        "the ground truth: docs/results/stream_designs.md). Written by", "",
+        "    python -m benchmarks.stream_designs list --seeds report --out docs/results/stream_designs/designs.md", "",
+        "Columns: groups (distinct class sets); classes a task and images a class (training images of one class in "
+        "one task), min-max over the design; tasks per size bin (mean training images per class); nested: tasks "
+        "whose class set is a strict subset or superset of an earlier task's; repeats: tasks after the first of "
+        "their group; flipped: repeats whose class balance is reversed against the group's first task; permuted: "
+        "repeats whose classes come in another label order.", "",
+        designs_table(seeds), ""])
+
+
+__all__ = ["MARGIN_POINTS", "complete_designs", "designs_page", "designs_table", "load_runs", "outcomes_by_bin", "report", "write_report"]

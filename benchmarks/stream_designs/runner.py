@@ -1,0 +1,196 @@
+"""Running methods on designs: E0 the README's way, then ``SDRStrategy.from_benchmark`` per method.
+
+A method is data, :data:`METHODS`: a name and the public keywords it passes to
+``SDRStrategy.from_benchmark`` (on top of ``settings="cpu"`` and the design's ``n_warm_start``); nothing of
+a method's internals is named here, so a changed ``method="recommended"`` is measured as it then is. Per
+design, E0 (``small_cnn_backbone`` + ``pretrain_backbone`` on the warm-start tasks, the design's ``e0``
+recipe, seeded with its ``training_seed``) is pretrained once and kept (``OUT/e0`` or ``--e0-dir``) so that a resumed
+run reuses it; every method starts from a fresh copy of it with the global RNGs seeded again. The stream
+is run by the library's :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` (decisions scored
+against the ground truth, final task-aware test accuracy, the group curve and BWT). One JSON per
+(design, method) in ``OUT/runs``, written atomically; existing ones are skipped (resumable).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from benchmarks.stream_designs.distribution import check_design
+
+METHODS: Dict[str, Dict[str, Any]] = {
+    "recommended": {"method": "recommended"},
+    "recommended_head": {"method": "recommended", "reuse": "head"},
+    "paper": {"method": "paper"},
+}
+"""Methods by name: the keywords of ``SDRStrategy.from_benchmark`` each adds (public keywords only)."""
+
+SETTINGS = "cpu"
+"""The training budget of every run (``settings=``)."""
+
+RUN_FORMAT = 1
+"""The version of a run file's layout (:func:`run_design`)."""
+
+
+def run_path(out: Path, seed: int, method: str) -> Path:
+    """The run file of (design ``seed``, ``method``) under ``out``."""
+    return Path(out) / "runs" / f"design{int(seed):04d}_{method}.json"
+
+
+def _load_average() -> Optional[float]:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # not on every platform
+        return None
+
+
+def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], None]):
+    """The design's E0, pretrained here or loaded from ``e0_dir``, and its pretraining cost (CPU / wall s)."""
+    import torch
+
+    from avalanche_sdr import pretrain_backbone, seed_everything, small_cnn_backbone
+    from avalanche_sdr.cli import write_json
+    from avalanche_sdr.training.checkpoint import atomic_write
+
+    recipe = design["e0"]
+    if recipe["builder"] != "small_cnn_backbone":
+        raise ValueError(f"design {design['seed']}: E0 builder {recipe['builder']!r}; this runner builds "
+                         "small_cnn_backbone only")
+    path = Path(e0_dir) / f"design{int(design['seed']):04d}.pt"
+    cost_path = path.with_suffix(".json")
+    seed_everything(int(design["training_seed"]))
+    backbone = small_cnn_backbone(in_channels=int(recipe["in_channels"]), widths=tuple(recipe["widths"]))
+    if path.is_file() and cost_path.is_file():
+        backbone.load_state_dict(torch.load(path, weights_only=True))
+        for p in backbone.parameters():
+            p.requires_grad_(False)
+        return backbone.eval(), json.loads(cost_path.read_text())
+    cpu, wall = time.process_time(), time.perf_counter()
+    warm = benchmark.train_stream[:int(design["n_warm_start"])]
+    pretrain_backbone(backbone, warm, epochs=int(recipe["epochs"]), lr=float(recipe["lr"]),
+                      batch_size=int(recipe["batch_size"]), verbose=False)
+    cost = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: torch.save(backbone.state_dict(), f))
+    write_json(cost_path, cost)
+    log(f"design {design['seed']}: E0 pretrained, {cost['cpu_seconds']:.1f} CPU s")
+    return backbone, cost
+
+
+def _evaluator():
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr.evaluation import DecisionLogger
+
+    # Task-aware accuracy per experience (what run_sdr_stream reads); one line per task on stderr as progress.
+    return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[DecisionLogger(file=sys.stderr)])
+
+
+def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dict[str, Any]) -> Dict[str, Any]:
+    """One method on one design: a fresh copy of ``e0``, ``SDRStrategy.from_benchmark(copy, benchmark,
+    settings="cpu", n_warm_start=..., **keywords)``, the stream run; returns the run record (no file written).
+
+    :return: ``{"results": run_sdr_stream's dict, "memory_mb", "cost": {"cpu_seconds", "wall_seconds",
+        "evaluation_seconds", "evaluated_experiences", "torch_threads", "load_before", "load_after"}}``;
+        CPU seconds are ``time.process_time()`` of this process (strategy build + stream run + evaluations).
+    """
+    import torch
+
+    from avalanche_sdr import SDRStrategy, seed_everything
+    from avalanche_sdr.evaluation import repository_memory_mb
+    from avalanche_sdr.training.stream_runner import run_sdr_stream
+
+    load_before = _load_average()
+    seed_everything(int(design["training_seed"]))
+    cpu, wall = time.process_time(), time.perf_counter()
+    strategy = SDRStrategy.from_benchmark(copy.deepcopy(e0), benchmark, settings=SETTINGS,
+                                          n_warm_start=int(design["n_warm_start"]), evaluator=_evaluator(),
+                                          **keywords)
+    timings: Dict[str, float] = {}
+    results = run_sdr_stream(strategy, benchmark, config={"method": method, "keywords": keywords},
+                             seed=int(design["seed"]), timings=timings, full_final_evaluation=False)
+    cost = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall,
+            "evaluation_seconds": timings.get("evaluation_seconds"),
+            "evaluated_experiences": timings.get("evaluated_experiences"),
+            "torch_threads": torch.get_num_threads(), "load_before": load_before, "load_after": _load_average()}
+    return {"results": results, "memory_mb": repository_memory_mb(strategy), "cost": cost}
+
+
+def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: Path, *,
+               data_root: Optional[str] = None, fashion_root: Optional[str] = None, e0_dir: Optional[Path] = None,
+               log: Callable[[str], None] = print) -> List[Path]:
+    """Run every method of ``methods`` (name -> keywords) on ``design`` that has no run file yet.
+
+    :param design: a design (:func:`~benchmarks.stream_designs.distribution.draw_design`); its ``seed`` names
+        the run files.
+    :param e0_dir: the folder of the designs' E0 weights (default ``out/e0``).
+
+    :return: the run files written now (none when every run existed or the source is absent: a line says so).
+    :raises ValueError: an inconsistent design (:func:`check_design`), or an existing run file of another
+        design under the same seed.
+    """
+    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
+
+    from avalanche_sdr.cli import write_json
+
+    check_design(design)
+    out, seed = Path(out), int(design["seed"])
+    todo = {name: kw for name, kw in methods.items() if not run_path(out, seed, name).is_file()}
+    done = sorted(set(methods) - set(todo))
+    for name in done:
+        earlier = json.loads(run_path(out, seed, name).read_text()).get("design")
+        if earlier != json.loads(json.dumps(design)):
+            raise ValueError(f"{run_path(out, seed, name)} holds a run of another design {seed} (another "
+                             f"distribution version or a changed design); write to another --out")
+    if done:
+        log(f"design {seed}: skipping {', '.join(done)} (run files exist)")
+    if not todo:
+        return []
+    try:
+        train, test = load_source(design["source"], data_seed=design["data_seed"], data_root=data_root,
+                                  fashion_root=fashion_root or FASHION_MNIST_ROOT)
+    except SourceUnavailable as err:
+        log(f"design {seed}: skipped, {err}")
+        return []
+    benchmark = build_benchmark(design, train, test)
+    e0, e0_cost = _e0(design, benchmark, Path(e0_dir) if e0_dir is not None else out / "e0", log)
+    written = []
+    for name, keywords in todo.items():
+        log(f"design {seed} ({design['source']}, {len(design['tasks'])} tasks): {name} {keywords}")
+        record = run_method(design, benchmark, e0, name, keywords)
+        record = {"format": RUN_FORMAT, "design_version": design["version"], "design_seed": int(seed), "method": name,
+                  "keywords": keywords, "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
+                  "e0_cost": e0_cost, **record}
+        path = run_path(out, seed, name)
+        write_json(path, record)
+        written.append(path)
+        summary = record["results"]["detection"]
+        log(f"design {seed}: {name} accuracy {100 * record['results']['average_accuracy']:.2f} %, "
+            f"BWT {_points(record['results'].get('bwt'))}, Correct {100 * summary['correct']:.1f} % of "
+            f"{summary['n_scored']}, Incorrect {100 * summary['incorrect']:.1f} %, "
+            f"{record['cost']['cpu_seconds']:.1f} CPU s, {record['cost']['wall_seconds']:.1f} s wall, "
+            f"{record['memory_mb']:.3f} MB, load {record['cost']['load_after']}")
+    return written
+
+
+def _points(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{100 * value:+.2f} pt"
+
+
+def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, Any]], out: Path,
+                **options) -> List[Path]:
+    """:func:`run_design` on each design, in order (every design checked first); returns every run file written."""
+    for design in designs:
+        check_design(design)
+    written: List[Path] = []
+    for design in designs:
+        written += run_design(design, methods, out, **options)
+    return written
+
+
+__all__ = ["METHODS", "RUN_FORMAT", "SETTINGS", "run_design", "run_designs", "run_method", "run_path"]

@@ -1,0 +1,197 @@
+"""A design as an Avalanche benchmark on the digits source (offline), a tiny run through the runner, resume,
+the report on synthetic run files, and the command line's refusals."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.stream_designs import runner
+from benchmarks.stream_designs.__main__ import main
+from benchmarks.stream_designs.builder import SourceUnavailable, build_benchmark, load_source, sample_indices
+from benchmarks.stream_designs.distribution import E0_RECIPE, draw_design, ground_truth
+from benchmarks.stream_designs.report import load_runs, outcomes_by_bin, report
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tiny_design(seed: int = 12345) -> dict:
+    """Five digits tasks: groups {0,1}, {0,1,2} (a superset) and {3,4}; group 0 repeats, flipped and reordered."""
+    def task(position, group, occurrence, classes, train, flipped=False):
+        mean = sum(train) / len(train)
+        return {"position": position, "group": group, "occurrence": occurrence, "classes": classes,
+                "train_per_class": train, "test_per_class": [20] * len(classes), "flipped": flipped,
+                "mean_per_class": mean, "size_bin": "10-29" if mean < 30 else "30-99"}
+
+    return {
+        "version": 1, "seed": seed, "source": "digits", "image_shape": [1, 8, 8],
+        "groups": [{"group": 0, "classes": [0, 1], "times_seen": 2, "balance_ratio": 3.0, "weight_order": [0, 1]},
+                   {"group": 1, "classes": [0, 1, 2], "times_seen": 1, "balance_ratio": 1.0, "weight_order": [0, 1, 2]},
+                   {"group": 2, "classes": [3, 4], "times_seen": 2, "balance_ratio": 1.0, "weight_order": [3, 4]}],
+        "tasks": [task(0, 0, 0, [0, 1], [15, 45]), task(1, 1, 0, [2, 0, 1], [20, 20, 20]),
+                  task(2, 2, 0, [3, 4], [30, 30]), task(3, 0, 1, [1, 0], [15, 45], flipped=True),
+                  task(4, 2, 1, [4, 3], [12, 12])],
+        "n_warm_start": 3, "e0": dict(E0_RECIPE, in_channels=1, epochs=2), "data_seed": 77, "training_seed": 5,
+    }
+
+
+@pytest.fixture(scope="module")
+def digits():
+    design = tiny_design()
+    train, test = load_source("digits", data_seed=design["data_seed"])
+    return design, train, test
+
+
+def test_the_benchmark_holds_each_task_as_designed(digits):
+    design, train, test = digits
+    benchmark = build_benchmark(design, train, test)
+    assert len(benchmark.train_stream) == len(benchmark.test_stream) == 5
+    assert benchmark.ground_truth == ground_truth(design) == [0, 1, 2, 0, 2]
+    samples = sample_indices(design, train.targets.numpy(), test.targets.numpy())
+    taken = np.concatenate([np.concatenate(s["train"]) for s in samples])
+    assert len(np.unique(taken)) == len(taken), "training images recur across tasks"
+    for i, (experience, task) in enumerate(zip(benchmark.train_stream, design["tasks"])):
+        assert experience.task_label == i and experience.task_labels == [i]
+        assert experience.group == benchmark.ground_truth[i] and experience.split == task["occurrence"]
+        labels = np.array([int(experience.dataset[j][1]) for j in range(len(experience.dataset))])
+        assert np.bincount(labels).tolist() == task["train_per_class"]
+        # Local label j holds images of class classes[j]: the source's labels of the sampled indices.
+        for j, (v, idx) in enumerate(zip(task["classes"], samples[i]["train"])):
+            assert set(train.targets[idx].tolist()) == {v}
+        x, y, t = experience.dataset[0]
+        assert tuple(x.shape) == (1, 8, 8) and 0.0 <= float(x.min()) and float(x.max()) <= 1.0 and t == i
+        test_labels = [int(benchmark.test_stream[i].dataset[j][1]) for j in range(len(benchmark.test_stream[i].dataset))]
+        assert np.bincount(test_labels).tolist() == task["test_per_class"]
+    # Sampling is seeded by the design's data_seed alone.
+    again = sample_indices(design, train.targets.numpy(), test.targets.numpy())
+    assert all(np.array_equal(a, b) for s, r in zip(samples, again) for a, b in zip(s["train"], r["train"]))
+
+
+def test_a_drawn_digits_design_builds(digits):
+    seed = next(s for s in range(50) if draw_design(s)["source"] == "digits")
+    design = draw_design(seed)
+    train, test = load_source("digits", data_seed=design["data_seed"])
+    benchmark = build_benchmark(design, train, test)
+    assert len(benchmark.train_stream) == len(design["tasks"])
+
+
+def test_an_absent_source_is_skipped_with_its_path(tmp_path, capsys):
+    with pytest.raises(SourceUnavailable, match="emnist_bymerge_test.npz.*--data-root"):
+        load_source("emnist", data_seed=0, data_root=str(tmp_path))
+    design = next(d for d in map(draw_design, range(50)) if d["source"] == "cifar10")
+    lines = []
+    assert runner.run_design(design, {"paper": {"method": "paper"}}, tmp_path / "out", data_root=str(tmp_path),
+                             log=lines.append) == []
+    assert "skipped" in lines[0] and "cifar10_jpeg.npz" in lines[0]
+
+
+def test_a_tiny_run_writes_its_record_and_a_second_call_skips_it(digits, tmp_path, monkeypatch):
+    design = tiny_design()
+    methods = {"head": {"method": "recommended", "reuse": "head"}}
+    lines = []
+    written = runner.run_design(design, methods, tmp_path, log=lines.append)
+    assert written == [runner.run_path(tmp_path, design["seed"], "head")]
+    record = json.loads(written[0].read_text())
+    assert record["keywords"] == methods["head"] and record["design"] == design
+    assert record["ground_truth"] == [0, 1, 2, 0, 2]
+    assert len(record["results"]["tasks"]) == 5 and 0.0 <= record["results"]["average_accuracy"] <= 1.0
+    assert record["cost"]["torch_threads"] == 1 and record["cost"]["cpu_seconds"] > 0
+    assert record["results"]["bwt"] == pytest.approx(0.0, abs=1e-12)  # head-only changes no earlier task
+    assert (tmp_path / "e0" / "design12345.pt").is_file()
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("a resumed design must not load its data")
+
+    monkeypatch.setattr("benchmarks.stream_designs.builder.load_source", no_data)
+    lines.clear()
+    assert runner.run_design(design, methods, tmp_path, log=lines.append) == []
+    assert "skipping head" in lines[0]
+    other = dict(design, data_seed=78)
+    with pytest.raises(ValueError, match="another design"):
+        runner.run_design(other, methods, tmp_path, log=lines.append)
+
+
+def _record(seed, method, accuracy, bwt, outcomes, cpu, source="digits"):
+    design = tiny_design(seed)
+    design["source"] = source
+    tasks = [{"group": g, "outcome": o} for g, o in zip([0, 1, 2, 0, 2], [None, None, None] + outcomes)]
+    scored = [o for o in outcomes]
+    detection = {o: scored.count(o) / len(scored) for o in ("correct", "miss", "incorrect")}
+    detection["n_scored"] = len(scored)
+    return {"format": 1, "design_version": 1, "design_seed": seed, "method": method, "design": design,
+            "results": {"average_accuracy": accuracy, "bwt": bwt, "detection": detection, "tasks": tasks},
+            "cost": {"cpu_seconds": cpu, "load_after": 2.0}, "memory_mb": 1.0}
+
+
+def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
+    records = [
+        _record(1, "recommended", 0.950, -0.002, ["correct", "miss"], 30.0),
+        _record(1, "recommended_head", 0.948, 0.0, ["correct", "miss"], 10.0),
+        _record(1, "paper", 0.960, 0.0, ["incorrect", "correct"], 20.0),
+        _record(2, "recommended", 0.900, 0.001, ["correct", "correct"], 12.0),
+        _record(2, "recommended_head", 0.905, 0.0, ["correct", "correct"], 6.0),
+        _record(2, "paper", 0.800, 0.0, ["correct", "correct"], 9.0),
+        _record(3, "paper", 0.5, 0.0, ["correct", "correct"], 1.0),
+    ]
+    (tmp_path / "runs").mkdir()
+    for r in records:
+        (tmp_path / "runs" / f"design{r['design_seed']:04d}_{r['method']}.json").write_text(json.dumps(r))
+    runs = load_runs(tmp_path)
+    assert sorted(runs) == [1, 2, 3]
+    bins = outcomes_by_bin(runs[1]["recommended"])
+    # Tasks 3 (30 images a class) and 4 (12): a repeat each.
+    assert bins["30-99"] == {"correct": 1, "miss": 0, "incorrect": 0, "scored": 1, "repeats": 1}
+    assert bins["10-29"] == {"correct": 0, "miss": 1, "incorrect": 0, "scored": 1, "repeats": 1}
+    text = report(runs)
+    assert "| 1 | digits | 5 | 95.00 | 94.80 | +0.20 | 96.00 | no | -0.20 | 1/1/0 | 1/0/1 | 30.0 | 10.0 | 3.00 |" in text
+    assert "Worst Δ (recommended - recommended_head): -0.50 pt (design 2); designs below -0.1 pt: 1/2 (50.0 %) [2]" in text
+    assert "negative on 1/2 (50.0 %) designs, below -0.1 pt on 1/2 (50.0 %) [1]; worst -0.20 pt" in text
+    assert "recommended ≥ paper in accuracy: 1/2 (50.0 %) designs" in text
+    assert "median 2.50, min 2.00, max 3.00" in text
+    assert "| recommended | 10-29 | 2 | 2 | 1/2 (50.0 %) | 1/2 (50.0 %) | 0/2 (0.0 %) |" in text
+    assert "Designs left out (a method's run missing): 3 (recommended, recommended_head missing)" in text
+
+
+def test_the_report_refuses_mixed_distribution_versions(tmp_path):
+    (tmp_path / "runs").mkdir()
+    for version, method in ((1, "paper"), (2, "recommended")):
+        r = _record(1, method, 0.9, 0.0, ["correct", "correct"], 1.0)
+        r["design_version"] = version
+        (tmp_path / "runs" / f"design0001_{method}.json").write_text(json.dumps(r))
+    with pytest.raises(ValueError, match="several distribution versions"):
+        load_runs(tmp_path)
+
+
+def test_the_command_refuses_report_seeds_and_unknown_methods(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--seeds", "1005", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "report seeds" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "--seeds", "validation", "--methods", "nope", "--out", str(tmp_path)])
+    assert "unknown ['nope']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "--seeds", "1", "--method-keywords", "x={bad", "--out", str(tmp_path)])
+    assert "not JSON" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_design_file_is_run_as_recorded(tmp_path, capsys):
+    path = tmp_path / "design.json"
+    path.write_text(json.dumps({"design": tiny_design()}))
+    out = tmp_path / "out"
+    assert main(["run", "--design-files", str(path), "--methods", "paper", "--out", str(out), "--threads", "1"]) == 0
+    record = json.loads(runner.run_path(out, 12345, "paper").read_text())
+    assert record["design"] == tiny_design() and record["method"] == "paper"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"design": {"seed": 1}}))
+    with pytest.raises(SystemExit):
+        main(["run", "--design-files", str(bad), "--out", str(out)])
+    assert "holds no valid design" in capsys.readouterr().err
+
+
+def test_list_prints_one_line_per_design(capsys):
+    assert main(["list", "--seeds", "0", "1", "2"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [int(r.split("|")[1]) for r in rows] == [0, 1, 2]
