@@ -140,8 +140,11 @@ class ClosedFormClassifier(nn.Module):
 
     @torch.no_grad()
     def forward(self, x: Tensor) -> Tensor:
-        """:param x: [N, C, H, W] float images. :return: [N, K] float32 scores (a class
-        never trained on: the lowest finite float32)."""
+        """Scores of every class id seen so far.
+
+        :param x: [N, C, H, W] float images.
+        :return: [N, K] float32 scores (a class never trained on: the lowest finite float32).
+        """
         weights, offsets, seen = self._solve()
         scores = self.expand(self.encode(x)) @ weights + offsets
         return scores.masked_fill(~seen, torch.finfo(scores.dtype).min)
