@@ -10,10 +10,10 @@ rule_fixed_in_advance.md states the rule in words); this module computes, exactl
 they imply: how many held-out images each comparison has and how often a comparison
 passes an update that truly lowers a task's accuracy.
 
-The rule (constants below):
+The rule (its constants are :mod:`avalanche_sdr.training.keep_rule`'s, the one definition):
 
 1. **Held-out sets.** Every task an entry serves (its creating task and each repeat)
-   keeps :func:`heldout_per_class` images of each class k of its training data,
+   keeps :func:`~avalanche_sdr.training.keep_rule.heldout_per_class` images of each class k of its training data,
    ``min(HELDOUT_CAP, n_k // HELDOUT_FRACTION_DENOMINATOR)``, drawn by a generator seeded
    by the task; an update never trains on them.
 2. **Per-set accuracy check.** On each set s the candidate (the updated entry) and the
@@ -41,7 +41,7 @@ binomial distributions, summed over L.
 Why hand-written: the sum over L of two binomials is four lines on top of scipy; no
 library offers the trinomial difference's distribution.
 
-Usage (seconds, no torch)::
+Usage (seconds)::
 
     python -m benchmarks.studies.learning_reuse.keep_rule --out OUT
 
@@ -54,19 +54,8 @@ import math
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-HELDOUT_CAP = 20
-"""Most held-out images kept per class of a task (fixed in advance)."""
-
-HELDOUT_FRACTION_DENOMINATOR = 5
-"""A task keeps at most one image in this many of each class held out (fixed in
-advance: a fifth, so a 10-image class keeps 2 and trains on 8)."""
-
-ACCURACY_MARGIN = 0
-"""Net images a set may lose (L - G) and still pass check 2 (fixed in advance)."""
-
-SIGN_LEVEL = 0.05
-"""Level of check 3's one-sided sign test on the pooled log-probability changes (fixed in
-advance)."""
+from avalanche_sdr.training.keep_rule import (ACCURACY_MARGIN, HELDOUT_CAP, HELDOUT_FRACTION_DENOMINATOR, SIGN_LEVEL,
+                                              heldout_per_class)
 
 TASK_SIZES = (10, 25, 50, 100, 300)
 """Training images per class in the table (the generated designs' range is 10-300)."""
@@ -76,17 +65,6 @@ CLASS_COUNTS = (2, 5)
 
 TRUE_LOSSES = (0.01, 0.02, 0.05)
 """True accuracy losses of a set in the table (fractions: 1, 2, 5 points)."""
-
-
-def heldout_per_class(n_k: int) -> int:
-    """Held-out images the rule keeps of a class with ``n_k`` training images (rule 1).
-
-    :param n_k: training images of the class (int >= 0).
-    :returns: ``min(HELDOUT_CAP, n_k // HELDOUT_FRACTION_DENOMINATOR)``.
-    """
-    if not isinstance(n_k, int) or isinstance(n_k, bool) or n_k < 0:
-        raise ValueError(f"n_k must be an int >= 0 (training images of a class), got {n_k!r}")
-    return min(HELDOUT_CAP, n_k // HELDOUT_FRACTION_DENOMINATOR)
 
 
 def pass_probability(n: int, p_loss: float, p_gain: float, margin: int = ACCURACY_MARGIN) -> float:
@@ -171,7 +149,7 @@ def render(rows: Sequence[dict]) -> str:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.studies.learning_reuse.keep_rule",
-        description="Write the learning reuse keep rule's error-rate table (exact; no torch).")
+        description="Write the learning reuse keep rule's error-rate table (exact).")
     parser.add_argument("--out", required=True, help="output folder (keep_rule.md)")
     return parser.parse_args(argv)
 
@@ -195,6 +173,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["ACCURACY_MARGIN", "CLASS_COUNTS", "HELDOUT_CAP", "HELDOUT_FRACTION_DENOMINATOR", "SIGN_LEVEL",
-           "TASK_SIZES", "TRUE_LOSSES", "error_table", "heldout_per_class", "main", "pass_probability", "render",
+__all__ = ["CLASS_COUNTS", "TASK_SIZES", "TRUE_LOSSES", "error_table", "main", "pass_probability", "render",
            "sign_test_min_images"]

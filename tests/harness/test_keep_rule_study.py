@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from avalanche_sdr.training import keep_rule as keep_rule_lib
 from benchmarks.studies.learning_reuse import keep_rule
 
 
@@ -39,11 +40,11 @@ def test_pass_probability_refuses_bad_input(bad):
 
 
 def test_heldout_sizes_and_sign_test_floor():
-    assert [keep_rule.heldout_per_class(n) for n in (4, 10, 25, 100, 300)] == [0, 2, 5, 20, 20]
+    assert [keep_rule_lib.heldout_per_class(n) for n in (4, 10, 25, 100, 300)] == [0, 2, 5, 20, 20]
     assert keep_rule.sign_test_min_images(0.05) == 5  # 0.5**5 = 0.031 <= 0.05 < 0.5**4
     assert keep_rule.sign_test_min_images(0.5) == 1
     with pytest.raises(ValueError, match="n_k"):
-        keep_rule.heldout_per_class(-3)
+        keep_rule_lib.heldout_per_class(-3)
     with pytest.raises(ValueError, match="level"):
         keep_rule.sign_test_min_images(1.0)
 
@@ -54,7 +55,7 @@ def test_command_writes_the_table(tmp_path, capsys):
     rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(rows) == len(keep_rule.TASK_SIZES) * len(keep_rule.CLASS_COUNTS)
     first = rows[0].split(" | ")
-    assert first[2] == str(2 * keep_rule.heldout_per_class(10))
+    assert first[2] == str(2 * keep_rule_lib.heldout_per_class(10))
     assert float(first[3]) == pytest.approx(keep_rule.pass_probability(4, 0.01, 0.0), abs=5e-4)
     assert "wrote" in capsys.readouterr().out
 
