@@ -4,8 +4,9 @@ A method is data, :data:`METHODS`: a name and the public keywords it passes to
 ``SDRStrategy.from_benchmark`` (on top of ``settings="cpu"`` and the design's ``n_warm_start``); nothing of
 a method's internals is named here, so a changed ``method="recommended"`` is measured as it then is. Per
 design, E0 (``small_cnn_backbone`` + ``pretrain_backbone`` on the warm-start tasks, the design's ``e0``
-recipe, seeded with its ``training_seed``) is pretrained once and kept (``OUT/e0`` or ``--e0-dir``) so that a resumed
-run reuses it; every method starts from a fresh copy of it with the global RNGs seeded again. The stream
+recipe, seeded with its ``training_seed``) is pretrained once and kept (``OUT/e0`` or ``--e0-dir``) with the
+record ``pretrain_backbone`` leaves on it (:data:`E0_FILE_FORMAT_KEY`), so that a resumed run reuses it as it
+was; every method starts from a fresh copy of it with the global RNGs seeded again. The stream
 is run by the library's :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` (decisions scored
 against the ground truth, final task-aware test accuracy, the group curve and BWT). One JSON per
 (design, method) in ``OUT/runs``, written atomically; existing ones are skipped (resumable).
@@ -48,12 +49,52 @@ def _load_average() -> Optional[float]:
         return None
 
 
+E0_FILE_FORMAT_KEY, E0_FILE_FORMAT = "e0_file_format", 2
+"""An E0 file (``OUT/e0/designNNNN.pt``) holds ``{"e0_file_format": 2, "state_dict", "pretraining"}``: the
+weights and the :class:`~avalanche_sdr.detection.two_sample.PretrainingRecord` ``pretrain_backbone`` left on
+E0 (which a ``state_dict`` does not carry), so that a run resumed from the file gives the detector the
+references a fresh run gives it. Format 1 (a bare ``state_dict``) is refused."""
+
+
+def record_to_tensors(record) -> Dict[str, Any]:
+    """A :class:`~avalanche_sdr.detection.two_sample.PretrainingRecord` (or ``None``) as tensors and
+    dicts ``torch.load(weights_only=True)`` reads back: ``{}`` for ``None``; else ``tasks`` [k] int64 and,
+    with a holdout, ``share``, ``seed``, ``rows`` (task str -> [m] int64) and ``sizes`` (task str -> int64)."""
+    import torch
+
+    if record is None:
+        return {}
+    out: Dict[str, Any] = {"tasks": torch.tensor(list(record.tasks), dtype=torch.long)}
+    holdout = record.holdout
+    if holdout is not None:
+        out.update({"share": torch.tensor(float(holdout.share), dtype=torch.float64),
+                    "seed": torch.tensor(int(holdout.seed)),
+                    "rows": {str(t): r.clone() for t, r in holdout.rows.items()},
+                    "sizes": {str(t): torch.tensor(int(n)) for t, n in holdout.sizes.items()}})
+    return out
+
+
+def record_from_tensors(data: Dict[str, Any]):
+    """The inverse of :func:`record_to_tensors`."""
+    from avalanche_sdr.detection.two_sample import PretrainingRecord, ReferenceHoldout
+
+    if not data:
+        return None
+    holdout = None
+    if "rows" in data:
+        holdout = ReferenceHoldout(float(data["share"]), int(data["seed"]),
+                                   {int(t): r for t, r in data["rows"].items()},
+                                   {int(t): int(n) for t, n in data["sizes"].items()})
+    return PretrainingRecord(tuple(int(t) for t in data["tasks"].tolist()), holdout)
+
+
 def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], None]):
     """The design's E0, pretrained here or loaded from ``e0_dir``, and its pretraining cost (CPU / wall s)."""
     import torch
 
     from avalanche_sdr import pretrain_backbone, seed_everything, small_cnn_backbone
     from avalanche_sdr.cli import write_json
+    from avalanche_sdr.detection.two_sample import PRETRAINING_RECORD, pretraining_record
     from avalanche_sdr.training.checkpoint import atomic_write
 
     recipe = design["e0"]
@@ -65,9 +106,15 @@ def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], No
     seed_everything(int(design["training_seed"]))
     backbone = small_cnn_backbone(in_channels=int(recipe["in_channels"]), widths=tuple(recipe["widths"]))
     if path.is_file() and cost_path.is_file():
-        backbone.load_state_dict(torch.load(path, weights_only=True))
+        saved = torch.load(path, weights_only=True)
+        if not isinstance(saved, dict) or E0_FILE_FORMAT_KEY not in saved:
+            raise ValueError(f"{path} holds E0 without its pretraining record (written before E0 files kept it): "
+                             "a run from it would test other references than a fresh run; delete the file to "
+                             "pretrain E0 again")
+        backbone.load_state_dict(saved["state_dict"])
         for p in backbone.parameters():
             p.requires_grad_(False)
+        setattr(backbone, PRETRAINING_RECORD, record_from_tensors(saved["pretraining"]))
         return backbone.eval(), json.loads(cost_path.read_text())
     cpu, wall = time.process_time(), time.perf_counter()
     warm = benchmark.train_stream[:int(design["n_warm_start"])]
@@ -75,7 +122,9 @@ def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], No
                       batch_size=int(recipe["batch_size"]), verbose=False)
     cost = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: torch.save(backbone.state_dict(), f))
+    saved = {E0_FILE_FORMAT_KEY: torch.tensor(E0_FILE_FORMAT), "state_dict": backbone.state_dict(),
+             "pretraining": record_to_tensors(pretraining_record(backbone))}
+    atomic_write(path, lambda f: torch.save(saved, f))
     write_json(cost_path, cost)
     log(f"design {design['seed']}: E0 pretrained, {cost['cpu_seconds']:.1f} CPU s")
     return backbone, cost
@@ -193,4 +242,5 @@ def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, 
     return written
 
 
-__all__ = ["METHODS", "RUN_FORMAT", "SETTINGS", "run_design", "run_designs", "run_method", "run_path"]
+__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "record_from_tensors",
+           "record_to_tensors", "run_design", "run_designs", "run_method", "run_path"]

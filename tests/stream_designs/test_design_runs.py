@@ -113,6 +113,35 @@ def test_a_tiny_run_writes_its_record_and_a_second_call_skips_it(digits, tmp_pat
         runner.run_design(other, methods, tmp_path, log=lines.append)
 
 
+def test_a_run_from_the_kept_e0_equals_a_run_from_the_fresh_one(digits, tmp_path):
+    """The E0 file keeps pretrain_backbone's record (the held-out references): a method run after the
+    first one of a design, or in a resumed call, loads E0 and must see what the first run saw."""
+    import torch
+
+    from avalanche_sdr.detection.two_sample import pretraining_record
+
+    design = tiny_design()
+    same = {"method": "recommended", "reuse": "head"}
+    written = runner.run_design(design, {"fresh": same, "loaded": same}, tmp_path, log=lambda line: None)
+    fresh, loaded = (json.loads(path.read_text())["results"] for path in written)
+    assert [t["decision"] for t in fresh["tasks"]] == [t["decision"] for t in loaded["tasks"]]
+    assert loaded["average_accuracy"] == fresh["average_accuracy"]
+    e0_file = tmp_path / "e0" / "design12345.pt"
+    saved = torch.load(e0_file, weights_only=True)
+    assert saved[runner.E0_FILE_FORMAT_KEY] == runner.E0_FILE_FORMAT
+    record = runner.record_from_tensors(saved["pretraining"])
+    assert record is not None and record.holdout is not None and list(record.tasks) == [0, 1, 2]
+    again = runner.record_from_tensors(runner.record_to_tensors(record))
+    assert again.tasks == record.tasks and all(torch.equal(again.holdout.rows[t], record.holdout.rows[t])
+                                               for t in record.tasks)
+    assert runner.record_to_tensors(None) == {} and runner.record_from_tensors({}) is None
+    # a bare state_dict (the files written before the record was kept) is refused, not silently used
+    torch.save(saved["state_dict"], e0_file)
+    with pytest.raises(ValueError, match="pretraining record"):
+        runner.run_design(design, {"third": same}, tmp_path, log=lambda line: None)
+    assert pretraining_record(torch.nn.Linear(1, 1)) is None
+
+
 def _record(seed, method, accuracy, bwt, outcomes, cpu, source="digits"):
     design = tiny_design(seed)
     design["source"] = source
