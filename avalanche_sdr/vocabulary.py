@@ -35,7 +35,11 @@ REUSE_HEAD = "head"
 REUSE_ACCUMULATE = "accumulate"
 """The learning reuse: a repeat keeps training the reused entry (adapters, BatchNorm
 copies) and the entry's one head, through which every task mapped to it answers."""
-REUSE_MODES = (REUSE_HEAD, REUSE_ACCUMULATE)
+REUSE_NO_LOSS = "no_loss"
+"""The learning reuse under the keep rule: a repeat is trained head-only, then an update of
+the entry is tried and kept only where held-out evidence shows no loss
+(:mod:`~avalanche_sdr.training.kept_update`); otherwise the head-only result stays."""
+REUSE_MODES = (REUSE_HEAD, REUSE_ACCUMULATE, REUSE_NO_LOSS)
 """Every reuse mode (``SDRSettings.reuse``, the examples' and harness's ``--reuse``)."""
 
 ROUTER_GAUSSIAN = "gaussian"
@@ -78,6 +82,7 @@ __all__ = [
     "REUSE_ACCUMULATE",
     "REUSE_HEAD",
     "REUSE_MODES",
+    "REUSE_NO_LOSS",
     "OUTCOMES",
     "ROUTERS",
     "ROUTER_EXPERT_GATE",

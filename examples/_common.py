@@ -136,7 +136,8 @@ def add_method_arguments(parser: argparse.ArgumentParser, preset_help: str = "")
                         help="what a task detected as a repeat trains, instead of the method's: head (the paper's; "
                         "a new head on the reused entry, which stays frozen) or accumulate (the repeat keeps "
                         "training the reused entry and its one head, so the earlier tasks of its group can "
-                        "improve; docs: Learning reuse)")
+                        "improve; docs: Learning reuse) or no_loss (head-only first, then an update of the entry kept "
+                        "only where held-out images show no loss)")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

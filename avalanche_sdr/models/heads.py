@@ -156,6 +156,20 @@ class TaskHeads(nn.Module):
         if perm != list(range(c)):
             self.perms.put(str(task), {"perm": torch.tensor(perm, dtype=torch.long)}, self._device())
 
+    def remove_own(self, task: int) -> None:
+        """Remove ``task``'s head of its own, so that it can :meth:`link` to another task's
+        head (a learning-reuse update kept for a repeat first trained head-only).
+
+        :raises ValueError: ``task`` has no head of its own, or another task answers through it.
+        """
+        key = str(int(task))
+        if key not in self.own:
+            raise ValueError(f"task {task} has no head of its own to remove")
+        users = sorted(t for t, owner in self.links.items() if owner == int(task))
+        if users:
+            raise ValueError(f"tasks {users} answer through task {task}'s head; it cannot be removed")
+        del self.own[key]
+
     def permutation(self, task: int) -> List[int]:
         """For a linked task, the owner output of each of its local classes (identity: [0..c-1])."""
         key = str(int(task))

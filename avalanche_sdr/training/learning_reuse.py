@@ -95,6 +95,10 @@ class ReuseRecord:
         smallest p-value of its chi-square tests (the repeat's class counts against the
         entry's creating task's and against equal counts, the creating task's against
         equal counts); ``None`` when not tested.
+    :param keep_p_value: ``reuse="no_loss"``: the keep rule's pooled sign-test p-value
+        (:func:`~avalanche_sdr.training.keep_rule.decide`); ``None`` where no update ran.
+    :param keep_sets: ``reuse="no_loss"``: per held-out set compared, ``[task, images,
+        losses, gains]`` (the repeat's first); empty where no update ran.
     """
 
     entry_updated: bool = False
@@ -105,12 +109,17 @@ class ReuseRecord:
     update_rolled_back: bool = False
     update_balanced: bool = False
     balance_p_value: Optional[float] = None
+    keep_p_value: Optional[float] = None
+    keep_sets: List[List[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name in ("entry_updated", "update_rolled_back", "update_balanced"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name in ("gate_accuracy", "gate_threshold", "balance_p_value"):
+        self.keep_sets = [[int(v) for v in row] for row in self.keep_sets]
+        if any(len(row) != 4 for row in self.keep_sets):
+            raise ValueError(f"keep_sets rows are [task, images, losses, gains], got {self.keep_sets}")
+        for name in ("gate_accuracy", "gate_threshold", "balance_p_value", "keep_p_value"):
             value = getattr(self, name)
             setattr(self, name, None if value is None else float(value))
         if self.update_epochs is not None:
@@ -150,6 +159,8 @@ class ReuseRecord:
             "update_rolled_back": self.update_rolled_back,
             "update_balanced": self.update_balanced,
             "balance_p_value": number(self.balance_p_value),
+            "keep_p_value": number(self.keep_p_value),
+            "keep_sets": [list(row) for row in self.keep_sets],
         }
 
     @classmethod
@@ -166,10 +177,14 @@ class ReuseRecord:
 
     def describe(self) -> str:
         """The update's part of the task's one-line report (``""`` without an update)."""
+        if self.update_rolled_back and self.keep_p_value is not None:
+            return f", entry update refused (keep rule p={self.keep_p_value:.3g}: head-only result)"
         if self.update_rolled_back:
             return ", entry update rolled back"
         if self.update_epochs == 0:
             return ", entry update of 0 epochs"
+        if self.entry_updated and self.keep_p_value is not None:
+            return f", entry update kept (keep rule p={self.keep_p_value:.3g})"
         if self.entry_updated:
             return ", entry updated" + (" (class-balanced)" if self.update_balanced else "")
         return ""

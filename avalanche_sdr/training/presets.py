@@ -61,9 +61,11 @@ class SDRSettings:
     the paper), the reused entry's adapters, BatchNorm copies and its one shared head
     keep training on the repeat for :attr:`epochs_per_update` at ``update_lr``, so every task
     mapped to the entry answers through the updated entry (docs/method.rst,
-    "Learning reuse")."""
+    "Learning reuse"); ``"no_loss"`` (beyond the paper), head-only first, then an update of
+    the entry at ``update_lr`` with ``guard_exemplars`` replay images per class, kept only
+    where held-out evidence shows no loss (:mod:`~avalanche_sdr.training.kept_update`)."""
     update_lr: float = 0.001
-    """Adam learning rate of an ``"accumulate"`` update (the paper's head-only 0.001:
+    """Adam learning rate of an ``"accumulate"`` or ``"no_loss"`` update (the paper's head-only 0.001:
     the entry and its head are trained already, so they continue at the low rate)."""
     reuse_guard: bool = True
     """``"accumulate"`` only: guard the entries against a wrong reuse. Before an update
@@ -74,7 +76,8 @@ class SDRSettings:
     guard_exemplars: int = 5
     """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
     entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
-    memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1)."""
+    memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1).
+    ``"no_loss"``: the replay images kept per class of a new entry's creating task."""
     update_balance: Union[None, bool, str] = None
     """``"accumulate"`` only. A balanced update weights the repeat's cross-entropy so that
     each of its classes counts equally (weights n / (c n_k)), and the entry's BatchNorm

@@ -35,12 +35,12 @@ from avalanche_sdr.models.stored import stored_images
 from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router
 from avalanche_sdr.routers.routing import check_routers
-from avalanche_sdr.training import learning_reuse
+from avalanche_sdr.training import kept_update, learning_reuse
 from avalanche_sdr.training.learning_reuse import ReuseRecord
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_NO_LOSS
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -116,6 +116,9 @@ class SDRPlugin(SupervisedPlugin):
         self._bar = None
         self._replay: Optional[learning_reuse.ExemplarReplay] = None
         self._update: Optional[_UpdateState] = None
+        self._kept_share: Optional[torch.Tensor] = None
+        """``reuse="no_loss"``, a repeat being trained: its training share (int64 indices), what
+        the update reads (the rest is its held-out set, scored by the keep rule)."""
 
     # ------------------------------------------------------------------ state
     @property
@@ -191,6 +194,7 @@ class SDRPlugin(SupervisedPlugin):
         self._close_progress()  # a bar left open by an experience that failed
         self._replay = None
         self._update = None
+        self._kept_share = None
         x, y = read_task_data(experience)
         num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape, class_ids=True)
         # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
@@ -205,6 +209,7 @@ class SDRPlugin(SupervisedPlugin):
         elif len(model.task_to_entry) < self.n_warm_start:
             entry = model.create_entry(task)
             self._store_exemplars(model, entry, data)
+            self._keep_heldout(model, entry, data, num_classes, new_entry=True)
             self._remember(model, entry, data)
             record = DetectionRecord(
                 task=task, decision="warm_start", entry=entry, reused_entry=None,
@@ -221,10 +226,12 @@ class SDRPlugin(SupervisedPlugin):
                 record.entry = model.create_entry(task, init_from=init_from)
                 start = time.perf_counter()
                 self._store_exemplars(model, record.entry, data)
+                self._keep_heldout(model, record.entry, data, num_classes, new_entry=True)
                 self._remember(model, record.entry, data)
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
+                self._kept_share = self._keep_heldout(model, record.reused_entry, data, num_classes, new_entry=False)
                 for router in self.routers:  # held-out evidence (lda_weighted: its weights), before training
                     tick = time.perf_counter()
                     router.before_repeat(model, data, record.reused_entry)
@@ -305,6 +312,35 @@ class SDRPlugin(SupervisedPlugin):
             if rule is not None and rule.needs_counts:
                 model.set_exemplars(entry, {"class_counts": torch.bincount(y.cpu(), minlength=num_classes)},
                                     replace=False)
+
+    def _keep_heldout(self, model, entry: int, data: TaskData, num_classes: int, *, new_entry: bool):
+        """``reuse="no_loss"``: keep the task's held-out set with its entry (and a new entry's
+        replay images), :func:`~avalanche_sdr.training.kept_update.remember_task`; returns the
+        task's training share (``None`` for another reuse)."""
+        if self.settings.reuse != REUSE_NO_LOSS:
+            return None
+        share = kept_update.remember_task(model, entry, data.task, data.x, data.y, num_classes,
+                                          replay_per_class=self.settings.guard_exemplars if new_entry else 0)
+        # a repeat whose classes the entry's head cannot take (a subset or superset) is head-only
+        updatable = not new_entry and model.heads.num_classes(model.entry_creator[entry]) == num_classes
+        return share if updatable else None
+
+    def _keep_or_refuse(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> None:
+        """``reuse="no_loss"``, after the repeat's head-only training: try the entry's update and
+        keep it where the keep rule says so (:func:`~avalanche_sdr.training.kept_update.kept_update`;
+        recorded in ``reuse``: ``entry_updated``, ``update_rolled_back`` for a refused one,
+        ``keep_p_value``, ``keep_sets``)."""
+        settings = self.settings
+        model.end_entry_training()
+        permutation = record.class_permutation or list(range(model.heads.num_classes(record.task)))
+        result = kept_update.kept_update(
+            model, task=record.task, entry=record.entry, permutation=permutation, x=data.x, y=data.y,
+            train_indices=self._kept_share, lr=settings.update_lr, batch_size=settings.train_mb_size)
+        if result.decision is not None:
+            reuse.entry_updated = True
+            reuse.update_rolled_back = not result.decision.keep
+            reuse.keep_p_value = result.decision.p_value
+            reuse.keep_sets = [[s.task, s.images, s.losses, s.gains] for s in result.decision.sets]
 
     def _begin_update(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> "_UpdateState":
         """What the update of ``record.entry`` needs besides the replay (module doc of
@@ -457,6 +493,9 @@ class SDRPlugin(SupervisedPlugin):
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
         if reuse.entry_updated:
             self._end_update(model, record, reuse)
+        if self._kept_share is not None:
+            self._keep_or_refuse(model, record, reuse, data)
+            self._kept_share = None
         if self.training_new_entry or self.entry_moved:
             # the entry's features moved: what the detector keeps after training is taken again,
             # with an update's labels in the entry's head order

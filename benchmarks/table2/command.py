@@ -67,7 +67,8 @@ def _epilog() -> str:
     lines += [f"  {name:<21} {method.label}" for name, method in catalogue.METHODS.items()]
     lines += ["", "reuse (--reuse; the SDR rows but the library's method presets, which keep their own):",
               f"  {'head':<21} the paper's: a repeat trains a new head on the reused entry, which stays frozen",
-              f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head"]
+              f"  {'accumulate':<21} learning reuse: a repeat keeps training the reused entry and its one head",
+              f"  {'no_loss':<21} head-only, then an update of the entry kept only where held-out images show no loss"]
     lines += ["", "the learning reuse's updates (accumulate rows only; default: the library's defaults):",
               f"  {'--update-balance':<21} when_shifted (default): class-balanced updates, but the plain one for a "
               "repeat",
@@ -170,7 +171,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "docs/reproducing.rst infers from the paper); '--protocol ours paper' gives both rows")
     parser.add_argument("--reuse", nargs="+", choices=catalogue.REUSES, default=None,
                         help="what a detected repeat trains in every SDR row of --methods (list below): head "
-                        "(default) and/or accumulate (variant row 'accumulate'); '--reuse head accumulate' gives "
+                        "(default), accumulate and/or no_loss (variant rows 'accumulate', 'no_loss'); '--reuse head accumulate' gives "
                         "both rows; other methods, and the library's method presets (sdr_paper, "
                         "sdr_recommended), are unaffected")
     for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs

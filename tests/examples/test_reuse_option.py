@@ -15,6 +15,7 @@ def test_every_example_takes_reuse(examples, name, capsys):
     parse_args = examples[name]["parse_args"]
     assert parse_args([]).reuse is None  # the method's
     assert parse_args(["--reuse", "accumulate"]).reuse == "accumulate"
+    assert parse_args(["--reuse", "no_loss"]).reuse == "no_loss"
     assert parse_args(["--method", "recommended", "--reuse", "head"]).reuse == "head"
     with pytest.raises(SystemExit) as exit_info:
         parse_args(["--reuse", "both"])
@@ -23,7 +24,7 @@ def test_every_example_takes_reuse(examples, name, capsys):
     with pytest.raises(SystemExit):
         parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--reuse {head,accumulate}" in text and "keeps training the reused entry" in text
+    assert "--reuse {head,accumulate,no_loss}" in text and "keeps training the reused entry" in text
 
 
 def test_reuse_is_in_the_config_and_a_checkpoint_of_another_is_refused(examples, tmp_path):

@@ -353,7 +353,7 @@ def test_reuse_record_checks_and_round_trips():
         "mean_elbo", "reference_elbo", "reference_elbo_std", "permuted_complexity", "p_value",
         "power", "class_count_filter", "class_permutation", "decoy_rank_pvalue", "entry_updated", "gate_accuracy",
         "gate_threshold", "update_epochs", "heldout_accuracy", "update_rolled_back", "update_balanced",
-        "balance_p_value",
+        "balance_p_value", "keep_p_value", "keep_sets",
     ]
 
 
