@@ -12,6 +12,8 @@ from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training import kept_update
 from avalanche_sdr.training.keep_rule import heldout_per_class
 
+from test_learning_reuse import check_resume  # tests/training is on sys.path (pytest prepend mode)
+
 SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reuse_epochs=2, reuse_lr=0.01)
 
 
@@ -151,21 +153,5 @@ def test_no_loss_reuse_runs_a_stream_and_records_each_keep_decision(prototype_st
 
 
 def test_no_loss_reuse_resumes_from_a_checkpoint_bit_identically(prototype_stream, ground_truth, tmp_path):
-    experiences = list(prototype_stream.train_stream)
-    reference = _no_loss_strategy(prototype_stream, ground_truth)
-    for experience in experiences:
-        reference.train(experience)
-    first = _no_loss_strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
-    for experience in experiences[:5]:
-        first.train(experience)
-    resumed = _no_loss_strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
-    done = resumed.restore_checkpoint()
-    assert done == 5
-    for experience in experiences[done:]:
-        resumed.train(experience)
-    assert resumed.model.layout() == reference.model.layout()
-    expected = reference.model.state_dict()
-    for name, value in resumed.model.state_dict().items():
-        assert torch.equal(value, expected[name]), name
-    assert [r | {"detection_seconds": 0} for r in resumed.sdr.record_dicts()] == \
-        [r | {"detection_seconds": 0} for r in reference.sdr.record_dicts()]
+    check_resume(lambda **kwargs: _no_loss_strategy(prototype_stream, ground_truth, **kwargs), prototype_stream,
+                 tmp_path)

@@ -159,14 +159,15 @@ def test_a_task_label_trained_again_must_keep_its_class_count(prototype_stream, 
         strategy.train(_experience(images, torch.arange(3).repeat_interleave(10), task=0))
 
 
-def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, tmp_path, ground_truth):
-    reference = _train(_strategy(prototype_stream, ground_truth), prototype_stream)
-    first = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
-    _train(first, prototype_stream, upto=5)
-    resumed = _strategy(prototype_stream, ground_truth, checkpoint_dir=tmp_path)
+def check_resume(make, stream, checkpoint_dir, upto=5):
+    """A run built by ``make(**kwargs)`` checkpointed after ``upto`` tasks and resumed ends bit-identical
+    to the same run straight through (layout, every tensor, the records but their timings)."""
+    reference = _train(make(), stream)
+    _train(make(checkpoint_dir=checkpoint_dir), stream, upto=upto)
+    resumed = make(checkpoint_dir=checkpoint_dir)
     done = resumed.restore_checkpoint()
-    assert done == 5
-    for experience in list(prototype_stream.train_stream)[done:]:
+    assert done == upto
+    for experience in list(stream.train_stream)[done:]:
         resumed.train(experience)
     assert resumed.model.layout() == reference.model.layout()
     expected = reference.model.state_dict()
@@ -174,6 +175,10 @@ def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, t
         assert torch.equal(value, expected[name]), name
     assert [r | {"detection_seconds": 0} for r in resumed.sdr.record_dicts()] == \
         [r | {"detection_seconds": 0} for r in reference.sdr.record_dicts()]
+
+
+def test_checkpointed_accumulate_run_resumes_bit_identically(prototype_stream, tmp_path, ground_truth):
+    check_resume(lambda **kwargs: _strategy(prototype_stream, ground_truth, **kwargs), prototype_stream, tmp_path)
 
 
 def test_shuffled_repeats_update_their_entry_through_the_matched_classes(prototype_stream, ground_truth):
