@@ -336,7 +336,11 @@ def format_answer_report(runs: Sequence[Dict[str, Any]]) -> str:
             lines.append(f"| {score}{label} | {answer} | " + " | ".join(cells)
                          + f" | {'yes' if qualifies[f'{score} {answer}'] else 'no'} |")
     lines += ["", "Settings per run: " + "; ".join(
-        f"{r['stream']} seed {r['seed']}: " + ", ".join(f"{k} {v}" for k, v in r["settings"].items()) for r in runs)]
+        f"{r['stream']} seed {r['seed']}: " + ", ".join(f"{k} {v}" for k, v in r["settings"].items()) for r in runs)
+              + ".", "", "Wall seconds per run (SDR's training, then the whole run), load average (1 min) at its "
+              "start and end: " + "; ".join(
+                  f"{r['stream']} seed {r['seed']} {r['train_seconds']:.0f} / {r['wall_seconds']:.0f} s, load "
+                  f"{r['load_start']:.1f} / {r['load_end']:.1f}" for r in runs) + "."]
     return "\n".join(lines) + "\n"
 
 
