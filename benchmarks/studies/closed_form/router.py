@@ -144,17 +144,14 @@ def _clear(model, state_name: str) -> None:
     model.__dict__.pop("_kernel_lda_solved", None)
 
 
-def validation_scores(model, benchmark) -> Dict[str, Any]:
-    """The validation task-free accuracy (%) of ``lda_weighted`` and of every ``kernel_lda``
-    point and combination (module doc), and the MB of each point's state:
-    ``{"n": images, "lda_weighted": %, "points": [{point, "accuracy", "memory_mb",
-    "combined": {"a": %}}]}`` (``"a"``: the weight written ``f"{a:g}"``)."""
+def _validation_inputs(model, benchmark) -> tuple:
+    """What both studies read, computed once: the validation split's images ``x`` [N, C, H, W]
+    and class ids ``y`` [N], their E0 features [N, d] and every entry's features (entry ->
+    [N, D]), and per training task in stream order (task, E0 features [n, d], local labels
+    [n]). The model is left in eval mode."""
     import torch
 
     from avalanche_sdr.dataset_tensors import experience_tensors
-    from avalanche_sdr.evaluation.memory import BYTES_PER_MB, TensorByteCounter
-    from avalanche_sdr.routers import KernelLDARouter, lda_router
-    from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA, ROUTER_LDA_WEIGHTED
 
     with torch.no_grad():
         x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
@@ -162,14 +159,30 @@ def validation_scores(model, benchmark) -> Dict[str, Any]:
         model.eval()
         e0 = model.batched_features(x, None)
         features = {e: model.batched_features(x, e) for e in model.entries}
-        weighted = model.predict(x, ROUTER_LDA_WEIGHTED).class_ids
-        _, logp_all = lda_router.lda_log_posteriors(model, e0, features)
-        lda_units = {unit: k for k, unit in enumerate(lda_router.units(model))}
         training = []
         for task, experience in enumerate(benchmark.train_stream):  # E0's features once, for every point
             tx, ty, _ = experience_tensors(experience)
             ids = model.heads.class_ids(task)
             training.append((task, model.batched_features(tx, None), torch.tensor([ids.index(int(v)) for v in ty])))
+    return x, y, e0, features, training
+
+
+def validation_scores(model, benchmark) -> Dict[str, Any]:
+    """The validation task-free accuracy (%) of ``lda_weighted`` and of every ``kernel_lda``
+    point and combination (module doc), and the MB of each point's state:
+    ``{"n": images, "lda_weighted": %, "points": [{point, "accuracy", "memory_mb",
+    "combined": {"a": %}}]}`` (``"a"``: the weight written ``f"{a:g}"``)."""
+    import torch
+
+    from avalanche_sdr.evaluation.memory import BYTES_PER_MB, TensorByteCounter
+    from avalanche_sdr.routers import KernelLDARouter, lda_router
+    from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA, ROUTER_LDA_WEIGHTED
+
+    x, y, e0, features, training = _validation_inputs(model, benchmark)
+    with torch.no_grad():
+        weighted = model.predict(x, ROUTER_LDA_WEIGHTED).class_ids
+        _, logp_all = lda_router.lda_log_posteriors(model, e0, features)
+        lda_units = {unit: k for k, unit in enumerate(lda_router.units(model))}
         result = {"n": int(len(y)), ROUTER_LDA_WEIGHTED: 100 * float((weighted == y).double().mean()), "points": []}
         for point in grid_points():
             router = KernelLDARouter(**point)
@@ -224,8 +237,6 @@ def answers(model, x, y, logp, table, features) -> Dict[str, float]:
     """The task-free accuracies (%) of unit scores ``logp`` [N, U] (units ``table`` [U, 3]):
     answered by the unit, by the routed task's head (:func:`task_scores`), and the share of
     samples routed to a task holding their class."""
-    import torch
-
     from avalanche_sdr.routers.base import heads_prediction
 
     unit = table[logp.argmax(1), 2]
@@ -243,25 +254,15 @@ def answer_scores(model, benchmark, stream: str) -> Dict[str, Any]:
     "seconds": {score: s}}``."""
     import torch
 
-    from avalanche_sdr.dataset_tensors import experience_tensors
     from avalanche_sdr.routers import KernelLDARouter, lda_router
     from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA
 
+    x, y, e0, features, training = _validation_inputs(model, benchmark)
     with torch.no_grad():
-        x, y = zip(*[experience_tensors(e)[:2] for e in benchmark.valid_stream])
-        x, y = torch.cat(x), torch.cat(y)
-        model.eval()
-        e0 = model.batched_features(x, None)
-        features = {e: model.batched_features(x, e) for e in model.entries}
         lda_table = lda_router.unit_table(model)
         logp0, logp_all = lda_router.lda_log_posteriors(model, e0, features)
         weight = lda_router.chosen_weight(model)
         lda_units = {(int(e), int(c)): k for k, (_, e, c) in enumerate(lda_table.tolist())}
-        training = []
-        for task, experience in enumerate(benchmark.train_stream):
-            tx, ty, _ = experience_tensors(experience)
-            ids = model.heads.class_ids(task)
-            training.append((task, model.batched_features(tx, None), torch.tensor([ids.index(int(v)) for v in ty])))
         variants, settings, seconds = {}, {}, {}
         tick = time.perf_counter()
         variants["lda_weighted"] = answers(model, x, y, lda_router.weighted_scores(logp0, logp_all, weight),
@@ -404,39 +405,24 @@ def format_report(runs: Sequence[Dict[str, Any]]) -> str:
 def main(args) -> str:
     import torch
 
-    from benchmarks.studies.task_free.router_ablation import trained_model
-
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.answer:
-        return answer_main(args, out)
-    for stream in args.stream:
-        for seed in args.seeds:
-            path = out / f"{stream}_seed{seed}.json"
-            if path.exists():
-                print(f"{path}: done before, skipped", flush=True)
-                continue
-            tick = time.perf_counter()
-            root = args.data_root if STREAM_NAMES[stream].needs_data_root else None
-            model, benchmark = trained_model(stream, seed, root, args.backbone_weights, out / "work" / stream)
-            trained = time.perf_counter() - tick
-            result = validation_scores(model, benchmark)
-            result.update(stream=stream, seed=seed, threads=torch.get_num_threads(), train_seconds=trained,
-                          wall_seconds=time.perf_counter() - tick)
-            cli.write_json(path, result)
-            print(f"{stream} seed {seed}: lda_weighted {result['lda_weighted']:.2f} %, best kernel_lda "
-                  f"{max(p['accuracy'] for p in result['points']):.2f} % ({result['wall_seconds']:.0f} s)", flush=True)
-    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*_seed*.json"))]
-    report = format_report(runs)
-    (out / "router.md").write_text(report)
-    print(report)
-    return report
+        return run_study(args, out, answer_scores, format_answer_report, "answer.md",
+                         lambda r: ", ".join(f"{k} unit {v['unit']:.2f} head {v['head']:.2f}"
+                                             for k, v in r["variants"].items()))
+    return run_study(args, out, lambda model, benchmark, stream: validation_scores(model, benchmark), format_report,
+                     "router.md", lambda r: f"lda_weighted {r['lda_weighted']:.2f} %, best kernel_lda "
+                     f"{max(p['accuracy'] for p in r['points']):.2f} %")
 
 
-def answer_main(args, out: Path) -> str:
-    """The ``--answer`` study (module doc): each (stream, seed) to ``OUT/<stream>_seed<k>.json``
-    (a rerun skips it), then ``OUT/answer.md`` from every JSON in ``OUT``."""
+def run_study(args, out: Path, score, report, name: str, summary) -> str:
+    """Each (stream, seed) of ``args``: SDR trained, then ``score(model, benchmark, stream)``
+    (a dict) with the stream, seed, torch threads, wall seconds (training, whole run) and
+    the 1-minute load average at its start and end, written to ``OUT/<stream>_seed<k>.json``
+    (a rerun skips it) and summarised (``summary(result)``, one line); then ``OUT/<name>``:
+    ``report`` of every such JSON in ``OUT``."""
     import os
 
     import torch
@@ -454,23 +440,21 @@ def answer_main(args, out: Path) -> str:
             root = args.data_root if STREAM_NAMES[stream].needs_data_root else None
             model, benchmark = trained_model(stream, seed, root, args.backbone_weights, out / "work" / stream)
             trained = time.perf_counter() - tick
-            result = answer_scores(model, benchmark, stream)
+            result = score(model, benchmark, stream)
             result.update(stream=stream, seed=seed, threads=torch.get_num_threads(), train_seconds=trained,
                           wall_seconds=time.perf_counter() - tick, load_start=load, load_end=os.getloadavg()[0])
             cli.write_json(path, result)
-            print(f"{stream} seed {seed}: " + ", ".join(f"{k} unit {v['unit']:.2f} head {v['head']:.2f}"
-                                                        for k, v in result["variants"].items())
-                  + f" ({result['wall_seconds']:.0f} s)", flush=True)
+            print(f"{stream} seed {seed}: {summary(result)} ({result['wall_seconds']:.0f} s)", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*_seed*.json"))]
-    report = format_answer_report(runs)
-    (out / "answer.md").write_text(report)
-    print(report)
-    return report
+    text = report(runs)
+    (out / name).write_text(text)
+    print(text)
+    return text
 
 
 __all__ = ["ANSWERS", "ANSWER_SCORES", "ANSWER_WEIGHT", "COMBINED_WEIGHTS", "KLDA_TUNING", "ROUTER_GRID", "WITHIN",
-           "answer_main", "answer_qualifies", "answer_scores", "answers", "choose", "format_answer_report",
-           "format_report", "grid_points", "klda_settings", "main", "parse_args", "point_name", "task_scores",
+           "answer_qualifies", "answer_scores", "answers", "choose", "format_answer_report",
+           "format_report", "grid_points", "klda_settings", "main", "parse_args", "point_name", "run_study", "task_scores",
            "validation_scores"]
 
 if __name__ == "__main__":
