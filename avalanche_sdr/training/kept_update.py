@@ -39,6 +39,7 @@ does not see; it is a few lines of plain torch.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -48,9 +49,9 @@ from torch import Tensor
 
 from avalanche_sdr._batching import eval_batch_size
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.models.stored import float_images, stored_images
+from avalanche_sdr.models.stored import stored_images
 from avalanche_sdr.training.keep_rule import KEEP_SEED, KeepDecision, compare_set, decide, split_heldout
-from avalanche_sdr.training.learning_reuse import EntrySnapshot, balanced_weights
+from avalanche_sdr.training.learning_reuse import EntrySnapshot, balanced_weights, head_logits, kept_images
 
 _REPLAY, _ORDER, _REPLAY_DRAW = 1, 2, 3
 
@@ -98,12 +99,7 @@ def remember_task(model, entry: int, task: int, x: Tensor, y: Tensor, num_classe
 def heldout_set(model, entry: int, task: int) -> Tuple[Tensor, Tensor]:
     """``task``'s held-out set kept with ``entry``: float32 [m, C, H, W] and int64 local labels [m]
     (m = 0 when none is kept)."""
-    state = model.exemplars(entry)
-    images_key, labels_key = heldout_keys(task)
-    if labels_key not in state:
-        c, h, w = model.input_shape
-        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
-    return float_images(state[images_key]), state[labels_key]
+    return kept_images(model, entry, *heldout_keys(task))
 
 
 def served_tasks(model, entry: int) -> List[int]:
@@ -150,14 +146,7 @@ def score_through(model, entry: int, owner: int, permutation: Sequence[int], x: 
     """
     if len(y) == 0:
         return torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.float64)
-    head = model.heads.module(owner)
-    was_training = head.training
-    head.eval()
-    try:
-        feats = model.batched_features(x, entry, batch_size)
-        logits = head(feats.to(next(head.parameters()).device)).float().cpu()
-    finally:
-        head.train(was_training)
+    logits = head_logits(model, entry, owner, x, batch_size)
     logits = logits.index_select(1, torch.as_tensor(list(permutation), dtype=torch.long))
     return _correct_and_log_prob(logits, y.cpu())
 
@@ -180,9 +169,7 @@ def train_entry(model, entry: int, owner: int, x: Tensor, y: Tensor, *, task: in
     device = next(model.parameters()).device
     width = model.heads.outputs(head)
     weights = balanced_weights(y.cpu(), width).to(device)
-    state = model.exemplars(entry)
-    replay_x = float_images(state[REPLAY_IMAGES]) if REPLAY_LABELS in state else None
-    replay_y = state[REPLAY_LABELS] if REPLAY_LABELS in state else None
+    replay_x, replay_y = kept_images(model, entry, REPLAY_IMAGES, REPLAY_LABELS)
     order_g = task_generator(KEEP_SEED, task, _ORDER)
     replay_g = task_generator(KEEP_SEED, task, _REPLAY_DRAW)
     optimizer = torch.optim.Adam(params, lr=lr)
@@ -195,7 +182,7 @@ def train_entry(model, entry: int, owner: int, x: Tensor, y: Tensor, *, task: in
                 idx = order[i:i + batch_size]
                 logits = head(model.features(x[idx].to(device), entry))
                 loss = F.cross_entropy(logits, y[idx].to(device), weight=weights)
-                if replay_y is not None and len(replay_y):
+                if len(replay_y):
                     r = torch.randperm(len(replay_y), generator=replay_g)[:batch_size]
                     replay_logits = head(model.features(replay_x[r].to(device), entry))
                     loss = loss + F.cross_entropy(replay_logits, replay_y[r].to(device))
@@ -227,8 +214,6 @@ def kept_update(model, *, task: int, entry: int, permutation: Sequence[int], x: 
     :param train_indices: the repeat's training share (what :func:`remember_task` returned).
     :returns: the keep rule's decision (``None``: no update was possible) and the seconds.
     """
-    import time
-
     start = time.perf_counter()
     owner = model.entry_creator[int(entry)]
     perm = [int(v) for v in permutation]

@@ -253,24 +253,27 @@ def heldout_tensors(images: Tensor, labels: Tensor) -> Dict[str, Tensor]:
     return {"heldout_images": stored_images(images.detach().cpu()), "heldout_labels": labels.detach().cpu().long()}
 
 
+def kept_images(model, entry: int, images_key: str, labels_key: str) -> Tuple[Tensor, Tensor]:
+    """Images kept with ``entry`` under ``images_key`` / ``labels_key`` in ``model.exemplars(entry)``:
+    float32 [n, C, H, W] (uint8 ones divided by 255) and int64 labels [n]; both empty (n = 0) when
+    ``labels_key`` is not kept."""
+    state = model.exemplars(entry)
+    if labels_key not in state:
+        c, h, w = model.input_shape
+        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
+    return float_images(state[images_key]), state[labels_key]
+
+
 def stored(model, entry: int) -> Tuple[Tensor, Tensor]:
     """``entry``'s stored images (``model.exemplars``): float32 [n, C, H, W] (uint8 ones
     divided by 255) and int64 labels [n]; both empty (n = 0) when none are stored."""
-    state = model.exemplars(entry)
-    if "labels" not in state:
-        c, h, w = model.input_shape
-        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
-    return float_images(state["images"]), state["labels"]
+    return kept_images(model, entry, "images", "labels")
 
 
 def heldout(model, entry: int) -> Tuple[Tensor, Tensor]:
     """``entry``'s held-out images (:func:`heldout_tensors`): float32 [m, C, H, W] and int64
     labels [m]; both empty (m = 0) when none are kept."""
-    state = model.exemplars(entry)
-    if "heldout_labels" not in state:
-        c, h, w = model.input_shape
-        return torch.zeros(0, c, h, w), torch.zeros(0, dtype=torch.long)
-    return float_images(state["heldout_images"]), state["heldout_labels"]
+    return kept_images(model, entry, "heldout_images", "heldout_labels")
 
 
 def split_repeat(y: Tensor, num_classes: int, share: float, task: int) -> Tuple[Tensor, Tensor]:
@@ -661,5 +664,5 @@ __all__ = ["AlwaysBalance", "BALANCE_LEVEL", "BALANCE_RULES", "BalanceDecision",
            "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "ReuseRecord", "ShiftedBalance",
            "balanced_loss", "balanced_weights", "class_counts", "counts_p_value", "entry_batchnorms", "entry_updatable",
            "equal_counts_p_value", "gate", "head_accuracy", "head_logits", "heldout", "heldout_correct",
-           "heldout_tensors", "make_balance_rule", "rollback_check", "select_exemplars", "select_heldout",
+           "heldout_tensors", "kept_images", "make_balance_rule", "rollback_check", "select_exemplars", "select_heldout",
            "split_repeat", "stored"]

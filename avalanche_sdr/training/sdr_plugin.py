@@ -315,15 +315,14 @@ class SDRPlugin(SupervisedPlugin):
 
     def _keep_heldout(self, model, entry: int, data: TaskData, num_classes: int, *, new_entry: bool):
         """``reuse="no_loss"``: keep the task's held-out set with its entry (and a new entry's
-        replay images), :func:`~avalanche_sdr.training.kept_update.remember_task`; returns the
-        task's training share (``None`` for another reuse)."""
+        replay images), :func:`~avalanche_sdr.training.kept_update.remember_task`; returns a
+        repeat's training share (``None`` for a new entry or another reuse). A repeat the entry's
+        head cannot take (another class count) gets no update: ``kept_update`` says so."""
         if self.settings.reuse != REUSE_NO_LOSS:
             return None
         share = kept_update.remember_task(model, entry, data.task, data.x, data.y, num_classes,
                                           replay_per_class=self.settings.guard_exemplars if new_entry else 0)
-        # a repeat whose classes the entry's head cannot take (a subset or superset) is head-only
-        updatable = not new_entry and model.heads.num_classes(model.entry_creator[entry]) == num_classes
-        return share if updatable else None
+        return None if new_entry else share
 
     def _keep_or_refuse(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> None:
         """``reuse="no_loss"``, after the repeat's head-only training: try the entry's update and
