@@ -382,7 +382,7 @@ def output_legend(detector="agreement", n_warm_start: int = 3, generators: bool 
     :param detector: the run's detector (a :class:`~avalanche_sdr.detection.base.Detector`,
         e.g. ``strategy.sdr.detector``) or a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (its default options).
-    :param reuse: the run's ``SDRSettings.reuse`` (``"head"`` or ``"accumulate"``):
+    :param reuse: the name of the run's reuse (``strategy.sdr.reuse.name``, e.g. ``"head"`` or ``"accumulate"``):
         what the legend says a reused entry trains.
     """
     from avalanche_sdr.detection.registry import make_detector

@@ -40,7 +40,8 @@ REUSE_NO_LOSS = "no_loss"
 the entry is tried and kept only where held-out evidence shows no loss
 (:mod:`~avalanche_sdr.training.kept_update`); otherwise the head-only result stays."""
 REUSE_MODES = (REUSE_HEAD, REUSE_ACCUMULATE, REUSE_NO_LOSS)
-"""Every reuse mode (``SDRSettings.reuse``, the examples' and harness's ``--reuse``)."""
+"""Every reuse by name (:data:`avalanche_sdr.training.reuse_registry.REUSE_TYPES`, whose names a test
+keeps equal to these; ``SDRStrategy(reuse=...)``, the examples' and harness's ``--reuse``)."""
 
 ROUTER_GAUSSIAN = "gaussian"
 """SDR's first task-free router (:mod:`avalanche_sdr.routers.gaussian`)."""

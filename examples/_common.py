@@ -220,8 +220,9 @@ def detector(args, *, elbo_samples: int):
 
 
 def settings_keywords(args) -> Dict[str, Any]:
-    """The ``SDRSettings`` fields the command line sets over ``--method`` and ``--preset``
-    (only the options given): ``reuse``, ``new_task_epochs``, ``vae_epochs``."""
+    """The ``SDRStrategy`` keywords the command line sets over ``--method`` and ``--preset``
+    (only the options given): ``reuse`` (a name) and the ``SDRSettings`` fields
+    ``new_task_epochs``, ``vae_epochs``."""
     given = {"reuse": args.reuse, "new_task_epochs": getattr(args, "new_task_epochs", None),
              "vae_epochs": getattr(args, "vae_epochs", None)}
     return {name: value for name, value in given.items() if value is not None}
@@ -257,7 +258,7 @@ def legend(strategy, n_warm_start: int) -> str:
     """How to read the lines of a run of ``strategy`` (:func:`avalanche_sdr.cli.output_legend`
     for the detector, generators and reuse it runs with)."""
     return cli.output_legend(strategy.sdr.detector, n_warm_start, generators=strategy.model.has_generators,
-                             reuse=strategy.sdr.settings.reuse)
+                             reuse=strategy.sdr.reuse.name)
 
 
 RESULT_OPTIONS = ("detector", "reuse", "generator", "n_splits", "new_task_epochs", "vae_epochs", "task_sizes")

@@ -1,4 +1,4 @@
-"""SDR training: the strategy, its plugin, presets, pretraining, generator fitting, checkpoints."""
+"""SDR training: the strategy, its plugin, presets, reuses, pretraining, generator fitting, checkpoints."""
 from avalanche_sdr.training.checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -9,9 +9,13 @@ from avalanche_sdr.training.checkpoint import (
 )
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, read_task_data
 from avalanche_sdr.training.generator_fitting import GeneratorFitReport, fit_generator
+from avalanche_sdr.training.kept_update import NoLossReuse
+from avalanche_sdr.training.learning_reuse import LearningReuse
 from avalanche_sdr.training.methods import METHODS, MethodPreset
 from avalanche_sdr.training.presets import BUDGETS, CPU_LARGE_TASK_SETTINGS, CPU_SETTINGS, PAPER_SETTINGS, SDRSettings
 from avalanche_sdr.training.pretraining import hold_out_references, pretrain_backbone, pretrain_vae
+from avalanche_sdr.training.reuse import HeadReuse, Reuse, ReuseRecord
+from avalanche_sdr.training.reuse_registry import REUSE_TYPES, make_reuse
 from avalanche_sdr.training.sdr_plugin import SDRPlugin
 from avalanche_sdr.training.strategy import SDRStrategy
 
@@ -25,6 +29,13 @@ __all__ = [
     "PAPER_SETTINGS",
     "CPU_LARGE_TASK_SETTINGS",
     "CPU_SETTINGS",
+    "Reuse",
+    "ReuseRecord",
+    "HeadReuse",
+    "LearningReuse",
+    "NoLossReuse",
+    "REUSE_TYPES",
+    "make_reuse",
     "hold_out_references",
     "pretrain_backbone",
     "pretrain_vae",

@@ -32,8 +32,9 @@ from avalanche_sdr.evaluation.memory import repository_memory_bytes
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 from avalanche_sdr.routers.routing import make_router
-from avalanche_sdr.training.presets import UPDATE_OPTIONS
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE
+from avalanche_sdr.training.kept_update import UPDATE_EPOCHS
+from avalanche_sdr.training.learning_reuse import MOVED_SETTINGS
+from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_NO_LOSS
 
 PathLike = Union[str, os.PathLike]
 
@@ -196,7 +197,8 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
 
     Everything that changes what the remaining experiences would compute: every
     field of its :class:`~avalanche_sdr.training.SDRSettings` (epochs, learning
-    rates, mini-batch sizes, generator fitting), ``n_warm_start``,
+    rates, mini-batch sizes, generator fitting), the ``reuse`` (its ``config()``, its name
+    and options), ``n_warm_start``,
     ``forward_transfer``, the task-free ``routers`` (each router's ``config()``, its name
     and options; only when there are any, so older checkpoints still match) and the
     detector's configuration (its ``config()``: rule and every setting that changes
@@ -208,6 +210,7 @@ def strategy_fingerprint(strategy) -> Dict[str, Any]:
     return _json_value(
         dict(
             sdr.settings.to_dict(),
+            reuse=sdr.reuse.config(),
             n_warm_start=sdr.n_warm_start,
             forward_transfer=sdr.forward_transfer,
             **({"routers": [router.config() for router in sdr.routers]} if sdr.routers else {}),
@@ -234,11 +237,8 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
         detector = dict(detector)
         detector["class_count_filter"] = detector.pop("match_class_count")
         saved = dict(saved, detector=detector)
-    if "reuse" in saved and not any(name in saved for name in UPDATE_OPTIONS):  # before the update options:
-        off = False if saved["reuse"] == REUSE_ACCUMULATE else None            # the plain update (or none)
-        saved = dict(saved, **{name: off for name in UPDATE_OPTIONS})
-    if "reuse" in saved and "update_epochs" not in saved:  # before update_epochs: every update ran
-        saved = dict(saved, update_epochs=None)           # reuse_epochs, what None means
+    if isinstance(saved.get("reuse"), str):  # the reuse and its options among the settings
+        saved = _reuse_as_config(saved)
     if not any(name in saved for name in MOVED_ROUTER_SETTINGS):
         return saved
     saved = dict(saved)
@@ -251,6 +251,29 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
         routers.append(router)
     if routers:
         saved["routers"] = _json_value(routers)
+    return saved
+
+
+def _reuse_as_config(saved: Dict[str, Any]) -> Dict[str, Any]:
+    """A fingerprint whose reuse is a name among the settings, with its options as settings
+    fields (:data:`~avalanche_sdr.training.learning_reuse.MOVED_SETTINGS`), as one whose
+    ``reuse`` is the reuse object's ``config()``."""
+    saved = dict(saved)
+    name = saved.pop("reuse")
+    moved = {option: saved.pop(field) for field, option in MOVED_SETTINGS.items() if field in saved}
+    if name == REUSE_ACCUMULATE:
+        before_options = not any(k in moved for k in ("balance", "early_stop", "rollback"))
+        off = False if before_options else None  # before the update options: the plain update
+        config = {"name": name, "lr": float(moved.get("lr", 0.001)), "guard": moved.get("guard", True),
+                  "guard_exemplars": moved.get("guard_exemplars", 5), "balance": moved.get("balance", off),
+                  "early_stop": moved.get("early_stop", off), "rollback": moved.get("rollback", off),
+                  "epochs": moved.get("epochs")}  # before update_epochs: reuse_epochs, what None means
+    elif name == REUSE_NO_LOSS:
+        config = {"name": name, "lr": float(moved.get("lr", 0.001)),
+                  "replay_exemplars": moved.get("guard_exemplars", 5), "epochs": UPDATE_EPOCHS}
+    else:
+        config = {"name": name}
+    saved["reuse"] = config
     return saved
 
 

@@ -1,4 +1,4 @@
-"""A learning-reuse update that stays only where held-out evidence shows no loss (``reuse="no_loss"``).
+"""A learning-reuse update that stays only where held-out evidence shows no loss (:class:`NoLossReuse`, ``reuse="no_loss"``).
 
 The steps of the kept update (issue #45, "a learning reuse that cannot fall below
 head-only"); :func:`kept_update` runs steps 3-6 for one repeat:
@@ -48,10 +48,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from avalanche_sdr._batching import eval_batch_size
+from avalanche_sdr._checks import check_int
 from avalanche_sdr._draws import subsample, task_generator
 from avalanche_sdr.models.stored import stored_images
 from avalanche_sdr.training.keep_rule import KEEP_SEED, KeepDecision, compare_set, decide, split_heldout
 from avalanche_sdr.training.learning_reuse import EntrySnapshot, balanced_weights, head_logits, kept_images
+from avalanche_sdr.training.reuse import Reuse, ReuseRecord
 
 _REPLAY, _ORDER, _REPLAY_DRAW = 1, 2, 3
 
@@ -239,6 +241,62 @@ def kept_update(model, *, task: int, entry: int, permutation: Sequence[int], x: 
     return KeptUpdateResult(decision=decision, seconds=time.perf_counter() - start)
 
 
-__all__ = ["KeptUpdateResult", "REPLAY_IMAGES", "REPLAY_LABELS", "UPDATE_EPOCHS",
+class NoLossReuse(Reuse):
+    """The learning reuse under the keep rule (``"no_loss"``, beyond the paper; module doc):
+    a repeat is trained as the head-only reuse trains it, then an update of its entry is
+    tried (:func:`kept_update`) and kept only where held-out evidence shows no loss;
+    otherwise the head-only result stays.
+
+    :param lr: Adam learning rate of an update (default 0.001).
+    :param replay_exemplars: replay images kept per class of a new entry's creating task,
+        drawn from its training share (default 5).
+    :param epochs: epochs of an update (default :data:`UPDATE_EPOCHS`).
+    :raises ValueError: an option out of range (the message names it).
+    """
+
+    name = "no_loss"
+    OPTIONS = ("lr", "replay_exemplars", "epochs")
+
+    def __init__(self, *, lr: float = 0.001, replay_exemplars: int = 5, epochs: int = UPDATE_EPOCHS):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+            raise ValueError(f"NoLossReuse: lr must be a positive learning rate, got {lr!r}")
+        check_int(replay_exemplars, "replay_exemplars", minimum=0)
+        check_int(epochs, "epochs", minimum=1)
+        self.lr, self.replay_exemplars, self.epochs = float(lr), int(replay_exemplars), int(epochs)
+        self._share: Optional[Tensor] = None
+
+    def start(self) -> None:
+        self._share = None
+
+    def new_entry(self, model, entry: int, data, settings) -> None:
+        """Keep the task's held-out set and the entry's replay images (:func:`remember_task`)."""
+        remember_task(model, entry, data.task, data.x, data.y, data.num_classes,
+                      replay_per_class=self.replay_exemplars)
+
+    def repeat(self, model, record, data) -> None:
+        """Keep the repeat's held-out set with its entry; the rest is what an update trains on."""
+        self._share = remember_task(model, record.reused_entry, data.task, data.x, data.y, data.num_classes)
+
+    def end(self, model, record, reuse: ReuseRecord, data, settings) -> None:
+        """After the repeat's head-only training: try the entry's update and keep it where the
+        keep rule says so (recorded in ``reuse``: ``entry_updated``, ``update_rolled_back``
+        for a refused one, ``keep_p_value``, ``keep_sets``). A repeat the entry's head cannot
+        take (another class count) gets no update."""
+        share, self._share = self._share, None
+        if share is None:
+            return
+        model.end_entry_training()
+        permutation = record.class_permutation or list(range(model.heads.num_classes(record.task)))
+        result = kept_update(model, task=record.task, entry=record.entry, permutation=permutation, x=data.x,
+                             y=data.y, train_indices=share, lr=self.lr, batch_size=settings.train_mb_size,
+                             epochs=self.epochs)
+        if result.decision is not None:
+            reuse.entry_updated = True
+            reuse.update_rolled_back = not result.decision.keep
+            reuse.keep_p_value = result.decision.p_value
+            reuse.keep_sets = [[s.task, s.images, s.losses, s.gains] for s in result.decision.sets]
+
+
+__all__ = ["KeptUpdateResult", "NoLossReuse", "REPLAY_IMAGES", "REPLAY_LABELS", "UPDATE_EPOCHS",
            "heldout_keys", "heldout_set", "kept_update", "remember_task", "score_task", "score_through",
            "served_tasks", "train_entry"]

@@ -1,18 +1,18 @@
-"""The learning reuse (``SDRSettings(reuse="accumulate")``): a repeat keeps training its entry.
+"""The learning reuse (:class:`LearningReuse`, ``reuse="accumulate"``): a repeat keeps training its entry.
 
 The paper's reuse (``reuse="head"``) freezes a reused entry and trains a new head, so
 the repeat's data improves nothing that stays. Here a detected repeat answers through
 the head of the entry's creating task (classes matched by the detector's
 ``class_permutation``) and trains the entry's adapters, BatchNorm copies and that
-head, so every task mapped to the entry gains. Why a guard (``reuse_guard``, on by
+head, so every task mapped to the entry gains. Why a guard (``guard``, on by
 default): a wrong reuse would now damage those tasks, so the head must first classify
 the repeat's data at least midway between chance and its accuracy on the entry's
 stored images (:func:`gate`, else a new entry), and those images are replayed in every
 update mini-batch (:class:`ExemplarReplay`). Draws use generators seeded by task and
 purpose, so a resumed run draws the same.
 
-An update must not hurt the entry's earlier tasks (``update_balance``,
-``update_rollback``, on by default). A balanced update weights the repeat's
+An update must not hurt the entry's earlier tasks (``balance``,
+``rollback``, on by default). A balanced update weights the repeat's
 mini-batches so that every class counts equally and keeps the entry's BatchNorm copies
 on their stored statistics (an 85/15 repeat moves neither the head's class balance nor
 the statistics). A :class:`BalanceRule` (:data:`BALANCE_RULES`) says which updates are
@@ -21,7 +21,7 @@ both its entry's creating task's and equal counts within sampling noise
 (``"when_shifted"``, the default: that repeat gets the plain update). An update that
 lowers the entry's accuracy on images of its creating task kept beside the replayed
 ones and never used by an update is undone (:class:`EntrySnapshot`,
-:func:`rollback_check`). With ``update_early_stop`` (off by default) the update stops
+:func:`rollback_check`). With ``early_stop`` (off by default) the update stops
 once a held-out share of the repeat no longer improves (:class:`EarlyStop`).
 
 Gate, replay, balance, early stop, rollback and the entries never updated:
@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr.detection.decision import json_float
+from avalanche_sdr._checks import check_int
 from avalanche_sdr.models.stored import float_images, stored_images
+from avalanche_sdr.training.reuse import Reuse, ReuseRecord
 
 EXEMPLAR_SEED = 0x5D3
 """Base seed of the learning reuse's generators (stored images, replay draws,
@@ -47,154 +50,18 @@ held-out images, the repeat's held-out share)."""
 _STORE, _REPLAY, _HELDOUT, _SPLIT = 0, 1, 2, 3
 
 GUARD_HELDOUT_PER_CLASS = 10
-"""Held-out images kept per class of a new entry (``update_rollback``): drawn from its
+"""Held-out images kept per class of a new entry (``rollback``): drawn from its
 creating task's training images outside the replayed ones, never trained on after the
 entry's creation; what :func:`rollback_check` measures. Fixed in advance (not tuned):
 with 2-class tasks 20 images, so one image is 5 points of accuracy."""
 
 REPEAT_HOLDOUT_SHARE = 0.2
-"""Share of each class of a repeat held out of its update (``update_early_stop``): the
+"""Share of each class of a repeat held out of its update (``early_stop``): the
 data :class:`EarlyStop` scores after every epoch. Fixed in advance (not tuned)."""
 
 EARLY_STOP_PATIENCE = 1
 """Epochs without a lower held-out loss after which an update stops (then the best
 epoch's state is kept). Fixed in advance (not tuned)."""
-
-
-@dataclass
-class ReuseRecord:
-    """What the strategy's reuse did with one task's entry after the detector's decision
-    (JSON-serialisable): the learning reuse's gate, update, early stop, rollback and
-    class balance. Beside the task's :class:`~avalanche_sdr.detection.DetectionRecord`,
-    which holds the detection's evidence and decision; a run's results and checkpoints
-    write both in one dict (:meth:`to_dict` keys after the detection record's).
-
-    :param entry_updated: ``reuse="accumulate"`` (:class:`~avalanche_sdr.training.SDRSettings`):
-        the reused entry's adapters, BatchNorm copies and head kept training on this
-        task's data (``False``: head-only reuse, the paper's, a new entry, or the guard
-        refused the update).
-    :param gate_accuracy: ``reuse="accumulate"`` with ``reuse_guard``: accuracy of the
-        reused entry's head (through the detector's ``class_permutation``) on this task's
-        training data, before any training on it (fraction in [0, 1]); ``None`` when not
-        measured. A task the gate refused got a new entry (its decision ``"new"``).
-    :param gate_threshold: the accuracy ``gate_accuracy`` had to reach for the update
-        to go ahead (midway between chance, 1/c, and the entry's accuracy on its stored
-        images); ``None`` when not measured.
-    :param update_epochs: an update with ``update_early_stop``: the epochs whose state it
-        kept (the best on the repeat's held-out share); ``None`` when not measured.
-    :param heldout_accuracy: an update with ``update_rollback``: the entry's head's
-        accuracy on the entry's held-out images (its creating task's, never trained on
-        since) before and after the update, ``[before, after]`` (fractions in [0, 1]);
-        empty when not measured.
-    :param update_rolled_back: the update lowered ``heldout_accuracy`` and was undone:
-        the entry, its BatchNorm copies and head are as before this task, which still
-        answers through the entry's head (``entry_updated`` stays ``True``).
-    :param update_balanced: the update was class-balanced (``update_balance``'s rule
-        asked for it: class weights, the entry's BatchNorm copies in eval mode).
-    :param balance_p_value: an update under the ``"when_shifted"`` balance rule: the
-        smallest p-value of its chi-square tests (the repeat's class counts against the
-        entry's creating task's and against equal counts, the creating task's against
-        equal counts); ``None`` when not tested.
-    :param keep_p_value: ``reuse="no_loss"``: the keep rule's pooled sign-test p-value
-        (:func:`~avalanche_sdr.training.keep_rule.decide`); ``None`` where no update ran.
-    :param keep_sets: ``reuse="no_loss"``: per held-out set compared, ``[task, images,
-        losses, gains]`` (the repeat's first); empty where no update ran.
-    """
-
-    entry_updated: bool = False
-    gate_accuracy: Optional[float] = None
-    gate_threshold: Optional[float] = None
-    update_epochs: Optional[int] = None
-    heldout_accuracy: List[float] = field(default_factory=list)
-    update_rolled_back: bool = False
-    update_balanced: bool = False
-    balance_p_value: Optional[float] = None
-    keep_p_value: Optional[float] = None
-    keep_sets: List[List[int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        for name in ("entry_updated", "update_rolled_back", "update_balanced"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        self.keep_sets = [[int(v) for v in row] for row in self.keep_sets]
-        if any(len(row) != 4 for row in self.keep_sets):
-            raise ValueError(f"keep_sets rows are [task, images, losses, gains], got {self.keep_sets}")
-        for name in ("gate_accuracy", "gate_threshold", "balance_p_value", "keep_p_value"):
-            value = getattr(self, name)
-            setattr(self, name, None if value is None else float(value))
-        if self.update_epochs is not None:
-            if isinstance(self.update_epochs, bool) or not hasattr(self.update_epochs, "__index__"):
-                raise ValueError(f"update_epochs must be an int or None, got {self.update_epochs!r}")
-            self.update_epochs = int(self.update_epochs)
-        self.heldout_accuracy = [float(v) for v in self.heldout_accuracy]
-        if self.heldout_accuracy and (len(self.heldout_accuracy) != 2 or any(math.isnan(v) for v in
-                                                                             self.heldout_accuracy)):
-            raise ValueError(f"heldout_accuracy is [before, after], got {self.heldout_accuracy}")
-        for name in ("update_rolled_back", "update_balanced"):
-            if getattr(self, name) and not self.entry_updated:
-                raise ValueError(f"{name} is only set for an update (entry_updated=True)")
-
-    def check_decision(self, decision: str) -> None:
-        """Refuse an update recorded for a task that did not reuse an entry.
-
-        :param decision: the task's :attr:`DetectionRecord.decision
-            <avalanche_sdr.detection.DetectionRecord.decision>`.
-        :raises ValueError: ``entry_updated`` for a decision other than ``"reuse"``.
-        """
-        if self.entry_updated and decision != "reuse":
-            raise ValueError(f"entry_updated is only set for a 'reuse', not {decision!r}")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """Plain-python dict that ``json.dumps`` accepts (non-finite floats as strings,
-        as :meth:`DetectionRecord.to_dict <avalanche_sdr.detection.DetectionRecord.to_dict>`)."""
-        def number(value):
-            return None if value is None else json_float(value)
-
-        return {
-            "entry_updated": self.entry_updated,
-            "gate_accuracy": number(self.gate_accuracy),
-            "gate_threshold": number(self.gate_threshold),
-            "update_epochs": self.update_epochs,
-            "heldout_accuracy": list(self.heldout_accuracy),
-            "update_rolled_back": self.update_rolled_back,
-            "update_balanced": self.update_balanced,
-            "balance_p_value": number(self.balance_p_value),
-            "keep_p_value": number(self.keep_p_value),
-            "keep_sets": [list(row) for row in self.keep_sets],
-        }
-
-    @classmethod
-    def field_names(cls) -> Tuple[str, ...]:
-        """The record's keys, in :meth:`to_dict` order."""
-        return tuple(f.name for f in fields(cls))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ReuseRecord":
-        """Inverse of :meth:`to_dict` (also after a JSON round trip); keys absent from
-        ``data`` keep their defaults, other keys are not read (a results or checkpoint
-        record holds the detection record's keys too)."""
-        return cls(**{name: data[name] for name in cls.field_names() if name in data})
-
-    def describe(self) -> str:
-        """The update's part of the task's one-line report (``""`` without an update)."""
-        if self.update_rolled_back and self.keep_p_value is not None:
-            return f", entry update refused (keep rule p={self.keep_p_value:.3g}: head-only result)"
-        if self.update_rolled_back:
-            return ", entry update rolled back"
-        if self.update_epochs == 0:
-            return ", entry update of 0 epochs"
-        if self.entry_updated and self.keep_p_value is not None:
-            return f", entry update kept (keep rule p={self.keep_p_value:.3g})"
-        if self.entry_updated:
-            return ", entry updated" + (" (class-balanced)" if self.update_balanced else "")
-        return ""
-
-    def describe_gate(self) -> str:
-        """The gate's part of the report (``""`` when the gate did not run)."""
-        if self.gate_accuracy is None:
-            return ""
-        return (f" (gate: head accuracy {self.gate_accuracy:.2f} "
-                f"{'>=' if self.gate_accuracy >= self.gate_threshold else '<'} {self.gate_threshold:.2f})")
 
 
 def entry_updatable(model, entry: int) -> bool:
@@ -381,7 +248,7 @@ class BalanceDecision:
 
 
 class BalanceRule(abc.ABC):
-    """Which learning-reuse updates are class-balanced (``SDRSettings.update_balance``; the
+    """Which learning-reuse updates are class-balanced (``LearningReuse(balance=...)``; the
     rules by name: :data:`BALANCE_RULES`). ``needs_counts``: the rule reads the class
     counts of the entry's creating task (kept at the entry's creation,
     :func:`store_class_counts`)."""
@@ -404,7 +271,7 @@ class BalanceRule(abc.ABC):
 
 class AlwaysBalance(BalanceRule):
     """``"always"``: every update is balanced (the rule before ``"when_shifted"``; what
-    ``update_balance=True`` means)."""
+    ``balance=True`` means)."""
 
     name = "always"
 
@@ -442,7 +309,7 @@ class ShiftedBalance(BalanceRule):
 
 
 BALANCE_RULES: Dict[str, type] = {AlwaysBalance.name: AlwaysBalance, ShiftedBalance.name: ShiftedBalance}
-"""The balance rules by name (``SDRSettings(update_balance=NAME)``)."""
+"""The balance rules by name (``LearningReuse(balance=NAME)``)."""
 
 
 def make_balance_rule(name: str) -> BalanceRule:
@@ -452,7 +319,7 @@ def make_balance_rule(name: str) -> BalanceRule:
     """
     if name not in BALANCE_RULES:
         raise ValueError(f"unknown balance rule {name!r}; the rules are {sorted(BALANCE_RULES)} "
-                         "(or update_balance=False for the plain update)")
+                         "(or balance=False for the plain update)")
     return BALANCE_RULES[name]()
 
 
@@ -506,7 +373,7 @@ def balanced_loss(model, entry: int, owner: int, x: Tensor, y: Tensor, batch_siz
 
 
 class EarlyStop:
-    """Stops an update when the repeat adds nothing more (``update_early_stop``): after
+    """Stops an update when the repeat adds nothing more (``early_stop``): after
     every epoch the class-balanced loss (:func:`balanced_loss`) on the repeat's held-out
     share is compared with the best epoch's so far; after :data:`EARLY_STOP_PATIENCE`
     epochs without a strictly lower loss the update stops and the best epoch's state is
@@ -659,9 +526,265 @@ class ExemplarReplay:
         return criterion(logits, self.labels[idx].to(device))
 
 
+MOVED_SETTINGS = {"reuse_guard": "guard", "guard_exemplars": "guard_exemplars", "update_balance": "balance",
+                  "update_early_stop": "early_stop", "update_rollback": "rollback", "update_epochs": "epochs",
+                  "update_lr": "lr"}
+"""The former :class:`~avalanche_sdr.training.SDRSettings` fields of the learning reuse, each
+mapped to its :class:`LearningReuse` keyword: a strategy keyword of a former name is refused
+with a message naming the keyword, and a checkpoint of the former layout loads."""
+
+
+class _UpdateState:
+    """What one update carries between hooks (:meth:`LearningReuse.begin`):
+    ``train_indices`` ([n'] int64, the repeat's images it trains on; ``None``: all),
+    ``early_stop``, ``weights`` ([width] float32 class weights; ``None``: plain mean),
+    ``batchnorms`` (the entry's BatchNorm copies kept in eval mode), ``snapshot`` and
+    ``heldout_before`` (the rollback's state and score before the update)."""
+
+    def __init__(self):
+        self.train_indices: Optional[Tensor] = None
+        self.early_stop: Optional[EarlyStop] = None
+        self.weights: Optional[Tensor] = None
+        self.batchnorms: List[nn.Module] = []
+        self.snapshot: Optional[EntrySnapshot] = None
+        self.heldout_before: Optional[int] = None
+
+
+class LearningReuse(Reuse):
+    """The learning reuse (``"accumulate"``, beyond the paper; module doc): a detected
+    repeat answers through its entry's head and keeps training the entry, so every task
+    mapped to the entry answers through the updated entry.
+
+    :param lr: Adam learning rate of an update (default 0.001, the paper's head-only
+        rate: the entry and its head are trained already, so they continue at a low rate).
+    :param guard: guard the entries against a wrong reuse (default ``True``). Before an
+        update the entry's head must classify the repeat's training data at least midway
+        between chance and its accuracy on its stored images (:func:`gate`; else the
+        repeat gets a new entry), and the stored images are replayed during the update
+        (:class:`ExemplarReplay`).
+    :param guard_exemplars: with ``guard``: training images kept per class of each entry
+        (its creating task's, stored as uint8 when they lie in [0, 1]; counted in memory
+        and checkpointed); 0 keeps none (the gate then compares with accuracy 1). Default 5.
+    :param balance: which updates are class-balanced (class weights n / (c n_k), the
+        entry's BatchNorm copies on their stored statistics): a rule name of
+        :data:`BALANCE_RULES` (``"when_shifted"``: every update but a repeat whose class
+        counts match both its entry's creating task's and equal counts, chi-square tests
+        at :data:`BALANCE_LEVEL`, which needs ``guard`` and ``guard_exemplars > 0``: the
+        counts are kept beside the stored images; ``"always"``, as ``True``), ``False``
+        (never: the plain mean and train-mode BatchNorm) or ``None`` (default:
+        ``"when_shifted"`` where the guard stores images, else ``"always"``).
+    :param early_stop: train on all but :data:`REPEAT_HOLDOUT_SHARE` of each class of the
+        repeat and stop once the class-balanced loss there has not fallen for
+        :data:`EARLY_STOP_PATIENCE` epoch, keeping the best epoch (:class:`EarlyStop`).
+        ``None`` (default) or ``False``: off (measured to cost accuracy,
+        docs/results/learning_reuse.md).
+    :param rollback: a new entry keeps :data:`GUARD_HELDOUT_PER_CLASS` further training
+        images per class, never replayed; an update that classifies fewer of them right
+        than before it is undone (:class:`EntrySnapshot`). ``None`` (default): on where
+        the guard stores images; ``True`` needs that.
+    :param epochs: epochs of an update (``None``, default: the budget's ``reuse_epochs``;
+        which count keeps the accuracy: docs/results/learning_reuse.md, "Fewer epochs per
+        update").
+    :raises ValueError: an option out of range, or one that cannot act with the others
+        (the message names the keyword and what to pass instead).
+    """
+
+    name = "accumulate"
+    OPTIONS = ("lr", "guard", "guard_exemplars", "balance", "early_stop", "rollback", "epochs")
+
+    def __init__(self, *, lr: float = 0.001, guard: bool = True, guard_exemplars: int = 5,
+                 balance: Union[None, bool, str] = None, early_stop: Optional[bool] = None,
+                 rollback: Optional[bool] = None, epochs: Optional[int] = None):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+            raise ValueError(f"LearningReuse: lr must be a positive learning rate, got {lr!r}")
+        if not isinstance(guard, bool):
+            raise ValueError(f"LearningReuse: guard must be a bool, got {guard!r}")
+        check_int(guard_exemplars, "guard_exemplars", minimum=0)
+        for option, value, words in (("balance", balance, sorted(BALANCE_RULES)), ("early_stop", early_stop, []),
+                                     ("rollback", rollback, [])):
+            if not (value is None or isinstance(value, bool) or (isinstance(value, str) and value in words)):
+                raise ValueError(f"LearningReuse: {option} must be None (the default) or a bool"
+                                 + (f" or a balance rule name {words}" if words else "") + f", got {value!r}")
+        if epochs is not None:
+            check_int(epochs, "epochs", minimum=1)
+        stores = guard and guard_exemplars > 0
+        if isinstance(balance, str) and BALANCE_RULES[balance].needs_counts and not stores:
+            raise ValueError(f"LearningReuse: balance={balance!r} compares a repeat's class counts with those kept "
+                             "beside the guard's stored images: it needs guard=True and guard_exemplars > 0; set "
+                             "balance='always', False or None")
+        if rollback and not stores:
+            raise ValueError("LearningReuse: rollback=True needs guard=True and guard_exemplars > 0 (its held-out "
+                             "images are kept beside the guard's stored ones); set rollback=False or None")
+        self.lr, self.guard, self.guard_exemplars = float(lr), guard, int(guard_exemplars)
+        self.balance, self.early_stop, self.rollback = balance, early_stop, rollback
+        self.epochs = None if epochs is None else int(epochs)
+        self._replay: Optional[ExemplarReplay] = None
+        self._update: Optional[_UpdateState] = None
+
+    # ------------------------------------------------------------ what the options mean
+    @property
+    def stores_guard_images(self) -> bool:
+        """``guard`` with ``guard_exemplars > 0``: the guard keeps images of each entry's
+        creating task, beside which the rollback's held-out images and the balance rule's
+        class counts are kept."""
+        return self.guard and self.guard_exemplars > 0
+
+    @property
+    def rolls_back(self) -> bool:
+        """Whether updates are rolled back (``rollback``, ``None``: where the guard stores images)."""
+        return self.stores_guard_images if self.rollback is None else self.rollback
+
+    @property
+    def stops_early(self) -> bool:
+        """Whether updates stop early (``early_stop``; ``None``: off)."""
+        return bool(self.early_stop)
+
+    def balance_rule(self) -> Optional[BalanceRule]:
+        """The rule deciding which updates are balanced (``balance``), or ``None`` where
+        none is (``balance=False``)."""
+        value = self.balance
+        if value is False:
+            return None
+        if value is True:
+            return AlwaysBalance()
+        if value is None:
+            value = "when_shifted" if self.stores_guard_images else "always"
+        return make_balance_rule(value)
+
+    # ------------------------------------------------------------ hooks
+    def start(self) -> None:
+        self._replay = None
+        self._update = None
+
+    def new_entry(self, model, entry: int, data, settings) -> None:
+        """Keep the guard's images of the new entry (``guard_exemplars`` per class), with
+        ``rollback`` its held-out images (:data:`GUARD_HELDOUT_PER_CLASS` per class), and
+        where the balance rule reads them, its task's class counts ([c] int64)."""
+        if not self.stores_guard_images:
+            return
+        x, y, num_classes, task = data.x, data.y, data.num_classes, data.task
+        images, labels = select_exemplars(x, y, num_classes, self.guard_exemplars, task)
+        model.set_exemplars(entry, {"images": stored_images(images.detach().cpu()), "labels": labels.detach().cpu().long()})
+        if self.rolls_back:
+            images, labels = select_heldout(x, y, num_classes, GUARD_HELDOUT_PER_CLASS, self.guard_exemplars, task)
+            model.set_exemplars(entry, heldout_tensors(images, labels), replace=False)
+        rule = self.balance_rule()
+        if rule is not None and rule.needs_counts:
+            model.set_exemplars(entry, {"class_counts": torch.bincount(y.cpu(), minlength=num_classes)}, replace=False)
+
+    def known_task(self, model, task: int, entry: int) -> ReuseRecord:
+        """A task label trained again updates its entry where every task of the entry
+        answers through the entry's head (else its own head only)."""
+        updated = model.heads.owner(task) == model.entry_creator[entry] and entry_updatable(model, entry)
+        return ReuseRecord(entry_updated=updated)
+
+    def decide(self, model, record, data):
+        """Update the entry, reuse it head-only (its heads cannot all follow an update), or,
+        refused by the guard's gate, a new entry (the gate's seconds count as detection's)."""
+        entry = record.reused_entry
+        creator = model.entry_creator[entry]
+        num_classes = data.num_classes
+        if model.heads.num_classes(creator) != num_classes or not entry_updatable(model, entry):
+            return record, ReuseRecord()
+        if not self.guard:
+            return record, ReuseRecord(entry_updated=True)
+        start = time.perf_counter()
+        result = gate(model, entry, data.x, data.y, num_classes, record.class_permutation or range(num_classes))
+        seconds = record.detection_seconds + time.perf_counter() - start
+        measured = dict(gate_accuracy=result.accuracy, gate_threshold=result.threshold)
+        if not result.passed:
+            return (dataclasses.replace(record, decision="new", entry=-1, reused_entry=None, class_permutation=[],
+                                        detection_seconds=seconds), ReuseRecord(**measured))
+        return dataclasses.replace(record, detection_seconds=seconds), ReuseRecord(entry_updated=True, **measured)
+
+    def begin(self, model, record, reuse: ReuseRecord, data, settings) -> None:
+        """An update: the repeat answers through the creating task's head, the replay, the
+        training share and the early stop on the rest, the class weights and BatchNorm
+        copies of a balanced update where the balance rule asks for one (recorded in
+        ``reuse``: ``update_balanced``, ``balance_p_value``), the state and held-out score
+        to roll back to."""
+        if not reuse.entry_updated:
+            return
+        entry, task = record.entry, record.task
+        owner = model.entry_creator[entry]
+        if not model.heads.is_trained(task):
+            model.link_head(task, owner, record.class_permutation or None)
+        self._replay = ExemplarReplay(model, entry, task, settings.train_mb_size)
+        x, y, num_classes, class_ids = data.x, data.y, data.num_classes, data.class_ids
+        state = _UpdateState()
+        train = torch.arange(len(y))
+        if self.stops_early:
+            train, held = split_repeat(y, num_classes, REPEAT_HOLDOUT_SHARE, task)
+            if len(held):
+                state.train_indices = train
+                state.early_stop = EarlyStop(model, entry, owner, x[held], model.heads.labels(task, y[held]))
+        rule = self.balance_rule()
+        if rule is not None:
+            counts = torch.bincount(model.heads.labels(task, y[train]).cpu(), minlength=model.heads.num_classes(owner))
+            decision = rule.decide(counts, class_counts(model, entry) if rule.needs_counts else None)
+            reuse.update_balanced, reuse.balance_p_value = decision.balanced, decision.p_value
+            if decision.balanced:
+                state.weights = balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
+                state.batchnorms = entry_batchnorms(model, entry)
+        if self.rolls_back:
+            state.snapshot = EntrySnapshot(model, entry, owner)
+            state.heldout_before = heldout_correct(model, entry, owner)
+        self._update = state
+
+    def train_epochs(self, reuse: ReuseRecord, settings) -> int:
+        """An update's ``epochs`` (``None``: ``settings.reuse_epochs``); a repeat trained
+        head-only: ``settings.reuse_epochs``."""
+        if reuse.entry_updated and self.epochs is not None:
+            return self.epochs
+        return settings.reuse_epochs
+
+    def train_lr(self, reuse: ReuseRecord, settings) -> float:
+        return self.lr if reuse.entry_updated else settings.reuse_lr
+
+    def training_indices(self) -> Optional[Tensor]:
+        return None if self._update is None else self._update.train_indices
+
+    def before_iteration(self) -> None:
+        if self._update is not None:
+            for bn in self._update.batchnorms:  # a balanced update normalises with the stored statistics
+                bn.eval()
+
+    def loss(self, strategy) -> None:
+        """A balanced update's class weights (the criterion's plain mean replaced: SDR's
+        plugin runs first), then the replay's loss added."""
+        if self._update is not None and self._update.weights is not None:
+            strategy.loss = torch.nn.functional.cross_entropy(
+                strategy.mb_output, strategy.mb_y, weight=self._update.weights.to(strategy.mb_output.device))
+        if self._replay is not None and len(self._replay):
+            strategy.loss = strategy.loss + self._replay.loss(strategy.model, torch.nn.functional.cross_entropy,
+                                                              strategy.device)
+
+    def epoch_done(self, model) -> bool:
+        early_stop = None if self._update is None else self._update.early_stop
+        return early_stop is not None and early_stop.after_epoch(model)
+
+    def end(self, model, record, reuse: ReuseRecord, data, settings) -> None:
+        """After the update's last epoch: keep the early stop's best epoch, then roll the
+        update back if it lowered the entry's held-out accuracy (both recorded in ``reuse``)."""
+        state, self._update, self._replay = self._update, None, None
+        if not reuse.entry_updated or state is None:
+            return
+        if state.early_stop is not None:
+            state.early_stop.finish()
+            reuse.update_epochs = state.early_stop.best_epochs
+        if state.snapshot is not None and state.heldout_before is not None:
+            owner = model.entry_creator[record.entry]
+            after = heldout_correct(model, record.entry, owner)
+            n = len(heldout(model, record.entry)[1])
+            reuse.heldout_accuracy = [state.heldout_before / n, after / n]
+            if rollback_check(state.heldout_before, after):
+                state.snapshot.restore()
+                reuse.update_rolled_back = True
+
+
 __all__ = ["AlwaysBalance", "BALANCE_LEVEL", "BALANCE_RULES", "BalanceDecision", "BalanceRule",
            "EARLY_STOP_PATIENCE", "EXEMPLAR_SEED", "EarlyStop", "EntrySnapshot", "ExemplarReplay",
-           "GUARD_HELDOUT_PER_CLASS", "GateResult", "REPEAT_HOLDOUT_SHARE", "ReuseRecord", "ShiftedBalance",
+           "GUARD_HELDOUT_PER_CLASS", "GateResult", "LearningReuse", "MOVED_SETTINGS", "REPEAT_HOLDOUT_SHARE", "ReuseRecord", "ShiftedBalance",
            "balanced_loss", "balanced_weights", "class_counts", "counts_p_value", "entry_batchnorms", "entry_updatable",
            "equal_counts_p_value", "gate", "head_accuracy", "head_logits", "heldout", "heldout_correct",
            "heldout_tensors", "kept_images", "make_balance_rule", "rollback_check", "select_exemplars", "select_heldout",

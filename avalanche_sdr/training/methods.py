@@ -36,7 +36,8 @@ class MethodPreset:
     :param detector: builds the detector, a fresh one per strategy (detectors keep
         per-run caches): returns a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` or a detector object.
-    :param reuse: what a repeat trains (``SDRSettings.reuse``).
+    :param reuse: what a repeat trains, a name of
+        :data:`~avalanche_sdr.training.reuse_registry.REUSE_TYPES` (``SDRStrategy(reuse=...)``).
     :param routers: task-free routers fitted after every task (names or router objects).
     :param summary: one line for ``--help`` texts and the docs.
     """

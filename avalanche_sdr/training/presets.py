@@ -24,13 +24,13 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from avalanche_sdr._batching import check_batch_size
 from avalanche_sdr._checks import check_int
-from avalanche_sdr.training.learning_reuse import BALANCE_RULES, AlwaysBalance, BalanceRule, make_balance_rule
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_MODES
 
 
 @dataclasses.dataclass(frozen=True)
 class SDRSettings:
-    """How SDR trains: epochs, learning rates, mini-batches, generator fitting.
+    """How long and how fast SDR trains (the budget): epochs, learning rates, mini-batches,
+    generator fitting. What a repeat trains is the strategy's ``reuse``, an object with its
+    own options (:mod:`avalanche_sdr.training.reuse`), not a setting.
 
     Every field has the paper's value as its default, so ``SDRSettings()`` equals
     :data:`PAPER_SETTINGS`. Values are checked when the object is built
@@ -52,66 +52,10 @@ class SDRSettings:
     lr_decay: float = 0.1
     """Learning-rate factor at each milestone, in (0, 1] (paper 0.1)."""
     reuse_epochs: int = 2
-    """Epochs of head-only training when a task reuses an entry (paper 2)."""
+    """Epochs a repeat trains (paper 2: its head only); the learning reuse's update too
+    unless its ``epochs`` option is set."""
     reuse_lr: float = 0.001
     """Adam learning rate of head-only training (paper 0.001)."""
-    reuse: str = "head"
-    """What a repeat trains (:data:`~avalanche_sdr.vocabulary.REUSE_MODES`): ``"head"``,
-    the paper's, a new head of its own on the frozen entry; ``"accumulate"`` (beyond
-    the paper), the reused entry's adapters, BatchNorm copies and its one shared head
-    keep training on the repeat for :attr:`epochs_per_update` at ``update_lr``, so every task
-    mapped to the entry answers through the updated entry (docs/method.rst,
-    "Learning reuse"); ``"no_loss"`` (beyond the paper), head-only first, then an update of
-    the entry at ``update_lr`` with ``guard_exemplars`` replay images per class, kept only
-    where held-out evidence shows no loss (:mod:`~avalanche_sdr.training.kept_update`)."""
-    update_lr: float = 0.001
-    """Adam learning rate of an ``"accumulate"`` or ``"no_loss"`` update (the paper's head-only 0.001:
-    the entry and its head are trained already, so they continue at the low rate)."""
-    reuse_guard: bool = True
-    """``"accumulate"`` only: guard the entries against a wrong reuse. Before an update
-    the entry's head must classify the repeat's training data at least midway between
-    chance and its accuracy on its stored images (else the repeat gets a head of its
-    own on the frozen entry, as ``"head"``), and the stored images are replayed during
-    the update."""
-    guard_exemplars: int = 5
-    """``"accumulate"`` with ``reuse_guard``: training images kept per class of each
-    entry (its creating task's, stored as uint8 when they lie in [0, 1]; counted in
-    memory and checkpointed); 0 keeps none (the gate then compares with accuracy 1).
-    ``"no_loss"``: the replay images kept per class of a new entry's creating task."""
-    update_balance: Union[None, bool, str] = None
-    """``"accumulate"`` only. A balanced update weights the repeat's cross-entropy so that
-    each of its classes counts equally (weights n / (c n_k)), and the entry's BatchNorm
-    copies normalise with their stored statistics and keep them, so a repeat in another
-    class balance moves neither the head's class balance nor the statistics its earlier
-    tasks were trained with. Which updates are balanced: a rule name of
-    :data:`~avalanche_sdr.training.learning_reuse.BALANCE_RULES`: ``"when_shifted"``
-    (every update but a repeat whose class counts match both its entry's creating task's
-    and equal counts, chi-square tests at ``learning_reuse.BALANCE_LEVEL``: that one is
-    plain; needs ``reuse_guard`` and ``guard_exemplars > 0``, the counts are kept beside
-    the stored images) or
-    ``"always"`` (every update; ``True`` means the same, the option's meaning before
-    ``"when_shifted"``). ``None``: ``"when_shifted"`` where the guard stores images, else
-    ``"always"``. ``False``: never (the plain mean and train-mode BatchNorm, the learning
-    reuse before this option)."""
-    update_early_stop: Optional[bool] = None
-    """``"accumulate"`` only (``None``: off, as ``False``: measured to cost accuracy,
-    docs/results/learning_reuse.md): the update trains on all but a held-out share
-    of each class of the repeat (``learning_reuse.REPEAT_HOLDOUT_SHARE``) and stops, at
-    most after :attr:`epochs_per_update`, once the class-balanced loss there has not fallen for
-    ``learning_reuse.EARLY_STOP_PATIENCE`` epoch, keeping its best epoch (at least the
-    first). ``False``: all :attr:`epochs_per_update` on all the repeat's images."""
-    update_rollback: Optional[bool] = None
-    """``"accumulate"`` with ``reuse_guard`` only (``None``: on with the guard): a new entry
-    keeps ``learning_reuse.GUARD_HELDOUT_PER_CLASS`` further training images per class,
-    never replayed (memory, checkpoints); an update that classifies fewer of them right
-    than before it is undone (the entry's adapters, BatchNorm copies and head restored
-    exactly; ``ReuseRecord.update_rolled_back``)."""
-    update_epochs: Optional[int] = None
-    """``"accumulate"`` only: epochs of a learning-reuse update (``None``: ``reuse_epochs``,
-    as before this option; :attr:`epochs_per_update`). A repeat's update continues an entry
-    already trained at the low ``update_lr``; fewer epochs make it cheaper. Which count keeps
-    the learning reuse's accuracy was measured on validation streams
-    (docs/results/learning_reuse.md, "Fewer epochs per update")."""
     train_mb_size: int = 128
     """Training mini-batch size, images (paper 128)."""
     eval_mb_size: Optional[int] = None
@@ -136,35 +80,9 @@ class SDRSettings:
         for name in ("train_mb_size", "vae_mb_size"):
             check_int(getattr(self, name), name)
         check_batch_size(self.eval_mb_size, "eval_mb_size")
-        if self.reuse not in REUSE_MODES:
-            raise ValueError(f"reuse must be one of {REUSE_MODES}, got {self.reuse!r}")
-        if not isinstance(self.reuse_guard, bool):
-            raise ValueError(f"reuse_guard must be a bool, got {self.reuse_guard!r}")
-        for name in UPDATE_OPTIONS:
-            value = getattr(self, name)
-            rules = sorted(BALANCE_RULES) if name == "update_balance" else []
-            if not (value is None or isinstance(value, bool) or (isinstance(value, str) and value in rules)):
-                raise ValueError(f"{name} must be None (the mode's default) or a bool"
-                                 + (f" or a balance rule name {rules}" if rules else "") + f", got {value!r}")
-            if value is not None and self.reuse != REUSE_ACCUMULATE:
-                raise ValueError(f"{name} acts only on the learning reuse's update (reuse='accumulate'); with "
-                                 f"reuse={self.reuse!r} leave it None")
-        if (isinstance(self.update_balance, str) and BALANCE_RULES[self.update_balance].needs_counts
-                and not self.stores_guard_images):
-            raise ValueError(f"update_balance={self.update_balance!r} compares a repeat's class counts with those "
-                             "kept beside the guard's stored images: it needs reuse_guard=True and "
-                             "guard_exemplars > 0; set update_balance='always', False or None")
-        if self.update_rollback and not self.stores_guard_images:
-            raise ValueError("update_rollback=True needs reuse_guard=True and guard_exemplars > 0 (its held-out "
-                             "images are kept beside the guard's stored ones); set update_rollback=False or None")
-        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience", "guard_exemplars"):
+        for name in ("new_task_epochs", "reuse_epochs", "vae_epochs", "vae_patience"):
             check_int(getattr(self, name), name, minimum=0)
-        if self.update_epochs is not None:
-            check_int(self.update_epochs, "update_epochs", minimum=1)
-            if self.reuse != REUSE_ACCUMULATE:
-                raise ValueError(f"update_epochs acts only on the learning reuse's update (reuse='accumulate'); "
-                                 f"with reuse={self.reuse!r} leave it None (head-only repeats train reuse_epochs)")
-        for name in ("new_task_lr", "reuse_lr", "update_lr", "vae_lr"):
+        for name in ("new_task_lr", "reuse_lr", "vae_lr"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive learning rate, got {value!r}")
@@ -172,46 +90,6 @@ class SDRSettings:
             raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
         if any(m < 0 for m in self.lr_milestones) or list(self.lr_milestones) != sorted(set(self.lr_milestones)):
             raise ValueError(f"lr_milestones must be increasing non-negative epochs, got {self.lr_milestones!r}")
-
-    @property
-    def stores_guard_images(self) -> bool:
-        """``reuse_guard`` with ``guard_exemplars > 0``: the guard keeps images of each
-        entry's creating task, beside which the rollback's held-out images and the balance
-        rule's class counts are kept."""
-        return self.reuse_guard and self.guard_exemplars > 0
-
-    @property
-    def epochs_per_update(self) -> int:
-        """Epochs of a learning-reuse update: ``update_epochs``, or ``reuse_epochs`` where it is ``None``."""
-        return self.reuse_epochs if self.update_epochs is None else self.update_epochs
-
-    def update_option(self, name: str) -> bool:
-        """Whether the learning reuse's update option ``name`` (:data:`UPDATE_OPTIONS`) acts:
-        its value, or for ``None`` its default (``update_balance`` on with
-        ``reuse="accumulate"``, ``update_rollback`` too where ``reuse_guard`` and
-        ``guard_exemplars > 0``; ``update_early_stop`` off: measured to cost accuracy,
-        docs/results/learning_reuse.md)."""
-        if name not in UPDATE_OPTIONS:
-            raise KeyError(f"{name!r} is not an update option; they are {UPDATE_OPTIONS}")
-        value = getattr(self, name)
-        if value is not None:
-            return value is not False
-        if self.reuse != REUSE_ACCUMULATE or name == "update_early_stop":
-            return False
-        return name == "update_balance" or self.stores_guard_images
-
-    def balance_rule(self) -> Optional[BalanceRule]:
-        """The rule deciding which updates are balanced (``update_balance``): a
-        :class:`~avalanche_sdr.training.learning_reuse.BalanceRule`, or ``None`` where no
-        update is (``False``, or ``reuse`` is not ``"accumulate"``)."""
-        if not self.update_option("update_balance"):
-            return None
-        value = self.update_balance
-        if value is True:
-            return AlwaysBalance()
-        if value is None:
-            value = "when_shifted" if self.stores_guard_images else "always"
-        return make_balance_rule(value)
 
     @classmethod
     def field_names(cls) -> Tuple[str, ...]:
@@ -245,15 +123,6 @@ class SDRSettings:
     def __iter__(self) -> Iterator[str]:
         return iter(self.field_names())
 
-
-UPDATE_OPTIONS = ("update_balance", "update_early_stop", "update_rollback")
-"""The learning reuse's update options (:meth:`SDRSettings.update_option`); ``None`` means
-the mode's default, any other value is refused unless ``reuse="accumulate"``."""
-
-REUSE_OPTIONS = ("reuse_guard", "guard_exemplars") + UPDATE_OPTIONS
-"""The learning reuse's options besides its schedule (``update_lr``, ``update_epochs``):
-set in ``settings`` (``SDRSettings(...)``, ``CPU_SETTINGS.replace(...)``), not as
-``SDRStrategy`` keywords."""
 
 PAPER_SETTINGS = SDRSettings()
 """The paper's training values (supplementary §A.1); meant for a GPU."""
@@ -305,5 +174,5 @@ def resolve_settings(settings: Union[str, SDRSettings]) -> SDRSettings:
     return settings
 
 
-__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "PAPER_SETTINGS", "REUSE_OPTIONS",
-           "SDRSettings", "UPDATE_OPTIONS", "resolve_settings"]
+__all__ = ["BUDGETS", "CPU_LARGE_TASK_SETTINGS", "CPU_SETTINGS", "PAPER_SETTINGS", "SDRSettings",
+           "resolve_settings"]

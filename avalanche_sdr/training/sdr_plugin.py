@@ -31,16 +31,13 @@ from avalanche_sdr.dataset_tensors import distinct_labels
 from avalanche_sdr.detection.base import Detector
 from avalanche_sdr.detection.decision import DetectionRecord
 from avalanche_sdr.evaluation.decision_logger import DECISION_METRIC
-from avalanche_sdr.models.stored import stored_images
 from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router
 from avalanche_sdr.routers.routing import check_routers
-from avalanche_sdr.training import kept_update, learning_reuse
-from avalanche_sdr.training.learning_reuse import ReuseRecord
+from avalanche_sdr.training.reuse import Reuse, ReuseRecord
 from avalanche_sdr.training.data import InvalidTaskDataError, check_task_data, local_labels, read_task_data
 from avalanche_sdr.training.generator_fitting import fit_generator
 from avalanche_sdr.training.presets import SDRSettings
-from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_NO_LOSS
 
 KNOWN_TASK_RULE = "known_task"
 """``DetectionRecord.rule`` of an experience whose task label was trained before: no
@@ -68,7 +65,9 @@ class SDRPlugin(SupervisedPlugin):
 
     :param detector: the detector to score new tasks with
         (:class:`~avalanche_sdr.detection.base.Detector`).
-    :param settings: the training settings (:class:`~avalanche_sdr.training.SDRSettings`).
+    :param settings: the training budget (:class:`~avalanche_sdr.training.SDRSettings`).
+    :param reuse: what a detected repeat trains, a :class:`~avalanche_sdr.training.reuse.Reuse`
+        (the plugin calls its hooks; :mod:`~avalanche_sdr.training.reuse`).
     :param n_warm_start: number of first tasks trained as new without detection (>= 1).
     :param forward_transfer: initialise a new entry's adapters from the nearest entry
         instead of the identity.
@@ -78,7 +77,7 @@ class SDRPlugin(SupervisedPlugin):
         kept as router objects in :attr:`routers`.
     """
 
-    def __init__(self, *, detector: Detector, settings: SDRSettings, n_warm_start: int,
+    def __init__(self, *, detector: Detector, settings: SDRSettings, reuse: Reuse, n_warm_start: int,
                  forward_transfer: bool, routers: Sequence = ()):
         super().__init__()
         if not isinstance(detector, Detector):
@@ -86,9 +85,12 @@ class SDRPlugin(SupervisedPlugin):
                             f"{type(detector).__name__}")
         if not isinstance(settings, SDRSettings):
             raise TypeError(f"settings must be an SDRSettings, got {type(settings).__name__}")
+        if not isinstance(reuse, Reuse):
+            raise TypeError(f"reuse must be a Reuse (avalanche_sdr.training.reuse.Reuse), got {type(reuse).__name__}")
         check_int(n_warm_start, "n_warm_start", hint=" (detection needs entries to compare to)")
         self.detector = detector
         self.settings = settings
+        self.reuse = reuse
         self.n_warm_start = n_warm_start
         self.forward_transfer = bool(forward_transfer)
         self.routers: Tuple[Router, ...] = check_routers(routers)
@@ -105,7 +107,7 @@ class SDRPlugin(SupervisedPlugin):
         """The detection record of each experience started (evidence and decision)."""
         self.reuse_records: List[ReuseRecord] = []
         """Beside each detection record, what the reuse did with the entry
-        (:class:`~avalanche_sdr.training.learning_reuse.ReuseRecord`)."""
+        (:class:`~avalanche_sdr.training.reuse.ReuseRecord`)."""
         self.epoch_accuracies: List[List[float]] = []
         """Per experience, the training accuracy of each epoch (fraction of the epoch's
         training mini-batch predictions that were right, measured during the epoch):
@@ -114,11 +116,6 @@ class SDRPlugin(SupervisedPlugin):
         self._data: Optional[TaskData] = None  # the experience's training data, until its end
         self._train_start = 0.0
         self._bar = None
-        self._replay: Optional[learning_reuse.ExemplarReplay] = None
-        self._update: Optional[_UpdateState] = None
-        self._kept_share: Optional[torch.Tensor] = None
-        """``reuse="no_loss"``, a repeat being trained: its training share (int64 indices), what
-        the update reads (the rest is its held-out set, scored by the keep rule)."""
 
     # ------------------------------------------------------------------ state
     @property
@@ -166,18 +163,11 @@ class SDRPlugin(SupervisedPlugin):
         reuse = self.current_reuse
         return reuse.entry_updated and not reuse.update_rolled_back and reuse.update_epochs != 0
 
-    @property
-    def accumulate(self) -> bool:
-        """Whether repeats update their entry (``settings.reuse == "accumulate"``)."""
-        return self.settings.reuse == REUSE_ACCUMULATE
-
     def learning_rate(self, epoch: int) -> float:
         """Learning rate of epoch ``epoch`` (0-based) of the current experience."""
         settings = self.settings
-        if self.current_reuse.entry_updated:
-            return settings.update_lr
         if not self.training_new_entry:
-            return settings.reuse_lr
+            return self.reuse.train_lr(self.current_reuse, settings)
         passed = sum(1 for m in settings.lr_milestones if epoch >= m)
         return settings.new_task_lr * settings.lr_decay**passed
 
@@ -192,9 +182,7 @@ class SDRPlugin(SupervisedPlugin):
         task = int(experience.task_labels[0])
         model = strategy.model
         self._close_progress()  # a bar left open by an experience that failed
-        self._replay = None
-        self._update = None
-        self._kept_share = None
+        self.reuse.start()
         x, y = read_task_data(experience)
         num_classes = check_task_data(x, y, task=task, input_shape=model.input_shape, class_ids=True)
         # Global class ids (e.g. {4, 7}) -> local labels 0..c-1: what detection, the
@@ -208,8 +196,7 @@ class SDRPlugin(SupervisedPlugin):
             record, reuse = self._known_task(model, task, num_classes)
         elif len(model.task_to_entry) < self.n_warm_start:
             entry = model.create_entry(task)
-            self._store_exemplars(model, entry, data)
-            self._keep_heldout(model, entry, data, num_classes, new_entry=True)
+            self.reuse.new_entry(model, entry, data, self.settings)
             self._remember(model, entry, data)
             record = DetectionRecord(
                 task=task, decision="warm_start", entry=entry, reused_entry=None,
@@ -219,32 +206,27 @@ class SDRPlugin(SupervisedPlugin):
             )
         else:
             record = self.detector.detect(model, data)
-            if record.decision == "reuse" and self.accumulate:
-                record, reuse = self._guarded_update(model, record, data)
+            if record.decision == "reuse":
+                record, reuse = self.reuse.decide(model, record, data)
             if record.decision == "new":
                 init_from = self.detector.nearest_entry(record) if self.forward_transfer else None
                 record.entry = model.create_entry(task, init_from=init_from)
                 start = time.perf_counter()
-                self._store_exemplars(model, record.entry, data)
-                self._keep_heldout(model, record.entry, data, num_classes, new_entry=True)
+                self.reuse.new_entry(model, record.entry, data, self.settings)
                 self._remember(model, record.entry, data)
                 record.detection_seconds += time.perf_counter() - start
             else:
                 model.assign_task(task, record.reused_entry)
-                self._kept_share = self._keep_heldout(model, record.reused_entry, data, num_classes, new_entry=False)
+                self.reuse.repeat(model, record, data)
                 for router in self.routers:  # held-out evidence (lda_weighted: its weights), before training
                     tick = time.perf_counter()
                     router.before_repeat(model, data, record.reused_entry)
                     self.router_seconds[router.name] += time.perf_counter() - tick
         reuse.check_decision(record.decision)
         model.heads.set_class_ids(task, class_ids)
-        if reuse.entry_updated:
-            if not model.heads.is_trained(task):
-                model.link_head(task, model.entry_creator[record.entry], record.class_permutation or None)
-            self._replay = learning_reuse.ExemplarReplay(model, record.entry, task, self.settings.train_mb_size)
         model.to(strategy.device)
-        if reuse.entry_updated:
-            self._update = self._begin_update(model, record, reuse, data)
+        if record.decision == "reuse":
+            self.reuse.begin(model, record, reuse, data, self.settings)
         self.records.append(record)
         self.reuse_records.append(reuse)
         self.epoch_accuracies.append([])
@@ -252,8 +234,7 @@ class SDRPlugin(SupervisedPlugin):
         if self.training_new_entry:
             strategy.train_epochs = self.settings.new_task_epochs
         else:
-            strategy.train_epochs = (self.settings.epochs_per_update if reuse.entry_updated
-                                     else self.settings.reuse_epochs)
+            strategy.train_epochs = self.reuse.train_epochs(reuse, self.settings)
 
     def _known_task(self, model, task: int, num_classes: int) -> Tuple[DetectionRecord, ReuseRecord]:
         """The records of a task label trained before (Avalanche's ``train`` called again on
@@ -266,129 +247,9 @@ class SDRPlugin(SupervisedPlugin):
                 f"{num_classes}; a task label trained again must keep its classes (give a new task a new label)"
             )
         creator = model.entry_creator[entry]
-        updated = (self.accumulate and model.heads.owner(task) == creator
-                   and learning_reuse.entry_updatable(model, entry))
         record = DetectionRecord(task=task, decision="reuse", entry=entry, reused_entry=entry,
                                  candidate_entries=[entry], candidate_tasks=[creator], rule=KNOWN_TASK_RULE)
-        return record, ReuseRecord(entry_updated=updated)
-
-    def _guarded_update(self, model, record: DetectionRecord, data: TaskData) -> Tuple[DetectionRecord, ReuseRecord]:
-        """The learning reuse's decision for a detected repeat (module doc of
-        :mod:`~avalanche_sdr.training.learning_reuse`): update the entry, reuse it head-only
-        (its heads cannot all follow an update), or, refused by the guard's gate, a new entry."""
-        entry = record.reused_entry
-        creator = model.entry_creator[entry]
-        num_classes = data.num_classes
-        if model.heads.num_classes(creator) != num_classes or not learning_reuse.entry_updatable(model, entry):
-            return record, ReuseRecord()
-        if self.settings.reuse_guard:
-            start = time.perf_counter()
-            result = learning_reuse.gate(model, entry, data.x, data.y, num_classes,
-                                         record.class_permutation or range(num_classes))
-            seconds = record.detection_seconds + time.perf_counter() - start
-            gate = dict(gate_accuracy=result.accuracy, gate_threshold=result.threshold)
-            if not result.passed:
-                return (dataclasses.replace(record, decision="new", entry=-1, reused_entry=None, class_permutation=[],
-                                            detection_seconds=seconds), ReuseRecord(**gate))
-            return dataclasses.replace(record, detection_seconds=seconds), ReuseRecord(entry_updated=True, **gate)
-        return record, ReuseRecord(entry_updated=True)
-
-    def _store_exemplars(self, model, entry: int, data: TaskData) -> None:
-        """Keep the learning reuse's guard images of a new entry (``guard_exemplars`` per class),
-        with ``update_rollback`` its held-out images
-        (:data:`~avalanche_sdr.training.learning_reuse.GUARD_HELDOUT_PER_CLASS` per class), and
-        where the balance rule reads them, its task's class counts ([c] int64)."""
-        settings = self.settings
-        if self.accumulate and settings.stores_guard_images:
-            x, y, num_classes, task = data.x, data.y, data.num_classes, data.task
-            images, labels = learning_reuse.select_exemplars(x, y, num_classes, settings.guard_exemplars, task)
-            model.set_exemplars(entry, {"images": stored_images(images.detach().cpu()),
-                                        "labels": labels.detach().cpu().long()})
-            if settings.update_option("update_rollback"):
-                images, labels = learning_reuse.select_heldout(
-                    x, y, num_classes, learning_reuse.GUARD_HELDOUT_PER_CLASS, settings.guard_exemplars, task)
-                model.set_exemplars(entry, learning_reuse.heldout_tensors(images, labels), replace=False)
-            rule = settings.balance_rule()
-            if rule is not None and rule.needs_counts:
-                model.set_exemplars(entry, {"class_counts": torch.bincount(y.cpu(), minlength=num_classes)},
-                                    replace=False)
-
-    def _keep_heldout(self, model, entry: int, data: TaskData, num_classes: int, *, new_entry: bool):
-        """``reuse="no_loss"``: keep the task's held-out set with its entry (and a new entry's
-        replay images), :func:`~avalanche_sdr.training.kept_update.remember_task`; returns a
-        repeat's training share (``None`` for a new entry or another reuse). A repeat the entry's
-        head cannot take (another class count) gets no update: ``kept_update`` says so."""
-        if self.settings.reuse != REUSE_NO_LOSS:
-            return None
-        share = kept_update.remember_task(model, entry, data.task, data.x, data.y, num_classes,
-                                          replay_per_class=self.settings.guard_exemplars if new_entry else 0)
-        return None if new_entry else share
-
-    def _keep_or_refuse(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> None:
-        """``reuse="no_loss"``, after the repeat's head-only training: try the entry's update and
-        keep it where the keep rule says so (:func:`~avalanche_sdr.training.kept_update.kept_update`;
-        recorded in ``reuse``: ``entry_updated``, ``update_rolled_back`` for a refused one,
-        ``keep_p_value``, ``keep_sets``)."""
-        settings = self.settings
-        model.end_entry_training()
-        permutation = record.class_permutation or list(range(model.heads.num_classes(record.task)))
-        result = kept_update.kept_update(
-            model, task=record.task, entry=record.entry, permutation=permutation, x=data.x, y=data.y,
-            train_indices=self._kept_share, lr=settings.update_lr, batch_size=settings.train_mb_size)
-        if result.decision is not None:
-            reuse.entry_updated = True
-            reuse.update_rolled_back = not result.decision.keep
-            reuse.keep_p_value = result.decision.p_value
-            reuse.keep_sets = [[s.task, s.images, s.losses, s.gains] for s in result.decision.sets]
-
-    def _begin_update(self, model, record: DetectionRecord, reuse: ReuseRecord, data: TaskData) -> "_UpdateState":
-        """What the update of ``record.entry`` needs besides the replay (module doc of
-        :mod:`~avalanche_sdr.training.learning_reuse`): the training share and the early
-        stop on the rest, the class weights and BatchNorm copies of a balanced update where
-        the balance rule asks for one (recorded in ``reuse``: ``update_balanced``,
-        ``balance_p_value``), the state and held-out score to roll back to."""
-        settings = self.settings
-        entry, task = record.entry, record.task
-        x, y, num_classes, class_ids = data.x, data.y, data.num_classes, data.class_ids
-        owner = model.entry_creator[entry]
-        state = _UpdateState()
-        train = torch.arange(len(y))
-        if settings.update_option("update_early_stop"):
-            train, held = learning_reuse.split_repeat(y, num_classes, learning_reuse.REPEAT_HOLDOUT_SHARE, task)
-            if len(held):
-                state.train_indices = train
-                state.early_stop = learning_reuse.EarlyStop(model, entry, owner, x[held],
-                                                            model.heads.labels(task, y[held]))
-        rule = settings.balance_rule()
-        if rule is not None:
-            counts = torch.bincount(model.heads.labels(task, y[train]).cpu(), minlength=model.heads.num_classes(owner))
-            decision = rule.decide(counts, learning_reuse.class_counts(model, entry) if rule.needs_counts else None)
-            reuse.update_balanced, reuse.balance_p_value = decision.balanced, decision.p_value
-            if decision.balanced:
-                state.weights = learning_reuse.balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
-                state.batchnorms = learning_reuse.entry_batchnorms(model, entry)
-        if settings.update_option("update_rollback"):
-            state.snapshot = learning_reuse.EntrySnapshot(model, entry, owner)
-            state.heldout_before = learning_reuse.heldout_correct(model, entry, owner)
-        return state
-
-    def _end_update(self, model, record: DetectionRecord, reuse: ReuseRecord) -> None:
-        """After the update's last epoch: keep the early stop's best epoch, then roll the
-        update back if it lowered the entry's held-out accuracy (records both in ``reuse``)."""
-        state = self._update
-        if state is None:
-            return
-        if state.early_stop is not None:
-            state.early_stop.finish()
-            reuse.update_epochs = state.early_stop.best_epochs
-        if state.snapshot is not None and state.heldout_before is not None:
-            owner = model.entry_creator[record.entry]
-            after = learning_reuse.heldout_correct(model, record.entry, owner)
-            n = len(learning_reuse.heldout(model, record.entry)[1])
-            reuse.heldout_accuracy = [state.heldout_before / n, after / n]
-            if learning_reuse.rollback_check(state.heldout_before, after):
-                state.snapshot.restore()
-                reuse.update_rolled_back = True
+        return record, self.reuse.known_task(model, task, entry)
 
     def _remember(self, model, entry: int, data: TaskData, after_training: bool = False) -> None:
         """Let the detector store what it keeps for a new entry (e.g. reference features),
@@ -433,13 +294,12 @@ class SDRPlugin(SupervisedPlugin):
             self._bar = None
 
     def after_train_dataset_adaptation(self, strategy, **kwargs):
-        if self._update is not None and self._update.train_indices is not None:  # the early stop's share left out
-            strategy.adapted_dataset = strategy.adapted_dataset.subset(self._update.train_indices.tolist())
+        indices = self.reuse.training_indices()
+        if indices is not None:  # e.g. an early stop's share left out
+            strategy.adapted_dataset = strategy.adapted_dataset.subset(indices.tolist())
 
     def before_training_iteration(self, strategy, **kwargs):
-        if self._update is not None:
-            for bn in self._update.batchnorms:  # a balanced update normalises with the stored statistics
-                bn.eval()
+        self.reuse.before_iteration()
 
     def before_training_epoch(self, strategy, **kwargs):
         lr = self.learning_rate(strategy.clock.train_exp_epochs)
@@ -454,19 +314,13 @@ class SDRPlugin(SupervisedPlugin):
         self._epoch_counts[1] += int(strategy.mb_y.shape[0])
 
     def before_backward(self, strategy, **kwargs):
-        if self._update is not None and self._update.weights is not None:
-            # SDR's plugin runs first: the loss is the criterion's plain mean; weigh its classes equally
-            strategy.loss = torch.nn.functional.cross_entropy(
-                strategy.mb_output, strategy.mb_y, weight=self._update.weights.to(strategy.mb_output.device))
-        if self._replay is not None and len(self._replay):
-            replayed = self._replay.loss(strategy.model, torch.nn.functional.cross_entropy, strategy.device)
-            strategy.loss = strategy.loss + replayed
+        if not self.training_new_entry:
+            self.reuse.loss(strategy)
 
     def after_training_epoch(self, strategy, **kwargs):
         right, seen = self._epoch_counts
         self.epoch_accuracies[-1].append(right / seen if seen else float("nan"))
-        early_stop = None if self._update is None else self._update.early_stop
-        if early_stop is not None and early_stop.after_epoch(strategy.model):
+        if not self.training_new_entry and self.reuse.epoch_done(strategy.model):
             if strategy.clock.train_exp_epochs + 1 < strategy.train_epochs:
                 strategy.stop_training()
 
@@ -490,11 +344,8 @@ class SDRPlugin(SupervisedPlugin):
                 self._close_progress()
             heldout_elbo = report.best_holdout_elbo
             fit_note = f" | G_{record.entry}: {report.epochs_run} epochs, held-out ELBO {heldout_elbo:.1f} nats"
-        if reuse.entry_updated:
-            self._end_update(model, record, reuse)
-        if self._kept_share is not None:
-            self._keep_or_refuse(model, record, reuse, data)
-            self._kept_share = None
+        if not self.training_new_entry:
+            self.reuse.end(model, record, reuse, data, settings)
         if self.training_new_entry or self.entry_moved:
             # the entry's features moved: what the detector keeps after training is taken again,
             # with an update's labels in the entry's head order
@@ -507,8 +358,6 @@ class SDRPlugin(SupervisedPlugin):
             fit_seconds[owner] = time.perf_counter() - tick
         for router in self.routers:
             self.router_seconds[router.name] += fit_seconds[router.state_name]
-        self._replay = None
-        self._update = None
         # The entry's BatchNorm statistics are final from here on; the parameters stay
         # trainable for the user's plugins (EWC's importances...) until SDRFreezePlugin.
         model.end_entry_training()
@@ -567,22 +416,6 @@ class SDRPlugin(SupervisedPlugin):
         else:
             verdict = f"new entry {record.entry}"
         return head + verdict + reuse.describe_gate() + f" [{self.detector.scores(record)}]"
-
-
-class _UpdateState:
-    """What one learning-reuse update carries between hooks (:meth:`SDRPlugin._begin_update`):
-    ``train_indices`` ([n'] int64, the repeat's images it trains on; ``None``: all),
-    ``early_stop``, ``weights`` ([width] float32 class weights; ``None``: plain mean),
-    ``batchnorms`` (the entry's BatchNorm copies kept in eval mode), ``snapshot`` and
-    ``heldout_before`` (the rollback's state and score before the update)."""
-
-    def __init__(self):
-        self.train_indices: Optional[torch.Tensor] = None
-        self.early_stop: Optional[learning_reuse.EarlyStop] = None
-        self.weights: Optional[torch.Tensor] = None
-        self.batchnorms: List[torch.nn.Module] = []
-        self.snapshot: Optional[learning_reuse.EntrySnapshot] = None
-        self.heldout_before: Optional[int] = None
 
 
 class SDRFreezePlugin(SupervisedPlugin):

@@ -21,7 +21,10 @@ from avalanche_sdr.routers.routing import check_routers
 from avalanche_sdr.training.checkpoint import SDRCheckpointPlugin
 from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin
 from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
-from avalanche_sdr.training.presets import PAPER_SETTINGS, REUSE_OPTIONS, SDRSettings, resolve_settings
+from avalanche_sdr.training.learning_reuse import MOVED_SETTINGS
+from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings, resolve_settings
+from avalanche_sdr.training.reuse import Reuse
+from avalanche_sdr.training.reuse_registry import make_reuse
 from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
 
 MODEL_OPTIONS = tuple(
@@ -40,8 +43,7 @@ class _Routed:
         return f"<{self.where}>"
 
 
-_SDR_SCHEDULE = ("new_task_lr", "lr_milestones", "lr_decay", "reuse_lr", "new_task_epochs", "reuse_epochs", "update_lr",
-                 "update_epochs")
+_SDR_SCHEDULE = ("new_task_lr", "lr_milestones", "lr_decay", "reuse_lr", "new_task_epochs", "reuse_epochs")
 _NEEDS_NCM = "it updates a model's eval_classifier (NCMClassifier or FeCAMClassifier); SDR's heads are per-task layers"
 _PROJECTS_GRADIENTS = (
     "it projects the gradient so that earlier tasks' losses do not grow, but in SDR those losses depend on no "
@@ -55,7 +57,8 @@ REFUSED_PLUGINS: Dict[type, str] = {
         "SDR builds a fresh Adam per experience over what the experience trains (a new head and adapter set, "
         "or the head alone on reuse), so a scheduler bound to your optimizer would never change the learning "
         "rate SDR trains with; set SDR's own schedule instead, as SDRSettings fields or SDRStrategy keywords: "
-        + ", ".join(_SDR_SCHEDULE)
+        + ", ".join(_SDR_SCHEDULE) + " (a learning reuse's update: its lr and epochs options, "
+        "reuse=LearningReuse(lr=..., epochs=...))"
     ),
     avalanche_plugins.GDumbPlugin: (
         "it retrains a copy of the initial model from its buffer at every experience, which would discard the "
@@ -147,11 +150,9 @@ def default_evaluator():
                             loggers=[DecisionLogger(file=sys.stderr)])
 
 
-SETTING_KEYWORDS = tuple(name for name in SDRSettings.field_names() if name not in REUSE_OPTIONS)
-"""The :class:`~avalanche_sdr.training.SDRSettings` fields :class:`SDRStrategy` also takes as
-keywords (each replaces that value of ``settings``): the budget, ``reuse`` and the update's
-schedule. The learning reuse's other options (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`)
-are set in ``settings``."""
+SETTING_KEYWORDS = SDRSettings.field_names()
+"""The :class:`~avalanche_sdr.training.SDRSettings` fields (the training budget) that
+:class:`SDRStrategy` also takes as keywords, each replacing that value of ``settings``."""
 
 
 def _with_routed_keywords(init):
@@ -172,14 +173,13 @@ def _with_routed_keywords(init):
 
 
 def _refuse_reuse_options(kwargs: Dict[str, Any]) -> None:
-    """A learning-reuse option given as a keyword: say where it goes (before Avalanche's
-    check of misspelled keywords, which would not)."""
-    given = sorted(set(kwargs) & set(REUSE_OPTIONS))
+    """A learning-reuse option given as a keyword under its former settings name: say where
+    it goes now (before Avalanche's check of misspelled keywords, which would not)."""
+    given = sorted(set(kwargs) & set(MOVED_SETTINGS))
     if given:
-        example = ", ".join(f"{name}={kwargs[name]!r}" for name in given)
-        raise TypeError(f"{given} are options of the learning reuse, set in the settings: write "
-                        f"settings=CPU_SETTINGS.replace({example}) (or SDRSettings({example}, ...)), "
-                        "with reuse='accumulate'")
+        example = ", ".join(f"{MOVED_SETTINGS[name]}={kwargs[name]!r}" for name in given)
+        raise TypeError(f"{given} are options of the learning reuse object: write reuse=LearningReuse({example}) "
+                        "(from avalanche_sdr import LearningReuse)")
 
 
 def benchmark_input_shape(benchmark) -> Tuple[int, int, int]:
@@ -250,7 +250,7 @@ class _Plan(NamedTuple):
     """:meth:`SDRStrategy._resolve`'s checked arguments and what it built from them."""
 
     preset: MethodPreset
-    sdr: SDRPlugin  # holds the settings, detector and routers
+    sdr: SDRPlugin  # holds the settings, detector, reuse and routers
     eval_router: Optional[str]
     user_plugins: List[Any]
     eval_mb_size: int
@@ -269,10 +269,9 @@ class SDRStrategy(SupervisedTemplate):
     - afterwards the ``detector`` scores every entry and decides (the paper's
       ``"agreement"`` rule: p(P_t = P_j) from the VAEs, eq. 5, and S(j, t), eqs. 7–8,
       reuse when argmax p == argmin S);
-    - *reuse*: the task is mapped to that entry and only its new head trains
-      (``settings.reuse_epochs`` at ``settings.reuse_lr``), or with
-      ``reuse="accumulate"`` the entry keeps training (``settings.epochs_per_update`` at
-      ``settings.update_lr``);
+    - *reuse*: the task is mapped to that entry and what trains is the ``reuse``'s: the
+      paper's, only a new head (``settings.reuse_epochs`` at ``settings.reuse_lr``); with
+      ``reuse="accumulate"`` the entry keeps training (its options, ``LearningReuse``);
     - *new*: a new EFT adapter set and head train (``settings.new_task_epochs`` at
       ``settings.new_task_lr`` with step decay), then a new generator G when the
       repository keeps them.
@@ -300,11 +299,17 @@ class SDRStrategy(SupervisedTemplate):
         with task size, on references E0 was pretrained without; ``reuse="accumulate"``,
         the router ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
         ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
-        The method's ``reuse`` replaces the reuse of ``settings`` unless ``reuse=`` is given.
-    :param settings: the training budget and reuse, an
+    :param settings: the training budget, an
         :class:`~avalanche_sdr.training.SDRSettings` or a budget name of
         :data:`~avalanche_sdr.training.BUDGETS` (``"paper"``, default; ``"cpu"``, the
         CPU budget of every results page; ``"cpu_large_task"``).
+    :param reuse: what a detected repeat trains: a name of
+        :data:`~avalanche_sdr.training.reuse_registry.REUSE_TYPES` (``"head"``, the paper's;
+        ``"accumulate"``, the learning reuse; ``"no_loss"``, the learning reuse under the
+        keep rule), built with its default options, or a reuse object with its options
+        (e.g. ``LearningReuse(epochs=3)``, ``NoLossReuse(lr=0.002)``): a
+        :class:`~avalanche_sdr.training.reuse.Reuse`; the strategy keeps its own copy.
+        Default: the method's.
     :param detector: how a new task is compared with the repository: a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (``"agreement"``, the paper's;
         ``"calibrated"``; ``"two_sample"``, a level-``alpha`` repeat test on E0 features
@@ -353,10 +358,10 @@ class SDRStrategy(SupervisedTemplate):
     :param kwargs: by name, each of
 
         - a setting of :class:`~avalanche_sdr.training.SDRSettings` of
-          :data:`SETTING_KEYWORDS` (e.g. ``reuse_epochs=10``, ``reuse="head"``): replaces
-          that value of ``settings``; the learning reuse's other options
-          (:data:`~avalanche_sdr.training.presets.REUSE_OPTIONS`, e.g. ``reuse_guard``)
-          are set in ``settings`` and refused here with a message saying so;
+          :data:`SETTING_KEYWORDS` (e.g. ``reuse_epochs=10``): replaces that value of
+          ``settings``; a learning-reuse option under its former settings name
+          (:data:`~avalanche_sdr.training.learning_reuse.MOVED_SETTINGS`, e.g.
+          ``reuse_guard``) is refused with a message naming the reuse object's keyword;
         - any other keyword of Avalanche's ``SupervisedTemplate`` (``device``,
           ``plugins``, ``evaluator`` (default: :func:`default_evaluator`, one line per
           task on stderr), ``eval_every``, ``peval_mode``, ...), passed
@@ -365,8 +370,9 @@ class SDRStrategy(SupervisedTemplate):
           the refused ones are in :data:`REFUSED_PLUGINS`, refused here and again by
           :meth:`train` when appended to ``strategy.plugins`` afterwards.
     :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself; a
-        learning-reuse option given as a keyword; a detector that is not a ``Detector``.
-    :raises ValueError: an unknown method, budget, rule or router; a detector that reads
+        learning-reuse option given as a keyword; a detector that is not a ``Detector``;
+        a reuse that is neither a name nor a ``Reuse``.
+    :raises ValueError: an unknown method, budget, rule, reuse or router; a detector that reads
         generators on a repository without them; an ``eval_router`` that is not one of
         ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
@@ -386,6 +392,7 @@ class SDRStrategy(SupervisedTemplate):
         method: Union[str, MethodPreset] = DEFAULT_METHOD,
         settings: Union[str, SDRSettings] = PAPER_SETTINGS,
         detector=None,
+        reuse: Optional[Union[str, Reuse]] = None,
         n_warm_start: int = 3,
         forward_transfer: bool = False,
         routers: Optional[Sequence] = None,
@@ -397,7 +404,7 @@ class SDRStrategy(SupervisedTemplate):
             raise TypeError(f"SDRStrategy needs an SDRModel repository, got {type(model).__name__}")
         # Every argument is checked, and everything SDR builds from them is built, before
         # the repository is built (from_benchmark) or changed: a refused call leaves no trace.
-        plan = self._resolve(method=method, settings=settings, detector=detector, n_warm_start=n_warm_start,
+        plan = self._resolve(method=method, settings=settings, detector=detector, reuse=reuse, n_warm_start=n_warm_start,
                              forward_transfer=forward_transfer, routers=routers, eval_router=eval_router,
                              checkpoint_dir=checkpoint_dir, kwargs=kwargs)
         detector = plan.sdr.detector
@@ -443,10 +450,10 @@ class SDRStrategy(SupervisedTemplate):
         model.keep_routers(plan.sdr.routers)
 
     @classmethod
-    def _resolve(cls, *, method, settings, detector, n_warm_start: int, forward_transfer: bool, routers,
+    def _resolve(cls, *, method, settings, detector, reuse, n_warm_start: int, forward_transfer: bool, routers,
                  eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
         """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
-        builds from them (settings, detector, routers, plugins): nothing the user passed
+        builds from them (settings, detector, reuse, routers, plugins): nothing the user passed
         changes, so a refused call leaves no trace. ``kwargs`` (the other keywords) is
         read, not changed."""
         kwargs = dict(kwargs)
@@ -462,13 +469,13 @@ class SDRStrategy(SupervisedTemplate):
             )
         defaults = preset.defaults()
         changes = {k: kwargs.pop(k) for k in SETTING_KEYWORDS if k in kwargs}
-        changes.setdefault("reuse", defaults["reuse"] if settings.reuse == SDRSettings.reuse else settings.reuse)
         settings = settings.replace(**changes)
         detector = make_detector(defaults["detector"] if detector is None else detector)
+        reuse = make_reuse(defaults["reuse"] if reuse is None else reuse)
         routers = check_routers(defaults["routers"] if routers is None else routers)
         if not isinstance(forward_transfer, bool):
             raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
-        sdr = SDRPlugin(detector=detector, settings=settings, n_warm_start=n_warm_start,
+        sdr = SDRPlugin(detector=detector, settings=settings, reuse=reuse, n_warm_start=n_warm_start,
                         forward_transfer=forward_transfer, routers=routers)
         eval_router = check_eval_router(eval_router, sdr.routers)
         user_plugins = list(kwargs.pop("plugins", None) or [])

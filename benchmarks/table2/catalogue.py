@@ -137,7 +137,7 @@ SWEPT_BASELINES: Tuple[str, ...] = ("replay",)
 :func:`benchmarks.table2.variants.sweep_rows`); every SDR row has its own (EFT sizes)."""
 
 REUSES: Tuple[str, ...] = REUSE_MODES
-"""What a detected repeat trains in the SDR rows (``--reuse``; ``SDRSettings.reuse``):
+"""What a detected repeat trains in the SDR rows (``--reuse``; ``SDRStrategy(reuse=...)``):
 ``head`` (the paper's, the rows as defined) and ``accumulate`` (the learning reuse, a
 variant row named after it, :func:`benchmarks.table2.variants.reuse_rows`)."""
 

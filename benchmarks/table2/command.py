@@ -32,7 +32,8 @@ from avalanche_sdr import cli
 from benchmarks.table2 import catalogue
 from benchmarks.table2.specs import RunSpec, pending_runs, referenced_variant, run_id, split_reference
 from benchmarks.table2.tuning import TUNING_GRIDS, tunable, tuned_options
-from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_VARIANT_WORDS, equal_memory_rows, harness_variant_rows
+from benchmarks.table2.variants import (UPDATE_FLAGS, UPDATE_KEYWORDS, UPDATE_VARIANT_WORDS, equal_memory_rows,
+                                       harness_variant_rows)
 
 # --------------------------------------------------------------------- command line
 # Names from benchmarks.table2.catalogue: --help and usage errors come before torch is imported.
@@ -78,7 +79,7 @@ def _epilog() -> str:
               "off",
               f"  {'--update-early-stop':<21} on: stop once a held-out share of the repeat stops improving; off "
               "(default)",
-              f"  {'--update-epochs':<21} epochs of each update (SDRSettings.update_epochs; default: the preset's "
+              f"  {'--update-epochs':<21} epochs of each update (LearningReuse(epochs=...); default: the preset's "
               "reuse_epochs)"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
@@ -177,7 +178,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs
         parser.add_argument(_update_flag(name), choices=["default"] + list(UPDATE_FLAGS[name]), default="default",
                             dest=name,
-                            help=f"the learning reuse's {name} (SDRSettings.{name}; list below) in every "
+                            help=f"the learning reuse's {name} (LearningReuse({UPDATE_KEYWORDS[name]}=...); list below) in every "
                             "accumulate row; a value other than default renames the row (variant "
                             f"accumulate_{UPDATE_VARIANT_WORDS[name]}_VALUE) and is recorded in its run's options "
                             "and config (default: the library's default)")

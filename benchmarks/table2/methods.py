@@ -28,7 +28,7 @@ from avalanche_sdr.training.presets import SDRSettings
 from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA, ROUTERS
 
 from benchmarks.table2 import catalogue
-from benchmarks.table2.variants import UPDATE_FLAGS, Row
+from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_KEYWORDS, Row
 
 TASK_FREE_ROW_ROUTERS = tuple(r for r in ROUTERS if r != ROUTER_KERNEL_LDA)
 """The routers the row ``sdr_task_free`` fits after every task: every task-free router but
@@ -286,10 +286,11 @@ class OracleDetector(Detector):
 SDR_OPTIONS = {"a": 8, "b": 16, "reuse": "head", **dict.fromkeys(UPDATE_FLAGS)}
 """Options of the SDR rows (a run's ``options``) and their defaults: the EFT group sizes
 of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a detected
-repeat trains (``SDRSettings.reuse``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
+repeat trains (``SDRStrategy(reuse=...)``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
 paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`reuse_rows`);
 the learning reuse's update options (the names of :data:`benchmarks.table2.variants.UPDATE_FLAGS`,
-``SDRSettings`` fields of the same names; ``None``: the library's default; ``--update-balance``
+each a :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword, :data:`UPDATE_KEYWORDS`;
+``None``: the library's default; ``--update-balance``
 ..., :func:`benchmarks.table2.variants.update_rows`)."""
 
 
@@ -300,16 +301,17 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
     (:data:`SDR_OPTIONS`), a repository sized for ``stream``, and ``detector``: a rule name
     of :data:`~avalanche_sdr.detection.DETECTOR_TYPES`, built with the options it reads of the
     preset's ELBO samples and ``two_sample`` (the test's settings), or a detector object."""
-    from avalanche_sdr import SDRStrategy, build_sdr_model
+    from avalanche_sdr import LearningReuse, SDRStrategy, build_sdr_model
 
     unknown = sorted(set(options) - set(SDR_OPTIONS))
     if unknown:
         raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
-    settings = preset.sdr if eft["reuse"] == preset.sdr.reuse else preset.sdr.replace(reuse=eft["reuse"])
-    updates = {name: eft[name] for name in UPDATE_FLAGS if eft[name] is not None}
-    if updates:  # SDRSettings refuses them unless reuse="accumulate"
-        settings = settings.replace(**updates)
+    updates = {UPDATE_KEYWORDS[name]: eft[name] for name in UPDATE_FLAGS if eft[name] is not None}
+    if updates and eft["reuse"] != "accumulate":
+        raise ValueError(f"update options {sorted(updates)} act only on the learning reuse (reuse='accumulate'), "
+                         f"not {eft['reuse']!r}")
+    reuse = LearningReuse(**updates) if updates else eft["reuse"]
     generator = ("independent" if base_vae is None else "eft") if generators else None
     model = build_sdr_model(
         copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,
@@ -323,7 +325,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         given = {"elbo_samples": preset.elbo_samples, "settings": two_sample}
         detector = make_detector(detector, **{k: v for k, v in given.items()
                                               if k in detector_options(detector) and v is not None})
-    return SDRStrategy(model=model, settings=settings, forward_transfer=forward_transfer, evaluator=evaluator,
+    return SDRStrategy(model=model, settings=preset.sdr, reuse=reuse, forward_transfer=forward_transfer, evaluator=evaluator,
                        device=device, routers=routers, detector=detector)
 
 

@@ -80,7 +80,7 @@ def sweep_rows(base: Row) -> List[Row]:
 
 
 REUSE_DEFAULT = REUSE_HEAD
-"""The reuse of the SDR rows as the presets define them (``SDRSettings.reuse``): a row of
+"""The reuse of the SDR rows as the presets define them (``SDRStrategy(reuse=...)``): a row of
 another reuse (``--reuse``) is a variant named after it."""
 
 
@@ -109,9 +109,14 @@ UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
 }
 """The learning reuse's update options a harness call can set (``--update-balance``,
 ``--update-rollback``, ``--update-early-stop``, ``--update-epochs``): each flag's words and the
-:class:`~avalanche_sdr.training.SDRSettings` value each gives (the balance rule names
+``LearningReuse`` value each gives (:data:`UPDATE_KEYWORDS`; the balance rule names
 repeat ``learning_reuse.BALANCE_RULES``, which imports torch; a test keeps them equal).
 A flag left out (or ``default``) leaves the option at the library's default."""
+
+UPDATE_KEYWORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "early_stop",
+                   "update_epochs": "epochs"}
+"""The :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword each update
+option sets (the harness keeps the flag names its run files record)."""
 
 UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop",
                         "update_epochs": "epochs"}

@@ -159,7 +159,7 @@ def test_the_legend_matches_the_run(examples, digits, method, reuse):
     assert ("G_e" in legend) is (method == "paper")  # generators: the paper method's VAEs
     assert ("power=" in legend) is (method == "recommended")
     values = common.method_values(strategy)
-    assert values["strategy"]["reuse"] == ("accumulate" if accumulate else "head")
+    assert values["strategy"]["reuse"]["name"] == ("accumulate" if accumulate else "head")
     assert values["generator"] == ("independent" if method == "paper" else "none")
 
 

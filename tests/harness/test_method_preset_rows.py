@@ -129,7 +129,7 @@ def test_each_preset_row_is_the_strategy_a_user_gets(name):
     assert strategy_fingerprint(strategy) == strategy_fingerprint(user)
     assert repository_fingerprint(strategy.model) == repository_fingerprint(user.model)
     expected = training.METHODS[name]
-    assert strategy.sdr.settings.reuse == expected.reuse
+    assert strategy.sdr.reuse.name == expected.reuse and strategy.sdr.reuse == user.sdr.reuse
     assert [r.config() for r in strategy.sdr.routers] == [r.config() for r in user.sdr.routers] and \
         len(strategy.sdr.routers) == len(expected.routers)
 
@@ -145,7 +145,7 @@ def test_the_recommended_row_differs_from_the_rows_the_results_pages_measured():
     assert recommended.sdr.detector.settings.two_sample.alpha.name == "by_size"
     assert measured.sdr.detector.settings.alpha == 0.01
     assert measured.sdr.detector.settings.match_classes is False
-    assert recommended.sdr.settings.reuse == measured.sdr.settings.reuse == "accumulate"
+    assert recommended.sdr.reuse == measured.sdr.reuse == training.LearningReuse()
 
 
 def test_a_preset_row_refuses_a_method_setting():

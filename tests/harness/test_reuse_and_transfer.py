@@ -74,8 +74,10 @@ def test_sdr_builders_get_the_reuse():
                                             evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]),
                                             **({"reuse": reuse} if reuse else {}))
                  for reuse in (None, "accumulate")}
-        assert built[None].sdr.settings == preset.sdr and preset.sdr.reuse == "head"
-        assert built["accumulate"].sdr.settings == preset.sdr.replace(reuse="accumulate")
+        assert built[None].sdr.settings == built["accumulate"].sdr.settings == preset.sdr
+        assert built[None].sdr.reuse.name == "head" and built["accumulate"].sdr.reuse.config() == {
+            "name": "accumulate", "lr": 0.001, "guard": True, "guard_exemplars": 5, "balance": None,
+            "early_stop": None, "rollback": None, "epochs": None}
     with pytest.raises(ValueError, match="reuse"):
         METHODS["sdr"].build(backbone, benchmark, stream, preset, device="cpu", evaluator=None, reuse="both")
 

@@ -75,11 +75,13 @@ def test_sdr_builders_get_the_update_options():
             backbone, benchmark, stream, preset, device="cpu",
             evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **options)
 
-    settings = build(reuse="accumulate", update_balance="always", update_rollback=False).sdr.settings
-    assert settings == preset.sdr.replace(reuse="accumulate", update_balance="always", update_rollback=False)
-    assert settings.to_dict()["update_balance"] == "always"  # what the run's config records
-    assert build(reuse="accumulate").sdr.settings == preset.sdr.replace(reuse="accumulate")
-    with pytest.raises(ValueError, match="acts only on the learning reuse"):
+    from avalanche_sdr import LearningReuse
+
+    sdr = build(reuse="accumulate", update_balance="always", update_rollback=False).sdr
+    assert sdr.settings == preset.sdr and sdr.reuse == LearningReuse(balance="always", rollback=False)
+    assert sdr.reuse.config()["balance"] == "always"  # what the run's checkpoint fingerprint records
+    assert build(reuse="accumulate").sdr.reuse == LearningReuse()
+    with pytest.raises(ValueError, match="act only on the learning reuse"):
         build(update_balance=False)
 
 
@@ -102,4 +104,4 @@ def test_update_epochs_flag_names_the_row_and_reaches_the_settings(tmp_path):
     strategy = METHODS["sdr_two_sample_nogen"].build(
         small_cnn_backbone(in_channels=1, widths=(8, 8)), stream.factory(0), stream, preset, device="cpu",
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **dict(rows[1].options))
-    assert strategy.sdr.settings.update_epochs == 3 and strategy.sdr.settings.to_dict()["update_epochs"] == 3
+    assert strategy.sdr.reuse.epochs == 3 and strategy.sdr.reuse.config()["epochs"] == 3

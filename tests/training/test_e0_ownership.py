@@ -71,6 +71,8 @@ REFUSED = {
                                          "elbo_samples", dict(detector="two_sample")),
     "a learning-reuse option as a keyword": (dict(reuse="accumulate", reuse_guard=False), TypeError,
                                              "options of the learning reuse", dict(reuse="accumulate")),
+    "an unknown reuse": (dict(reuse="both"), ValueError, "unknown reuse 'both'", dict(reuse="head")),
+    "a reuse that is not one": (dict(reuse=3), TypeError, "reuse must be a name", dict(reuse="no_loss")),
     "n_warm_start 0": (dict(n_warm_start=0), ValueError, "n_warm_start", dict(n_warm_start=1)),
     "forward_transfer not a bool": (dict(forward_transfer="no"), ValueError, "forward_transfer must be a bool",
                                     dict(forward_transfer=False)),

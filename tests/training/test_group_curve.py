@@ -15,15 +15,15 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics, forgetting_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, LearningReuse, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.checkpoint import read_manifest
 from avalanche_sdr.training.stream_runner import final_test_accuracies, run_sdr_stream, transfer_summary
 
 # One short epoch per new entry: the tasks are far from learnt after it (about 50 %
 # accuracy), so that what a repeat trains shows in its group's earlier tasks.
-SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=1, new_task_lr=1e-3, lr_milestones=(), reuse_epochs=3, reuse_lr=0.01,
-             update_lr=0.01)
+SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=1, new_task_lr=1e-3, lr_milestones=(), reuse_epochs=3, reuse_lr=0.01)
+UPDATE_LR = 0.01  # the learning reuse's update rate
 
 
 def _strategy(stream, reuse, ground_truth, **kwargs):
@@ -32,7 +32,8 @@ def _strategy(stream, reuse, ground_truth, **kwargs):
                             generator=None)
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True), *bwt_metrics(experience=False, stream=True),
                                  *forgetting_metrics(experience=False, stream=True), loggers=[])
-    return SDRStrategy(model=model, settings=SDRSettings(**{**SHORT, "reuse": reuse}),
+    reuse = LearningReuse(lr=UPDATE_LR) if reuse == "accumulate" else reuse
+    return SDRStrategy(model=model, settings=SDRSettings(**SHORT), reuse=reuse,
                        detector=ground_truth(stream.stream_groups), evaluator=evaluator, **kwargs)
 
 

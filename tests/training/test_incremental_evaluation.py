@@ -12,7 +12,7 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import SDRStrategy, build_sdr_model
+from avalanche_sdr import LearningReuse, SDRStrategy, build_sdr_model
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.models.digests import backbone_state_digest, task_state_digest
@@ -23,7 +23,8 @@ from avalanche_sdr.training.stream_runner import (EvaluationCache, evaluate_grou
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SETTINGS = SDRSettings(new_task_epochs=1, new_task_lr=1e-3, lr_milestones=(), reuse_epochs=2, reuse_lr=0.01,
-                       update_lr=0.01, train_mb_size=32, eval_mb_size=256)
+                       train_mb_size=32, eval_mb_size=256)
+UPDATE_LR = 0.01  # the learning reuse's update rate
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,7 @@ def _strategy(stream, reuse, ground_truth):
     torch.manual_seed(0)
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(8, 16)), in_channels=1, image_size=8,
                             generator=None)
+    reuse = LearningReuse(lr=UPDATE_LR) if reuse == "accumulate" else reuse
     strategy = SDRStrategy(model=model, settings=SETTINGS, reuse=reuse, detector=ground_truth(stream.stream_groups),
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     strategy.evaluated_positions, strategy.logits_after = [], []

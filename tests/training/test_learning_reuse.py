@@ -1,4 +1,4 @@
-"""The learning reuse (``SDRSettings(reuse="accumulate")``) end to end on the prototype
+"""The learning reuse (``reuse="accumulate"``, :class:`LearningReuse`) end to end on the prototype
 stream of conftest.py (8 tasks: 4 groups x 2 splits, 3 warm-start tasks).
 
 Decisions come from ground truth (or are wrong on purpose), so what is under test is
@@ -16,7 +16,7 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings, SDRStrategy, build_sdr_model
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, LearningReuse, SDRSettings, SDRStrategy, build_sdr_model
 from avalanche_sdr.evaluation import repository_memory_bytes
 from avalanche_sdr.evaluation.memory import entry_bytes
 from avalanche_sdr.models import small_cnn_backbone
@@ -29,13 +29,17 @@ SHORT = dict(CPU_LARGE_TASK_SETTINGS, new_task_epochs=3, lr_milestones=(2,), reu
 
 def _strategy(stream, truth, reuse="accumulate", **kwargs):
     """An SDRStrategy of the SHORT settings; decisions by ``truth`` (the ``ground_truth``
-    fixture's class) unless ``detector=`` is given."""
+    fixture's class) unless ``detector=`` is given; keywords of :class:`LearningReuse`
+    (``lr``, ``guard``, ``balance``, ...) build the learning reuse with them."""
     torch.manual_seed(0)
     model = build_sdr_model(small_cnn_backbone(in_channels=1, widths=(16, 32)), in_channels=1, image_size=8,
                             generator=None)
     detector = kwargs.pop("detector", None) or truth(stream.stream_groups)
     settings = {name: kwargs.pop(name) for name in SDRSettings.field_names() if name in kwargs}
-    return SDRStrategy(model=model, settings=SDRSettings(**{**SHORT, **settings, "reuse": reuse}), detector=detector,
+    options = {name: kwargs.pop(name) for name in LearningReuse.OPTIONS if name in kwargs}
+    if options:
+        reuse = LearningReuse(**options)
+    return SDRStrategy(model=model, settings=SDRSettings(**{**SHORT, **settings}), reuse=reuse, detector=detector,
                        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **kwargs)
 
 
@@ -86,7 +90,7 @@ def test_memory_has_no_repeat_heads_but_stored_images(prototype_stream, ground_t
     learn = _train(_strategy(prototype_stream, ground_truth), prototype_stream)
     model = learn.model
     images, labels = learning_reuse.stored(model, 0)
-    assert images.shape == (2 * SHORT["guard_exemplars"], 1, 8, 8) and labels.tolist() == [0] * 5 + [1] * 5
+    assert images.shape == (2 * LearningReuse().guard_exemplars, 1, 8, 8) and labels.tolist() == [0] * 5 + [1] * 5
     assert model.exemplars(0)["images"].dtype == torch.uint8
     assert model.exemplars(0)["heldout_images"].dtype == torch.uint8
     stored = sum(model.exemplars(e)["images"].numel() + 8 * len(learning_reuse.stored(model, e)[1])
@@ -109,7 +113,7 @@ def test_guard_refuses_a_wrong_reuse_and_grows_an_entry(prototype_stream, ground
     record, reuse = guarded.detection_records[task], guarded.sdr.reuse_records[task]
     assert record.decision == "new" and reuse.gate_accuracy < reuse.gate_threshold and not reuse.entry_updated
     assert guarded.model.entry_of(task) == 3
-    unguarded = _train(_strategy(prototype_stream, ground_truth, reuse_guard=False,
+    unguarded = _train(_strategy(prototype_stream, ground_truth, guard=False,
                                  detector=ground_truth(groups, wrong={task: wrong_entry})), prototype_stream, upto=4)
     record, reuse = unguarded.detection_records[task], unguarded.sdr.reuse_records[task]
     assert record.decision == "reuse" and reuse.entry_updated and reuse.gate_accuracy is None
@@ -121,7 +125,7 @@ def test_permuted_repeat_answers_in_its_own_class_order(prototype_stream, ground
     repeat = next(t for t in range(3, len(groups)) if groups[t] in groups[:t])
     strategy = _strategy(prototype_stream, ground_truth,
                          detector=ground_truth(groups, permutation={repeat: [1, 0]}),
-                         reuse_guard=False)
+                         guard=False)
     _train(strategy, prototype_stream, upto=repeat + 1)
     model = strategy.model.eval()
     owner = model.heads.owner(repeat)

@@ -7,14 +7,13 @@ Prototype stream of conftest.py; decisions from the ``ground_truth`` fixture.
 import pytest
 import torch
 
-from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, SDRSettings
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, LearningReuse, SDRSettings
 from avalanche_sdr.training import learning_reuse
-from avalanche_sdr.training.presets import UPDATE_OPTIONS
 
 from test_bad_input import _experience  # tests/training is on sys.path (pytest prepend mode)
 from test_learning_reuse import _entry_state, _strategy, _train
 
-PLAIN = dict(update_balance=False, update_early_stop=False, update_rollback=False)
+PLAIN = dict(balance=False, early_stop=False, rollback=False)
 
 
 def _repeat_of_warm_start(stream):
@@ -48,8 +47,8 @@ def test_balanced_update_keeps_the_heads_class_balance(prototype_stream, ground_
     repeat, creator = _repeat_of_warm_start(prototype_stream)
     shifts = {}
     for balance in (False, True):
-        options = dict(PLAIN, update_balance=balance)
-        strategy = _strategy(prototype_stream, ground_truth, update_lr=0.01, reuse_epochs=5, **options)
+        options = dict(PLAIN, balance=balance)
+        strategy = _strategy(prototype_stream, ground_truth, lr=0.01, reuse_epochs=5, **options)
         _train(strategy, prototype_stream, upto=3)
         before = _class0_share(strategy.model, prototype_stream, creator)
         strategy.train(_imbalanced(prototype_stream, repeat))
@@ -64,7 +63,7 @@ def test_balanced_update_keeps_the_entrys_batchnorm_statistics(prototype_stream,
     repeat, creator = _repeat_of_warm_start(prototype_stream)
     moved = {}
     for balance in (False, True):
-        strategy = _strategy(prototype_stream, ground_truth, **dict(PLAIN, update_balance=balance))
+        strategy = _strategy(prototype_stream, ground_truth, **dict(PLAIN, balance=balance))
         _train(strategy, prototype_stream, upto=3)
         entry = strategy.model.entry_of(creator)
         stats = [(bn.running_mean.clone(), bn.running_var.clone())
@@ -89,7 +88,7 @@ def test_rollback_restores_the_exact_state(prototype_stream, ground_truth, monke
     """A rule that always fails (forced here) undoes the update bit for bit; the repeat
     still answers through the entry's head."""
     repeat, creator = _repeat_of_warm_start(prototype_stream)
-    strategy = _strategy(prototype_stream, ground_truth, update_lr=0.01)
+    strategy = _strategy(prototype_stream, ground_truth, lr=0.01)
     _train(strategy, prototype_stream, upto=repeat)
     model = strategy.model
     entry = model.entry_of(creator)
@@ -114,7 +113,7 @@ def test_rollback_rule():
 
 def test_early_stop_stops_and_keeps_the_best_epoch(prototype_stream, ground_truth, monkeypatch):
     repeat, _ = _repeat_of_warm_start(prototype_stream)
-    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=8, update_early_stop=True)
+    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=8, early_stop=True)
     _train(strategy, prototype_stream, upto=repeat)
     losses = iter([1.0, 0.5, 0.6, 0.4])  # epoch 2 is the best, epoch 3 not better: stop
     monkeypatch.setattr(learning_reuse, "balanced_loss", lambda *args, **kwargs: next(losses))
@@ -129,8 +128,8 @@ def test_early_stop_restores_the_best_epochs_state(prototype_stream, ground_trut
     repeat, creator = _repeat_of_warm_start(prototype_stream)
     states = {}
     for epochs, losses in ((6, [1.0, 0.5, 0.6]), (2, [1.0, 0.5])):
-        strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=epochs, update_rollback=False,
-                             update_early_stop=True)
+        strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=epochs, rollback=False,
+                             early_stop=True)
         _train(strategy, prototype_stream, upto=repeat)
         scores = iter(losses)
         monkeypatch.setattr(learning_reuse, "balanced_loss", lambda *args, **kwargs: next(scores))
@@ -144,7 +143,7 @@ def test_early_stop_leaves_its_share_out_of_the_update(prototype_stream, ground_
     repeat, _ = _repeat_of_warm_start(prototype_stream)
     seen = {}
     for early in (False, True):
-        strategy = _strategy(prototype_stream, ground_truth, update_early_stop=early, reuse_epochs=1)
+        strategy = _strategy(prototype_stream, ground_truth, early_stop=early, reuse_epochs=1)
         _train(strategy, prototype_stream, upto=repeat)
         counts = []
         strategy.sdr.after_training_iteration = lambda s, **kw: counts.append(int(s.mb_y.shape[0]))
@@ -183,33 +182,39 @@ def test_heldout_images_are_stored_checkpointed_and_counted(prototype_stream, gr
 
 
 def test_update_options_default_and_refusals():
-    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
-    assert [accumulate.update_option(n) for n in UPDATE_OPTIONS] == [True, False, True]
-    assert accumulate.replace(update_early_stop=True).update_option("update_early_stop")
-    assert not any(CPU_LARGE_TASK_SETTINGS.update_option(n) for n in UPDATE_OPTIONS)
-    assert not accumulate.replace(reuse_guard=False).update_option("update_rollback")
-    assert not accumulate.replace(guard_exemplars=0).update_option("update_rollback")
-    for name in UPDATE_OPTIONS:
-        for value in (True, False):
-            with pytest.raises(ValueError, match="acts only on the learning reuse"):
-                SDRSettings(**{name: value})
+    accumulate = LearningReuse()
+    assert (accumulate.balance_rule() is not None, accumulate.stops_early, accumulate.rolls_back) == (True, False, True)
+    assert LearningReuse(early_stop=True).stops_early
+    assert not LearningReuse(guard=False).rolls_back
+    assert not LearningReuse(guard_exemplars=0).rolls_back
+    for name in ("balance", "early_stop", "rollback"):
         with pytest.raises(ValueError, match="None .* or a bool"):
-            accumulate.replace(**{name: 1})
-    with pytest.raises(ValueError, match="update_rollback=True needs reuse_guard"):
-        accumulate.replace(reuse_guard=False, update_rollback=True)
-    with pytest.raises(ValueError, match="update_rollback=True needs"):
-        accumulate.replace(guard_exemplars=0, update_rollback=True)
-    with pytest.raises(KeyError):
-        accumulate.update_option("reuse_guard")
+            LearningReuse(**{name: 1})
+    with pytest.raises(ValueError, match="rollback=True needs guard=True"):
+        LearningReuse(guard=False, rollback=True)
+    with pytest.raises(ValueError, match="rollback=True needs"):
+        LearningReuse(guard_exemplars=0, rollback=True)
+    for name, bad in (("lr", 0.0), ("guard", 1), ("guard_exemplars", -1)):
+        with pytest.raises(ValueError, match=name):
+            LearningReuse(**{name: bad})
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        SDRSettings(update_balance="always")  # the options are the reuse's, not settings
 
 
-def test_an_old_accumulate_checkpoint_fingerprint_needs_the_plain_update():
+def test_an_old_checkpoint_fingerprint_maps_its_reuse_settings_to_the_reuse_object():
+    """A fingerprint of the former layout (the reuse and its options among the settings) reads
+    as the reuse object's config: before the update options, the plain update; before
+    update_epochs, reuse_epochs (None)."""
     from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
 
-    old = {k: v for k, v in CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate").to_dict().items() if k not in UPDATE_OPTIONS}
-    assert {upgrade_strategy_fingerprint(old)[n] for n in UPDATE_OPTIONS} == {False}
-    old_head = {k: v for k, v in CPU_LARGE_TASK_SETTINGS.to_dict().items() if k not in UPDATE_OPTIONS}
-    assert {upgrade_strategy_fingerprint(old_head)[n] for n in UPDATE_OPTIONS} == {None}
+    budget = CPU_LARGE_TASK_SETTINGS.to_dict()
+    old = dict(budget, reuse="accumulate", update_lr=0.001, reuse_guard=True, guard_exemplars=5)
+    assert upgrade_strategy_fingerprint(old) == dict(budget, reuse=dict(
+        LearningReuse(balance=False, early_stop=False, rollback=False).config()))
+    newer = dict(old, update_balance=None, update_early_stop=None, update_rollback=None, update_epochs=3)
+    assert upgrade_strategy_fingerprint(newer) == dict(budget, reuse=LearningReuse(epochs=3).config())
+    head = dict(budget, reuse="head", update_lr=0.001, reuse_guard=True, guard_exemplars=5)
+    assert upgrade_strategy_fingerprint(head) == dict(budget, reuse={"name": "head"})
 
 
 # ---------------------------------------------------------------- which updates are balanced
@@ -224,11 +229,11 @@ def _update_state(strategy, stream, repeat, experience=None):
 
 def test_a_repeat_in_its_entrys_balance_gets_the_plain_update(prototype_stream, ground_truth):
     """Default rule ("when_shifted"): a balanced repeat of an entry created on balanced data
-    trains exactly as update_balance=False does (BatchNorm in training mode, plain mean)."""
+    trains exactly as balance=False does (BatchNorm in training mode, plain mean)."""
     repeat, creator = _repeat_of_warm_start(prototype_stream)
     states, records = {}, {}
     for balance in (None, False, "always"):
-        strategy = _strategy(prototype_stream, ground_truth, update_rollback=False, update_balance=balance)
+        strategy = _strategy(prototype_stream, ground_truth, rollback=False, balance=balance)
         states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat)
     counts = learning_reuse.class_counts(strategy.model, strategy.model.entry_of(creator))
     assert counts is None  # "always" reads no counts, keeps none
@@ -246,7 +251,7 @@ def test_a_repeat_in_another_balance_gets_the_balanced_update(prototype_stream, 
     repeat, _ = _repeat_of_warm_start(prototype_stream)
     states, records = {}, {}
     for balance in (None, "always"):
-        strategy = _strategy(prototype_stream, ground_truth, update_rollback=False, update_balance=balance)
+        strategy = _strategy(prototype_stream, ground_truth, rollback=False, balance=balance)
         states[balance], records[balance] = _update_state(strategy, prototype_stream, repeat,
                                                           _imbalanced(prototype_stream, repeat))
     assert records[None][1].update_balanced and records[None][1].balance_p_value < learning_reuse.BALANCE_LEVEL
@@ -306,22 +311,18 @@ def test_count_tests_match_scipy_and_refuse_bad_counts():
         learning_reuse.equal_counts_p_value(torch.tensor([3, -1]))
 
 
-def test_balance_rule_settings_resolve_and_refuse():
-    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
-    assert isinstance(accumulate.balance_rule(), learning_reuse.ShiftedBalance)
-    assert isinstance(accumulate.replace(update_balance=True).balance_rule(), learning_reuse.AlwaysBalance)
-    assert isinstance(accumulate.replace(update_balance="always").balance_rule(), learning_reuse.AlwaysBalance)
-    assert isinstance(accumulate.replace(reuse_guard=False).balance_rule(), learning_reuse.AlwaysBalance)
-    assert isinstance(accumulate.replace(guard_exemplars=0).balance_rule(), learning_reuse.AlwaysBalance)
-    assert accumulate.replace(update_balance=False).balance_rule() is None
-    assert CPU_LARGE_TASK_SETTINGS.balance_rule() is None
-    assert accumulate.replace(update_balance="when_shifted").update_option("update_balance")
+def test_balance_rule_options_resolve_and_refuse():
+    assert isinstance(LearningReuse().balance_rule(), learning_reuse.ShiftedBalance)
+    assert isinstance(LearningReuse(balance=True).balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(LearningReuse(balance="always").balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(LearningReuse(guard=False).balance_rule(), learning_reuse.AlwaysBalance)
+    assert isinstance(LearningReuse(guard_exemplars=0).balance_rule(), learning_reuse.AlwaysBalance)
+    assert LearningReuse(balance=False).balance_rule() is None
+    assert isinstance(LearningReuse(balance="when_shifted").balance_rule(), learning_reuse.ShiftedBalance)
     with pytest.raises(ValueError, match="balance rule name \\['always', 'when_shifted'\\], got 'sometimes'"):
-        accumulate.replace(update_balance="sometimes")
-    with pytest.raises(ValueError, match="needs reuse_guard=True and guard_exemplars > 0; set update_balance="):
-        accumulate.replace(reuse_guard=False, update_balance="when_shifted")
-    with pytest.raises(ValueError, match="acts only on the learning reuse"):
-        SDRSettings(update_balance="always")
+        LearningReuse(balance="sometimes")
+    with pytest.raises(ValueError, match="needs guard=True and guard_exemplars > 0; set balance="):
+        LearningReuse(guard=False, balance="when_shifted")
     with pytest.raises(ValueError, match="unknown balance rule 'x'"):
         learning_reuse.make_balance_rule("x")
 
@@ -332,7 +333,7 @@ def test_reuse_record_checks_and_round_trips():
     import json
 
     from avalanche_sdr.detection.decision import DetectionRecord
-    from avalanche_sdr.training.learning_reuse import ReuseRecord
+    from avalanche_sdr.training.reuse import ReuseRecord
 
     for fields, message in ((dict(update_balanced=True), "update_balanced is only set for an update"),
                             (dict(update_rolled_back=True), "update_rolled_back is only set for an update"),
@@ -358,11 +359,11 @@ def test_reuse_record_checks_and_round_trips():
 
 
 def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_truth):
-    """An update trains update_epochs epochs; a new entry new_task_epochs; the head-only
+    """An update trains ``epochs`` epochs; a new entry new_task_epochs; the head-only
     fallback of a refused gate (not an update) stays at reuse_epochs."""
     repeat, _ = _repeat_of_warm_start(prototype_stream)
-    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=4, update_epochs=2)
-    assert strategy.sdr.settings.epochs_per_update == 2
+    strategy = _strategy(prototype_stream, ground_truth, reuse_epochs=4, epochs=2)
+    assert strategy.sdr.reuse.epochs == 2
     _train(strategy, prototype_stream, upto=repeat)
     strategy.train(prototype_stream.train_stream[repeat])
     reuse = strategy.sdr.reuse_records[-1]
@@ -370,18 +371,11 @@ def test_update_epochs_sets_the_updates_epochs_only(prototype_stream, ground_tru
     assert len(strategy.sdr.epoch_accuracies[-1]) == 2
     assert len(strategy.sdr.epoch_accuracies[0]) == strategy.sdr.settings.new_task_epochs
     default = _strategy(prototype_stream, ground_truth, reuse_epochs=3)
-    assert default.sdr.settings.update_epochs is None and default.sdr.settings.epochs_per_update == 3
+    assert default.sdr.reuse.epochs is None
+    assert default.sdr.reuse.train_epochs(learning_reuse.ReuseRecord(entry_updated=True), default.sdr.settings) == 3
 
 
-def test_update_epochs_refusals_and_old_fingerprints():
-    from avalanche_sdr.training.checkpoint import upgrade_strategy_fingerprint
-
-    accumulate = CPU_LARGE_TASK_SETTINGS.replace(reuse="accumulate")
+def test_update_epochs_refusals():
     for bad in (0, -1, 2.0, True, "3"):
-        with pytest.raises(ValueError, match="update_epochs"):
-            accumulate.replace(update_epochs=bad)
-    with pytest.raises(ValueError, match="update_epochs acts only on the learning reuse"):
-        CPU_LARGE_TASK_SETTINGS.replace(update_epochs=3)
-    old = {k: v for k, v in accumulate.to_dict().items() if k != "update_epochs"}
-    assert upgrade_strategy_fingerprint(old)["update_epochs"] is None
-    assert upgrade_strategy_fingerprint(accumulate.replace(update_epochs=3).to_dict())["update_epochs"] == 3
+        with pytest.raises(ValueError, match="epochs"):
+            LearningReuse(epochs=bad)

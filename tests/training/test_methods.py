@@ -8,7 +8,7 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
 import avalanche_sdr
-from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
+from avalanche_sdr import HeadReuse, LearningReuse, SDRStrategy, build_sdr_model, seed_everything
 from avalanche_sdr.benchmarks import MixedDigits
 from avalanche_sdr.detection import (LevelBySize, SimilarTaskDetector, SmallTaskDetector, SmallTaskSettings,
                                      TwoSampleDetector, TwoSampleSettings)
@@ -57,7 +57,7 @@ def test_the_presets_are_registries_of_objects_exported_from_the_package():
 def test_paper_is_the_default_method(digits):
     strategy = SDRStrategy.from_benchmark(_backbone(), digits, settings=FAST, evaluator=_quiet())
     assert strategy.method == "paper" and strategy.sdr.detector.rule == "agreement"
-    assert strategy.sdr.settings.reuse == "head" and strategy.sdr.routers == ()
+    assert strategy.sdr.reuse == HeadReuse() and strategy.sdr.routers == ()
     assert strategy.model.has_generators
 
 
@@ -67,11 +67,11 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
     assert strategy.method == "recommended" and not strategy.model.has_generators
     assert strategy.sdr.detector.settings == SmallTaskSettings(
         two_sample=TwoSampleSettings(match_classes=True, alpha="by_size"))
-    assert strategy.sdr.settings == CPU_SETTINGS.replace(reuse="accumulate")
+    assert strategy.sdr.settings == CPU_SETTINGS and strategy.sdr.reuse == LearningReuse()
     assert strategy.sdr.routers == (LDAWeightedRouter(),)
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
                                       evaluator=_quiet())
-    assert kept.sdr.settings.reuse == "head" and kept.sdr.routers == () and kept.sdr.settings.new_task_epochs == 100
+    assert kept.sdr.reuse.name == "head" and kept.sdr.routers == () and kept.sdr.settings.new_task_epochs == 100
     agreement = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", detector="agreement",
                                            evaluator=_quiet())
     assert agreement.sdr.detector.rule == "agreement" and agreement.model.has_generators  # the generator follows
@@ -148,7 +148,7 @@ def _run(benchmark, n_experiences, **keywords):
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
                     two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
-                    settings=CPU_SETTINGS.replace(reuse="accumulate"), routers=("lda_weighted",))
+                    settings=CPU_SETTINGS, reuse=LearningReuse(), routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])

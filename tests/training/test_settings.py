@@ -18,7 +18,7 @@ from avalanche_sdr.evaluation import DecisionLogger
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.training.checkpoint import strategy_fingerprint
 from avalanche_sdr.training.sdr_plugin import REPORTED_VALUES
-from avalanche_sdr.training.presets import REUSE_OPTIONS
+from avalanche_sdr.training.learning_reuse import MOVED_SETTINGS
 from avalanche_sdr.training.strategy import SETTING_KEYWORDS, benchmark_input_shape
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -86,9 +86,11 @@ def test_strategy_refuses_what_it_sets_itself_and_misspelt_keywords():
         SDRStrategy(model=_model(), detector="two_sample", reuse_epoch=3)
     with pytest.raises(TypeError, match="elbo_samples"):  # a detector's option: set on the detector
         SDRStrategy(model=_model(), detector=TwoSampleDetector(), elbo_samples=4)
-    with pytest.raises(TypeError, match=r"\['reuse_guard'\] are options of the learning reuse, set in the settings: "
-                                        r"write settings=CPU_SETTINGS.replace\(reuse_guard=False\)"):
+    with pytest.raises(TypeError, match=r"\['reuse_guard'\] are options of the learning reuse object: "
+                                        r"write reuse=LearningReuse\(guard=False\)"):
         SDRStrategy(model=_model(), detector="two_sample", reuse="accumulate", reuse_guard=False)
+    with pytest.raises(TypeError, match=r"write reuse=LearningReuse\(epochs=3, lr=0.01\)"):
+        SDRStrategy(model=_model(), detector="two_sample", update_epochs=3, update_lr=0.01)
     with pytest.raises(TypeError, match="SDRSettings"):
         SDRStrategy(model=_model(), settings=dict(CPU_LARGE_TASK_SETTINGS), detector="two_sample")
 
@@ -96,8 +98,8 @@ def test_strategy_refuses_what_it_sets_itself_and_misspelt_keywords():
 def test_signature_lists_every_routed_keyword_once_and_at_most_25():
     parameters = inspect.signature(SDRStrategy.__init__).parameters
     keywords = [name for name, p in parameters.items() if p.kind == p.KEYWORD_ONLY]
-    assert set(SETTING_KEYWORDS) <= set(keywords) and not set(REUSE_OPTIONS) & set(keywords)
-    assert set(SETTING_KEYWORDS) | set(REUSE_OPTIONS) == set(SDRSettings.field_names())
+    assert set(SETTING_KEYWORDS) <= set(keywords) and not set(MOVED_SETTINGS) & set(keywords)
+    assert set(SETTING_KEYWORDS) == set(SDRSettings.field_names()) and "reuse" in keywords
     assert len(keywords) == len(set(keywords)) <= 25
 
 
@@ -196,13 +198,8 @@ def test_method_page_table_shows_the_presets_values():
     assert len(shown) >= 10 and shown <= set(SDRSettings.field_names())
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(reuse="both"), "reuse must be one of"),
-    (dict(reuse_guard=1), "reuse_guard must be a bool"),
-    (dict(guard_exemplars=-1), "guard_exemplars"),
-    (dict(update_lr=0.0), "update_lr must be a positive learning rate"),
-])
-def test_learning_reuse_settings_are_checked(changes, message):
-    with pytest.raises(ValueError, match=message):
-        CPU_LARGE_TASK_SETTINGS.replace(**changes)
-    assert PAPER_SETTINGS.reuse == "head" and CPU_LARGE_TASK_SETTINGS.reuse == "head"  # the paper's reuse by default
+def test_the_budget_holds_no_reuse_option():
+    """What a repeat trains is the reuse object's (its options on it), not a setting."""
+    for name in ("reuse",) + tuple(MOVED_SETTINGS):
+        with pytest.raises(TypeError, match="unknown SDR setting"):
+            CPU_LARGE_TASK_SETTINGS.replace(**{name: None})

@@ -388,7 +388,7 @@ def test_lda_router_kept_features_follow_a_learning_reuse_update():
     """With reuse="accumulate" an update moves an entry's features: what the router keeps
     of the stored images' features must be what a fresh computation gives."""
     benchmark = MixedDigits(seed=0, original_class_ids=True)
-    strategy = SDRStrategy(model=_model(), settings=SETTINGS.replace(reuse="accumulate"), detector="two_sample",
+    strategy = SDRStrategy(model=_model(), settings=SETTINGS, reuse="accumulate", detector="two_sample",
                            routers=("lda",), evaluator=EvaluationPlugin(loggers=[]))
     for experience in list(benchmark.train_stream)[:6]:
         strategy.train(experience, eval_streams=[])

@@ -139,7 +139,7 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
+    from avalanche_sdr import LearningReuse, SDRStrategy, build_sdr_model, seed_everything
     from benchmarks.studies.detectors import TruthDetector
     from benchmarks.table2.methods import PRESETS
 
@@ -147,14 +147,15 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
     backbone = backbone_for(kind, seed, experiences, out)
     seed_everything(seed)
     model = build_sdr_model(backbone, in_channels=1, image_size=28, generator=None)
-    settings = PRESETS["cpu"].sdr.replace(reuse="head" if config == "head" else "accumulate")
+    settings = PRESETS["cpu"].sdr
+    reuse = "head" if config == "head" else LearningReuse()
     if config == "plain":
-        settings = settings.replace(update_balance=False, update_early_stop=False, update_rollback=False)
+        reuse = LearningReuse(balance=False, early_stop=False, rollback=False)
     elif config == "guarded":
-        settings = settings.replace(update_balance="always", update_early_stop=True, update_rollback=True)
+        reuse = LearningReuse(balance="always", early_stop=True, rollback=True)
     elif config == "no_early_stop":
-        settings = settings.replace(update_balance="always", update_early_stop=False, update_rollback=True)
-    strategy = SDRStrategy(model=model, settings=settings, detector=TruthDetector(benchmark),
+        reuse = LearningReuse(balance="always", early_stop=False, rollback=True)
+    strategy = SDRStrategy(model=model, settings=settings, reuse=reuse, detector=TruthDetector(benchmark),
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     tests = list(benchmark.test_stream)
     start = time.perf_counter()
@@ -172,7 +173,7 @@ def execute(kind: str, config: str, seed: int, out: Path, data_root: Optional[st
         earlier[str(g)] = sum(final[i] - just_trained[i] for i in tasks) / len(tasks)
     updates = [r for r in strategy.sdr.reuse_records if r.entry_updated]
     return {
-        "kind": kind, "config": config, "seed": seed, "settings": settings.to_dict(),
+        "kind": kind, "config": config, "seed": seed, "settings": dict(settings.to_dict(), reuse=reuse if isinstance(reuse, str) else reuse.config()),
         "groups": groups, "final": final, "just_trained": just_trained,
         "average_accuracy": sum(final) / n,
         "bwt": sum(final[i] - just_trained[i] for i in range(n - 1)) / (n - 1),

@@ -10,7 +10,7 @@ it. This script injects wrong reuses on purpose and measures the damage:
   uniformly, created by a task of another group with the same class count;
 - each configuration runs the whole stream: ``reuse="head"`` (the paper's reuse: a wrong
   reuse costs only the wrong task's own accuracy), ``reuse="accumulate"`` with the guard
-  (``reuse_guard=True``, the default) and without it;
+  (``LearningReuse(guard=True)``, the default) and without it;
 - **victims**: the tasks mapped to an entry before a wrong reuse of it was injected
   (injected tasks excluded); their final accuracy is compared with the same tasks' in
   the configuration's run at rate 0 of the same seed (the damage, in points).
@@ -76,7 +76,7 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_sdr import SDRStrategy, build_sdr_model, seed_everything
+    from avalanche_sdr import LearningReuse, SDRStrategy, build_sdr_model, seed_everything
     from avalanche_sdr.training.stream_runner import run_sdr_stream
     from benchmarks.studies.detectors import ErringOracle
     from benchmarks.table2.methods import PRESETS, STREAMS
@@ -90,10 +90,10 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
     benchmark = stream.build(seed, preset.capped, data_root)
     backbone = load_backbone(RunSpec(stream_name, preset_name, "optimal", seed, path))
     model = build_sdr_model(backbone, in_channels=stream.in_channels, image_size=stream.image_size, generator=None)
-    settings = preset.sdr.replace(reuse="head" if config == "head" else "accumulate",
-                                  reuse_guard=config != "accumulate_noguard")
+    settings = preset.sdr
+    reuse = "head" if config == "head" else LearningReuse(guard=config != "accumulate_noguard")
     detector = ErringOracle(benchmark.stream_groups, rate, seed)
-    strategy = SDRStrategy(model=model, settings=settings, detector=detector,
+    strategy = SDRStrategy(model=model, settings=settings, reuse=reuse, detector=detector,
                            evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     start = time.perf_counter()
     results = run_sdr_stream(strategy, benchmark, seed=seed)
@@ -104,7 +104,7 @@ def execute(stream_name: str, preset_name: str, config: str, rate: float, seed: 
     return {
         "run_id": run_id(stream_name, preset_name, config, rate, seed),
         "stream": stream_name, "preset": preset_name, "config": config, "rate": rate, "seed": seed,
-        "settings": settings.to_dict(),
+        "settings": dict(settings.to_dict(), reuse=reuse if isinstance(reuse, str) else reuse.config()),
         "average_accuracy": results["average_accuracy"],
         "task_accuracies": [t["test_accuracy"] for t in results["tasks"]],
         "memory_mb": results["memory_mb"],
