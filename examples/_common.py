@@ -429,7 +429,7 @@ class Run:
         print(cli.results_table(results))
         print()
         config = results["config"]
-        sdr = f"SDR ({config['detector']}, {config['strategy']['reuse']} reuse)"  # what ran, options included
+        sdr = f"SDR ({config['detector']}, {config['strategy']['reuse']['name']} reuse)"  # the reuse that ran, by name
         print(f"{'method':<32} {'acc (%)':>8} {'mem (MB)':>9} {'wall (s)':>9}")
         for row in [dict(results, label=sdr), *baselines.values()]:
             print(f"{row['label']:<32} {100 * row['average_accuracy']:>8.2f} {row['memory_mb']:>9.2f} "

@@ -80,7 +80,7 @@ def test_emnist_smoke_run_compares_with_ewc_and_replay(training_runs):
     assert len(results["tasks"]) == 4
     assert results["config"]["max_tasks"] == 4
     assert (results["config"]["method"], results["config"]["detector"]) == ("paper", "agreement")
-    assert results["config"]["strategy"]["reuse"] == "head" and results["config"]["generator"] == "independent"
+    assert results["config"]["strategy"]["reuse"]["name"] == "head" and results["config"]["generator"] == "independent"
     assert [t["decision"] for t in results["tasks"][:3]] == ["warm_start"] * 3
     assert set(results["baselines"]) == {"ewc", "replay"}
     for row in [results] + list(results["baselines"].values()):
@@ -103,7 +103,7 @@ def test_recommended_method_runs_by_name_on_the_harness_task_sizes(training_runs
     results = json.loads(Path(training_runs.recommended_output).read_text())
     config = results["config"]
     assert (config["method"], config["detector"], config["generator"]) == ("recommended", "small_task", "none")
-    assert config["strategy"]["reuse"] == "accumulate" and config["strategy"]["detector"]["two_sample"]["match_classes"]
+    assert config["strategy"]["reuse"]["name"] == "accumulate" and config["strategy"]["detector"]["two_sample"]["match_classes"]
     assert [router["name"] for router in config["strategy"]["routers"]] == ["lda_weighted"]
     assert config["options"]["task_sizes"] == "capped"
     assert max(size["train"] for size in config["task_sizes"]) <= 200  # the harness's emnist100 caps
