@@ -4,7 +4,9 @@
 writes the markdown: per design the three methods' accuracy, the recommended method's difference against
 head-only and its BWT, decisions and cost; overall the worst difference against head-only, the share of
 designs with negative BWT, Correct / Miss / Incorrect by task size bin, the share of designs where the
-recommended method is at least the paper's, and the cost ratio against head-only.
+recommended method is at least the paper's, the cost ratio against head-only, the designs whose Incorrect
+exceeds 1 %, and, on the designs below the margin, where the recommended method lost to head-only, task by task,
+by how each method handled the task (:func:`loss_breakdown`).
 
 Definitions (also printed in the report): accuracy is the mean over a design's tasks of the final
 task-aware test accuracy; BWT = (1 / (T - 1)) sum over j < T of (final accuracy of task j - its accuracy
@@ -25,6 +27,13 @@ OUTCOMES = ("correct", "miss", "incorrect")
 
 MARGIN_POINTS = 0.1
 """The issue's margin: accuracy >= head-only - 0.1 pt and BWT >= -0.1 pt on every design."""
+
+INCORRECT_TARGET = 0.01
+"""The issue's target: Incorrect <= 1 % of a design's scored tasks."""
+
+
+def _incorrect_share(record: Dict[str, Any]) -> float:
+    return float(record["results"]["detection"]["incorrect"])
 
 
 def load_runs(out: Path) -> Dict[int, Dict[str, Dict[str, Any]]]:
@@ -70,6 +79,56 @@ def outcomes_by_bin(record: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
 
 def _share(numerator: int, denominator: int) -> str:
     return f"{numerator}/{denominator} ({100 * numerator / denominator:.1f} %)" if denominator else "0/0"
+
+
+HANDLINGS = ("warm start", "new (detected)", "new (gate refused)", "reused, head-only", "reused, update kept",
+             "reused, update rolled back")
+"""How a run handled a task (:func:`handling`), in this order in the loss table."""
+
+
+def handling(result: Dict[str, Any]) -> str:
+    """How a run handled one task (an entry of ``results["tasks"]``): one of :data:`HANDLINGS`. A task
+    declared new with a gate score was a detected repeat the learning reuse's gate turned into a new entry;
+    a rolled-back update (``"accumulate"``) or a refused one (``"no_loss"``) both restore the entry."""
+    detection = result.get("detection") or {}
+    if result["decision"] == "warm_start":
+        return HANDLINGS[0]
+    if result["decision"] == "new":
+        return HANDLINGS[2] if detection.get("gate_accuracy") is not None else HANDLINGS[1]
+    if not detection.get("entry_updated"):
+        return HANDLINGS[3]
+    return HANDLINGS[5] if detection.get("update_rolled_back") else HANDLINGS[4]
+
+
+def loss_breakdown(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[int], *, recommended: str,
+                   head: str) -> List[str]:
+    """Where ``recommended`` lost to ``head`` on designs ``seeds``: per (handling by ``recommended``,
+    handling by ``head``) the tasks and their summed contribution to the designs' accuracy difference
+    (a task's final accuracy difference / the design's task count, points), then every task that
+    moved the difference by at least 0.5 pt either way. Markdown lines."""
+    cells: Dict[tuple, List[float]] = {}
+    large = []
+    for seed in seeds:
+        r_tasks = runs[seed][recommended]["results"]["tasks"]
+        h_tasks = runs[seed][head]["results"]["tasks"]
+        design_tasks = runs[seed][recommended]["design"]["tasks"]
+        for r, h, t in zip(r_tasks, h_tasks, design_tasks):
+            share = (r["test_accuracy"] - h["test_accuracy"]) / len(r_tasks)
+            key = (handling(r), handling(h))
+            cells.setdefault(key, []).append(share)
+            if abs(share) >= 0.005:
+                large.append((seed, r["task"], r["group"], t["mean_per_class"], key, r["test_accuracy"],
+                              h["test_accuracy"], share))
+    lines = [f"| {recommended} | {head} | tasks | summed contribution to Δ (pt) |", "|---|---|---|---|"]
+    order = {name: i for i, name in enumerate(HANDLINGS)}
+    for key in sorted(cells, key=lambda k: (order[k[0]], order[k[1]])):
+        lines.append(f"| {key[0]} | {key[1]} | {len(cells[key])} | {_pt(sum(cells[key]))} |")
+    lines += ["", f"Tasks that moved Δ by at least 0.5 pt: design, task, group, mean images a class, {recommended} / "
+              f"{head} (final accuracy %), contribution (pt).", ""]
+    lines += [f"- design {seed}, task {task} (group {group}, {per_class:.0f} a class): {key[0]} "
+              f"{100 * acc_r:.1f} / {key[1]} {100 * acc_h:.1f}: {_pt(share)}"
+              for seed, task, group, per_class, key, acc_r, acc_h, share in large]
+    return lines
 
 
 def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "recommended",
@@ -158,6 +217,14 @@ def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "re
                              f"{_share(cell['correct'], cell['scored'])} | {_share(cell['miss'], cell['scored'])} | "
                              f"{_share(cell['incorrect'], cell['scored'])} |")
         lines.append("")
+        over = [s for s in complete if _incorrect_share(runs[s][recommended]) > INCORRECT_TARGET]
+        lines += [f"Designs where {recommended}'s Incorrect exceeds {100 * INCORRECT_TARGET:.0f} % of its scored "
+                  f"tasks: {_share(len(over), len(complete))} {over if over else ''}".rstrip(), ""]
+        if below:
+            lines += [f"Where {recommended} lost to {head}, on the designs below -{MARGIN_POINTS} pt {below}: "
+                      "each task's final accuracy difference / the design's task count, summed by how each "
+                      "method handled the task.", ""]
+            lines += loss_breakdown(runs, below, recommended=recommended, head=head) + [""]
     if partial:
         lines.append("Designs left out (a method's run missing): " + ", ".join(
             f"{s} ({', '.join(sorted(set(names) - set(runs[s])))} missing)" for s in partial))

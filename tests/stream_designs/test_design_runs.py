@@ -12,7 +12,7 @@ from benchmarks.stream_designs import runner
 from benchmarks.stream_designs.__main__ import main
 from benchmarks.stream_designs.builder import SourceUnavailable, build_benchmark, load_source, sample_indices
 from benchmarks.stream_designs.distribution import E0_RECIPE, draw_design, ground_truth
-from benchmarks.stream_designs.report import load_runs, outcomes_by_bin, report
+from benchmarks.stream_designs.report import handling, load_runs, outcomes_by_bin, report
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -142,10 +142,18 @@ def test_a_run_from_the_kept_e0_equals_a_run_from_the_fresh_one(digits, tmp_path
     assert pretraining_record(torch.nn.Linear(1, 1)) is None
 
 
-def _record(seed, method, accuracy, bwt, outcomes, cpu, source="digits"):
+def _record(seed, method, accuracy, bwt, outcomes, cpu, source="digits", task_accuracies=None, detections=None):
+    """A run record of ``tiny_design(seed)``: tasks 3 and 4 scored with ``outcomes`` (a miss declared
+    new, the others reused), every task at ``accuracy`` unless ``task_accuracies`` says otherwise,
+    ``detections`` the tasks' reuse records (default: none)."""
     design = tiny_design(seed)
     design["source"] = source
-    tasks = [{"group": g, "outcome": o} for g, o in zip([0, 1, 2, 0, 2], [None, None, None] + outcomes)]
+    task_accuracies = task_accuracies or [accuracy] * 5
+    detections = detections or [{}] * 5
+    decisions = ["warm_start"] * 3 + ["new" if o == "miss" else "reuse" for o in outcomes]
+    tasks = [{"task": i, "group": g, "outcome": o, "decision": d, "test_accuracy": a, "detection": r}
+             for i, (g, o, d, a, r) in enumerate(zip([0, 1, 2, 0, 2], [None, None, None] + outcomes, decisions,
+                                                     task_accuracies, detections))]
     scored = [o for o in outcomes]
     detection = {o: scored.count(o) / len(scored) for o in ("correct", "miss", "incorrect")}
     detection["n_scored"] = len(scored)
@@ -159,8 +167,11 @@ def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
         _record(1, "recommended", 0.950, -0.002, ["correct", "miss"], 30.0),
         _record(1, "recommended_head", 0.948, 0.0, ["correct", "miss"], 10.0),
         _record(1, "paper", 0.960, 0.0, ["incorrect", "correct"], 20.0),
-        _record(2, "recommended", 0.900, 0.001, ["correct", "correct"], 12.0),
-        _record(2, "recommended_head", 0.905, 0.0, ["correct", "correct"], 6.0),
+        _record(2, "recommended", 0.900, 0.001, ["correct", "correct"], 12.0,
+                task_accuracies=[0.9, 0.9, 0.9, 0.925, 0.875],
+                detections=[{}] * 3 + [{"entry_updated": True}, {"entry_updated": True, "update_rolled_back": True}]),
+        _record(2, "recommended_head", 0.905, 0.0, ["correct", "correct"], 6.0,
+                task_accuracies=[0.9, 0.9, 0.9, 0.9, 0.93]),
         _record(2, "paper", 0.800, 0.0, ["correct", "correct"], 9.0),
         _record(3, "paper", 0.5, 0.0, ["correct", "correct"], 1.0),
     ]
@@ -181,6 +192,23 @@ def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
     assert "median 2.50, min 2.00, max 3.00" in text
     assert "| recommended | 10-29 | 2 | 2 | 1/2 (50.0 %) | 1/2 (50.0 %) | 0/2 (0.0 %) |" in text
     assert "Designs left out (a method's run missing): 3 (recommended, recommended_head missing)" in text
+    assert "Designs where recommended's Incorrect exceeds 1 % of its scored tasks: 0/2 (0.0 %)" in text
+    # design 2, below the margin: where the recommended method lost, task by task
+    assert "| reused, update kept | reused, head-only | 1 | +0.50 |" in text
+    assert "| reused, update rolled back | reused, head-only | 1 | -1.10 |" in text
+    assert "| warm start | warm start | 3 | +0.00 |" in text
+    assert ("- design 2, task 4 (group 2, 12 a class): reused, update rolled back 87.5 / reused, head-only 93.0: "
+            "-1.10") in text
+
+
+def test_handling_names_what_a_run_did_with_a_task():
+    assert handling({"decision": "warm_start"}) == "warm start"
+    assert handling({"decision": "new", "detection": {"gate_accuracy": None}}) == "new (detected)"
+    assert handling({"decision": "new", "detection": {"gate_accuracy": 0.4}}) == "new (gate refused)"
+    assert handling({"decision": "reuse", "detection": {"entry_updated": False}}) == "reused, head-only"
+    assert handling({"decision": "reuse", "detection": {"entry_updated": True}}) == "reused, update kept"
+    assert handling({"decision": "reuse", "detection": {"entry_updated": True, "update_rolled_back": True}}) == \
+        "reused, update rolled back"
 
 
 def test_the_report_refuses_mixed_distribution_versions(tmp_path):
