@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
-from benchmarks.stream_designs.distribution import REPORT_SEEDS, VALIDATION_SEEDS, check_design, draw_design
+from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, VALIDATION_SEEDS, check_design,
+                                                    draw_design)
 
 
 def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
@@ -28,11 +29,14 @@ def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
             seeds += VALIDATION_SEEDS
         elif value == "report":
             seeds += REPORT_SEEDS
+        elif value == "next_report":
+            seeds += NEXT_REPORT_SEEDS
         else:
             try:
                 seed = int(value)
             except ValueError:
-                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'report'")
+                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'report' / "
+                             "'next_report'")
             if seed < 0:
                 parser.error(f"argument --seeds: a design seed is a non-negative int, got {seed}")
             seeds.append(seed)
@@ -113,8 +117,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from benchmarks.stream_designs.report import designs_page
 
         seeds = _seeds(args.seeds, parser)
-        title = "Report designs" if seeds == list(REPORT_SEEDS) else "Stream designs"
-        text = designs_page(seeds, title)
+        title = {tuple(REPORT_SEEDS): "Report designs", tuple(NEXT_REPORT_SEEDS): "Next report designs"}.get(
+            tuple(seeds), "Stream designs")
+        command = " ".join(["--seeds", *args.seeds] + ([] if args.out is None else ["--out", str(args.out)]))
+        text = designs_page(seeds, title, command)
         if args.out is None:
             print(text, end="")
         else:
@@ -134,7 +140,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser) for path in args.design_files]
     if not designs:
         parser.error("the run command needs --seeds or --design-files")
-    reported = sorted({d["seed"] for d in designs} & set(REPORT_SEEDS))
+    reported = sorted({d["seed"] for d in designs} & (set(REPORT_SEEDS) | set(NEXT_REPORT_SEEDS)))
     if reported and not args.report_seeds:
         parser.error(f"argument --seeds: {reported} are report seeds, kept for the report alone; tune on "
                      "--seeds validation, or pass --report-seeds for the report's runs")

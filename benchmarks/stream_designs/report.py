@@ -264,14 +264,15 @@ def designs_table(seeds: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
-def designs_page(seeds: Sequence[int], title: str) -> str:
+def designs_page(seeds: Sequence[int], title: str,
+                 command: str = "--seeds report --out docs/results/stream_designs/designs.md") -> str:
     """The page listing the designs of ``seeds``: ``title``, the distribution's version, the table
-    (:func:`designs_table`) and the command that writes it."""
+    (:func:`designs_table`) and the command that writes it (``command``: the list command's arguments)."""
     return "\n".join([
         f"# {title}", "",
         f"Designs drawn by `benchmarks.stream_designs` (distribution version {DESIGN_VERSION}; the distribution and "
         "the ground truth: docs/results/stream_designs.md). Written by", "",
-        "    python -m benchmarks.stream_designs list --seeds report --out docs/results/stream_designs/designs.md", "",
+        f"    python -m benchmarks.stream_designs list {command}", "",
         "Columns: groups (distinct class sets); classes a task and images a class (training images of one class in "
         "one task), min-max over the design; tasks per size bin (mean training images per class); nested: tasks "
         "whose class set is a strict subset or superset of an earlier task's; repeats: tasks after the first of "

@@ -226,6 +226,9 @@ def test_the_command_refuses_report_seeds_and_unknown_methods(tmp_path, capsys):
         main(["run", "--seeds", "1005", "--out", str(tmp_path)])
     assert exit_info.value.code == 2 and "report seeds" in capsys.readouterr().err
     with pytest.raises(SystemExit):
+        main(["run", "--seeds", "next_report", "--out", str(tmp_path)])
+    assert "[2000, 2001," in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         main(["run", "--seeds", "validation", "--methods", "nope", "--out", str(tmp_path)])
     assert "unknown ['nope']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
