@@ -32,8 +32,8 @@ from avalanche_sdr.evaluation.memory import repository_memory_bytes
 from avalanche_sdr.models.repository import SDRModel
 from avalanche_sdr.models.vae import EFTVAEBank, IndependentVAEBank
 from avalanche_sdr.routers.routing import make_router
-from avalanche_sdr.training.kept_update import UPDATE_EPOCHS
 from avalanche_sdr.training.learning_reuse import MOVED_SETTINGS
+from avalanche_sdr.training.reuse_registry import REUSE_TYPES
 from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_NO_LOSS
 
 PathLike = Union[str, os.PathLike]
@@ -261,19 +261,14 @@ def _reuse_as_config(saved: Dict[str, Any]) -> Dict[str, Any]:
     saved = dict(saved)
     name = saved.pop("reuse")
     moved = {option: saved.pop(field) for field, option in MOVED_SETTINGS.items() if field in saved}
-    if name == REUSE_ACCUMULATE:
-        before_options = not any(k in moved for k in ("balance", "early_stop", "rollback"))
-        off = False if before_options else None  # before the update options: the plain update
-        config = {"name": name, "lr": float(moved.get("lr", 0.001)), "guard": moved.get("guard", True),
-                  "guard_exemplars": moved.get("guard_exemplars", 5), "balance": moved.get("balance", off),
-                  "early_stop": moved.get("early_stop", off), "rollback": moved.get("rollback", off),
-                  "epochs": moved.get("epochs")}  # before update_epochs: reuse_epochs, what None means
-    elif name == REUSE_NO_LOSS:
-        config = {"name": name, "lr": float(moved.get("lr", 0.001)),
-                  "replay_exemplars": moved.get("guard_exemplars", 5), "epochs": UPDATE_EPOCHS}
-    else:
-        config = {"name": name}
-    saved["reuse"] = config
+    options = {}  # the head-only reuse has none
+    if name == REUSE_ACCUMULATE:  # absent: the option's default (update_epochs: reuse_epochs, as None means)
+        options = moved
+        if not any(k in moved for k in ("balance", "early_stop", "rollback")):  # before the update options:
+            options = dict(moved, balance=False, early_stop=False, rollback=False)  # the plain update
+    elif name == REUSE_NO_LOSS:  # its replay count was guard_exemplars
+        options = {k: moved[m] for k, m in (("lr", "lr"), ("replay_exemplars", "guard_exemplars")) if m in moved}
+    saved["reuse"] = REUSE_TYPES[name](**options).config()
     return saved
 
 

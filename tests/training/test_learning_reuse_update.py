@@ -7,7 +7,7 @@ Prototype stream of conftest.py; decisions from the ``ground_truth`` fixture.
 import pytest
 import torch
 
-from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, LearningReuse, SDRSettings
+from avalanche_sdr import CPU_LARGE_TASK_SETTINGS, LearningReuse, NoLossReuse, SDRSettings
 from avalanche_sdr.training import learning_reuse
 
 from test_bad_input import _experience  # tests/training is on sys.path (pytest prepend mode)
@@ -215,6 +215,8 @@ def test_an_old_checkpoint_fingerprint_maps_its_reuse_settings_to_the_reuse_obje
     assert upgrade_strategy_fingerprint(newer) == dict(budget, reuse=LearningReuse(epochs=3).config())
     head = dict(budget, reuse="head", update_lr=0.001, reuse_guard=True, guard_exemplars=5)
     assert upgrade_strategy_fingerprint(head) == dict(budget, reuse={"name": "head"})
+    no_loss = dict(budget, reuse="no_loss", update_lr=0.002, reuse_guard=True, guard_exemplars=4)
+    assert upgrade_strategy_fingerprint(no_loss) == dict(budget, reuse=NoLossReuse(lr=0.002, replay_exemplars=4).config())
 
 
 # ---------------------------------------------------------------- which updates are balanced
