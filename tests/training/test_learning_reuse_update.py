@@ -216,7 +216,8 @@ def test_an_old_checkpoint_fingerprint_maps_its_reuse_settings_to_the_reuse_obje
     head = dict(budget, reuse="head", update_lr=0.001, reuse_guard=True, guard_exemplars=5)
     assert upgrade_strategy_fingerprint(head) == dict(budget, reuse={"name": "head"})
     no_loss = dict(budget, reuse="no_loss", update_lr=0.002, reuse_guard=True, guard_exemplars=4)
-    assert upgrade_strategy_fingerprint(no_loss) == dict(budget, reuse=NoLossReuse(lr=0.002, replay_exemplars=4).config())
+    expected = NoLossReuse(lr=0.002, replay_exemplars=4).config()
+    assert upgrade_strategy_fingerprint(no_loss) == dict(budget, reuse=expected)
 
 
 # ---------------------------------------------------------------- which updates are balanced
