@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr._checks import check_int
+from avalanche_sdr._checks import check_int, check_positive
 from avalanche_sdr._draws import subsample, task_generator
 from avalanche_sdr.models.stored import stored_images
 from avalanche_sdr.training.keep_rule import KEEP_SEED, KeepDecision, compare_set, decide, split_heldout
@@ -258,8 +258,7 @@ class NoLossReuse(Reuse):
     OPTIONS = ("lr", "replay_exemplars", "epochs")
 
     def __init__(self, *, lr: float = 0.001, replay_exemplars: int = 5, epochs: int = UPDATE_EPOCHS):
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-            raise ValueError(f"NoLossReuse: lr must be a positive learning rate, got {lr!r}")
+        check_positive(lr, "lr", hint=" (Adam's learning rate of an update)")
         check_int(replay_exemplars, "replay_exemplars", minimum=0)
         check_int(epochs, "epochs", minimum=1)
         self.lr, self.replay_exemplars, self.epochs = float(lr), int(replay_exemplars), int(epochs)

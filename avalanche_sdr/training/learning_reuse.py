@@ -40,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from avalanche_sdr._draws import subsample, task_generator
-from avalanche_sdr._checks import check_int
+from avalanche_sdr._checks import check_int, check_positive
 from avalanche_sdr.models.stored import float_images, stored_images
 from avalanche_sdr.training.reuse import Reuse, ReuseRecord
 
@@ -595,8 +595,7 @@ class LearningReuse(Reuse):
     def __init__(self, *, lr: float = 0.001, guard: bool = True, guard_exemplars: int = 5,
                  balance: Union[None, bool, str] = None, early_stop: Optional[bool] = None,
                  rollback: Optional[bool] = None, epochs: Optional[int] = None):
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-            raise ValueError(f"LearningReuse: lr must be a positive learning rate, got {lr!r}")
+        check_positive(lr, "lr", hint=" (Adam's learning rate of an update)")
         if not isinstance(guard, bool):
             raise ValueError(f"LearningReuse: guard must be a bool, got {guard!r}")
         check_int(guard_exemplars, "guard_exemplars", minimum=0)

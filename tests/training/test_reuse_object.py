@@ -68,7 +68,7 @@ def test_make_reuse_builds_names_and_copies_objects():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(lr=0), "lr must be a positive learning rate"),
+    (dict(lr=0), r"lr must be a positive number \(Adam's learning rate of an update\), got 0"),
     (dict(replay_exemplars=-1), "replay_exemplars"),
     (dict(epochs=0), "epochs"),
 ])
