@@ -1,4 +1,4 @@
-"""A learning-reuse update that stays only where held-out evidence shows no loss (:class:`NoLossReuse`, ``reuse="no_loss"``).
+"""A learning-reuse update kept only where held-out evidence shows no loss (:class:`NoLossReuse`, "no_loss").
 
 The steps of the kept update (issue #45, "a learning reuse that cannot fall below
 head-only"); :func:`kept_update` runs steps 3-6 for one repeat:
@@ -39,8 +39,6 @@ does not see; it is a few lines of plain torch.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -197,30 +195,22 @@ def train_entry(model, entry: int, owner: int, x: Tensor, y: Tensor, *, task: in
         model.train(was_training)
 
 
-@dataclass
-class KeptUpdateResult:
-    """What :func:`kept_update` did: ``decision`` (``None`` where no update ran: the entry's
-    head has another class count) and ``seconds`` it took (float)."""
-
-    decision: Optional[KeepDecision]
-    seconds: float
-
-
 def kept_update(model, *, task: int, entry: int, permutation: Sequence[int], x: Tensor, y: Tensor,
-                train_indices: Tensor, lr: float, batch_size: int, epochs: int = UPDATE_EPOCHS) -> KeptUpdateResult:
+                train_indices: Tensor, lr: float, batch_size: int,
+                epochs: int = UPDATE_EPOCHS) -> Optional[KeepDecision]:
     """Steps 3-6 (module doc) for a repeat ``task`` trained head-only on ``entry``.
 
     :param permutation: the entry head's output of each local class of the repeat
         (the detector's class matching), length = the repeat's classes.
     :param x: [n, C, H, W] the repeat's images; ``y``: [n] its local labels.
     :param train_indices: the repeat's training share (what :func:`remember_task` returned).
-    :returns: the keep rule's decision (``None``: no update was possible) and the seconds.
+    :returns: the keep rule's decision (``None``: no update was possible, the entry's head has
+        another class count or the repeat answers through another head).
     """
-    start = time.perf_counter()
     owner = model.entry_creator[int(entry)]
     perm = [int(v) for v in permutation]
     if model.heads.num_classes(owner) != len(perm) or model.heads.owner(task) != task:
-        return KeptUpdateResult(decision=None, seconds=time.perf_counter() - start)
+        return None
     earlier = [t for t in served_tasks(model, entry) if t != task]
     sets = {t: heldout_set(model, entry, t) for t in [task] + earlier}
     before = {t: score_task(model, t, *sets[t]) for t in sets}  # the repeat: its head-only head
@@ -238,7 +228,7 @@ def kept_update(model, *, task: int, entry: int, permutation: Sequence[int], x: 
         model.link_head(task, owner, perm)
     else:
         snapshot.restore()
-    return KeptUpdateResult(decision=decision, seconds=time.perf_counter() - start)
+    return decision
 
 
 class NoLossReuse(Reuse):
@@ -286,16 +276,16 @@ class NoLossReuse(Reuse):
             return
         model.end_entry_training()
         permutation = record.class_permutation or list(range(model.heads.num_classes(record.task)))
-        result = kept_update(model, task=record.task, entry=record.entry, permutation=permutation, x=data.x,
-                             y=data.y, train_indices=share, lr=self.lr, batch_size=settings.train_mb_size,
-                             epochs=self.epochs)
-        if result.decision is not None:
+        decision = kept_update(model, task=record.task, entry=record.entry, permutation=permutation, x=data.x,
+                               y=data.y, train_indices=share, lr=self.lr, batch_size=settings.train_mb_size,
+                               epochs=self.epochs)
+        if decision is not None:
             reuse.entry_updated = True
-            reuse.update_rolled_back = not result.decision.keep
-            reuse.keep_p_value = result.decision.p_value
-            reuse.keep_sets = [[s.task, s.images, s.losses, s.gains] for s in result.decision.sets]
+            reuse.update_rolled_back = not decision.keep
+            reuse.keep_p_value = decision.p_value
+            reuse.keep_sets = [[s.task, s.images, s.losses, s.gains] for s in decision.sets]
 
 
-__all__ = ["KeptUpdateResult", "NoLossReuse", "REPLAY_IMAGES", "REPLAY_LABELS", "UPDATE_EPOCHS",
+__all__ = ["NoLossReuse", "REPLAY_IMAGES", "REPLAY_LABELS", "UPDATE_EPOCHS",
            "heldout_keys", "heldout_set", "kept_update", "remember_task", "score_task", "score_through",
            "served_tasks", "train_entry"]

@@ -73,7 +73,7 @@ def test_a_useful_update_is_kept_and_links_the_repeat(prototype_stream, ground_t
     assert model.heads.owner(repeat) == repeat  # head-only: a head of its own
     result = kept_update.kept_update(model, task=repeat, entry=entry, permutation=list(range(c)), x=x, y=y,
                                      train_indices=trains[repeat], epochs=3, lr=0.01, batch_size=32)
-    decision = result.decision
+    decision = result
     assert decision is not None and [s.task for s in decision.sets] == [repeat, creator]
     # on this stream the update helps clearly (every held-out log-probability rises)
     assert decision.keep and decision.p_value <= 0.05 and all(s.losses <= s.gains for s in decision.sets)
@@ -95,7 +95,7 @@ def test_a_harmful_update_is_refused_and_the_entry_restored_exactly(prototype_st
     wrong = list(reversed(range(c)))  # the classes matched the wrong way round: the update unlearns
     result = kept_update.kept_update(model, task=repeat, entry=entry, permutation=wrong, x=x, y=y,
                                      train_indices=trains[repeat], epochs=5, lr=0.05, batch_size=32)
-    assert result.decision is not None and not result.decision.keep
+    assert result is not None and not result.keep
     assert all(torch.equal(a, b) for a, b in zip(before, _entry_tensors(model, entry, creator)))
     assert model.heads.owner(repeat) == repeat
     assert all(torch.equal(a, b) for a, b in zip(repeat_head, model.heads.module(repeat).parameters()))
@@ -108,7 +108,7 @@ def test_no_update_where_the_entry_head_has_another_class_count(prototype_stream
     x, y, c = _task_data(prototype_stream, repeat)
     result = kept_update.kept_update(model, task=repeat, entry=model.entry_of(repeat), permutation=[0], x=x, y=y,
                                      train_indices=trains[repeat], epochs=1, lr=0.01, batch_size=32)
-    assert result.decision is None and model.heads.owner(repeat) == repeat
+    assert result is None and model.heads.owner(repeat) == repeat
 
 
 def test_remove_own_refuses_a_head_others_answer_through(prototype_stream, ground_truth):
