@@ -134,3 +134,71 @@ def test_the_router_fitted_after_a_run_from_its_entry_map_answers_as_during_the_
     assert scored["routing"] == pytest.approx(metric.result()["kernel_lda"]["routing"], abs=1e-9)
     counter_bytes = sum(t.numel() * t.element_size() for state in during.state_modules(model) for t in state.buffers())
     assert scored["memory_mb"] == pytest.approx(counter_bytes / 2**20)
+
+
+def _answers(folder, stream, kernel, weighted):
+    import json
+
+    (folder / f"{stream}_seed0.json").write_text(json.dumps(
+        {"variants": {"kernel_tuned": {"unit": kernel}, "lda_weighted": {"unit": weighted}}}))
+
+
+def _tuned(seed, kernel):
+    """An [accumulate] run refitted after with kernel_lda at klda's settings (offline --settings klda)."""
+    run = _sdr("accumulate", seed, 0.99, 0.77, kernel)
+    run["run_id"] += "_kernel_klda"
+    run["kernel_lda_fitted_after"] = {"settings": "klda", "router": {"name": "kernel_lda"}, "from": "x"}
+    return run
+
+
+def test_the_router_chosen_on_validation_is_read_from_the_runs_refitted_at_kldas_settings(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "ANSWERS", tmp_path)
+    runs = _runs() + [_tuned(0, 0.82), _tuned(1, 0.84)]
+    _answers(tmp_path, "s", 83.0, 77.0)
+    assert table.validation_choice("s") == (table.KLDA_CHOICE, 83.0, 77.0)
+    rows = {r["label"]: r for r in table.stream_rows(runs, "s")}
+    # the refitted runs make their own row and leave the plain rows alone
+    assert rows["SDR [accumulate], router kernel_lda"]["free"] == [pytest.approx(80.0)] * 2
+    assert rows["SDR [accumulate], router kernel_lda at klda's settings"]["free"] == [pytest.approx(82.0),
+                                                                                      pytest.approx(84.0)]
+    chosen = rows[f"SDR [accumulate], router chosen on validation ({table.KLDA_CHOICE})"]
+    assert chosen["free"] == [pytest.approx(82.0), pytest.approx(84.0)]
+    assert chosen["memory"] == [pytest.approx(4.0 - 0.1 - 0.1 - 0.5)] * 2  # kernel_lda's state kept, lda's not
+    text = table.format_stream(runs, "s")
+    assert f"router chosen on validation ({table.KLDA_CHOICE}) task-free 83.00 % against 81.00 % (klda): **met**" in text
+    _answers(tmp_path, "s", 77.0, 77.0)  # a tie keeps the recommended router
+    assert table.validation_choice("s")[0] == "lda_weighted"
+    rows = {r["label"]: r for r in table.stream_rows(runs, "s")}
+    assert rows["SDR [accumulate], router chosen on validation (lda_weighted)"]["free"] == [pytest.approx(77.0)] * 2
+    assert table.validation_choice("absent") is None
+
+
+def test_the_offline_refit_refuses_a_run_it_wrote_and_names_the_harness_file(tmp_path, monkeypatch):
+    import json
+
+    run = _tuned(0, 0.8)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps({k: v for k, v in run.items() if k != "source"}))
+    args = offline.parse_args(["--runs", str(tmp_path), "--out", str(tmp_path / "out"), "--settings", "klda"])
+    with pytest.raises(SystemExit, match="written by this tool already; give the harness's run file"):
+        offline.main(args)
+
+
+def test_the_offline_refit_at_kldas_settings_reads_the_streams_tuning_file(tmp_path, monkeypatch):
+    assert offline.router_for("s", "defaults") == offline_router()
+    monkeypatch.setattr(router, "KLDA_TUNING", tmp_path)
+    with pytest.raises(SystemExit, match="no klda tuning file"):
+        offline.router_for("s", "klda")
+    import json
+
+    (tmp_path / "s" / "tuning").mkdir(parents=True)
+    (tmp_path / "s" / "tuning" / "chosen_s_cpu.json").write_text(json.dumps(
+        {"klda": {"options": {"klda_dim": 64, "klda_gamma": 0.5, "klda_shrinkage": 0.01}}}))
+    assert offline.router_for("s", "klda").options() == {"dim": 64, "gamma_scale": 0.5, "shrinkage": 0.01}
+
+
+def offline_router():
+    from avalanche_sdr.routers import KernelLDARouter
+
+    return KernelLDARouter()

@@ -19,7 +19,13 @@ the run as it was, with ``task_free["kernel_lda"]``, ``router_memory_mb["kernel_
 and ``router_fit_seconds["kernel_lda"]`` added (the router's state added to
 ``memory_mb``, its fit to ``wall_seconds``, as a run fitting it would count them) and
 ``"kernel_lda_fitted_after"``: the commit-independent note that it was fitted after the
-run. A run whose stream needs an E0 file (the small-CNN streams) reads it from
+run, with its settings. ``--settings klda`` fits the router at the ``klda`` baseline's
+settings chosen on the stream's validation split (``docs/results/closed_form/<stream>/
+tuning/chosen_<stream>_cpu.json``, :func:`benchmarks.studies.closed_form.router.klda_settings`)
+instead of its defaults; those runs are written as ``<run id>_kernel_klda.json``, with
+``"settings": "klda"`` in the note (the table reads them as their own row). A run already
+fitted after (one of this tool's outputs) is refused: its memory and wall time hold the
+first fit. A run whose stream needs an E0 file (the small-CNN streams) reads it from
 ``--backbones`` (a harness ``OUT/backbones`` folder of the same stream, preset and seed).
 """
 from __future__ import annotations
@@ -98,6 +104,27 @@ class RepositoryView:
         return self.routing_states[key].as_dict() if key in self.routing_states else {}
 
 
+SETTINGS = ("defaults", "klda")
+"""Where ``--settings`` takes the router's settings from (module doc)."""
+
+
+def router_for(stream: str, settings: str):
+    """The ``"kernel_lda"`` router of ``--settings`` for ``stream``.
+
+    :raises SystemExit: ``settings`` is ``"klda"`` and the stream has no klda tuning file.
+    """
+    from avalanche_sdr.routers import KernelLDARouter
+    from benchmarks.studies.closed_form.router import KLDA_TUNING, klda_settings
+
+    if settings == "defaults":
+        return KernelLDARouter()
+    options = klda_settings(stream)
+    if options is None:
+        raise SystemExit(f"{stream}: no klda tuning file under {KLDA_TUNING / stream / 'tuning'}; "
+                         f"run the harness with --methods klda --tune on it first")
+    return KernelLDARouter(**options)
+
+
 def fit_and_score(run: Dict[str, Any], benchmark, backbone, router) -> Dict[str, Any]:
     """Fit ``router`` from ``run``'s entry map on ``benchmark`` (original class ids) with E0
     ``backbone``; score it on the test stream. :return: ``{"task_free", "routing",
@@ -146,13 +173,15 @@ def parse_args(argv=None):
                         help="E0 checkpoint of the cifar_resnet20 streams (emnist100)")
     parser.add_argument("--out", required=True, type=cli.output_dir, metavar="DIR", help="folder of the new run files")
     parser.add_argument("--threads", type=cli.positive_int, default=1, metavar="N", help="torch threads (default 1)")
+    parser.add_argument("--settings", choices=SETTINGS, default=SETTINGS[0],
+                        help="the router's settings: its defaults, or the klda baseline's chosen on the stream's "
+                             "validation split (default: defaults)")
     return parser.parse_args(argv)
 
 
 def main(args) -> List[str]:
     import torch
 
-    from avalanche_sdr.routers import KernelLDARouter
     from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA
     from benchmarks.studies.closed_form.table import _relative, load
     from benchmarks.table2.engine import load_backbone, make_backbone
@@ -164,6 +193,9 @@ def main(args) -> List[str]:
     for run in load(args.runs):
         if run["method"] != "sdr_task_free":
             continue
+        if "kernel_lda_fitted_after" in run:
+            raise SystemExit(f"{run['run_id']} ({run['source']}) was written by this tool already; give the "
+                             f"harness's run file ({run['kernel_lda_fitted_after']['from']})")
         stream, preset, seed = run["stream"], run["preset"], run["seed"]
         if STREAMS[stream].backbone == "cifar_resnet20":
             if not args.backbone_weights:
@@ -176,7 +208,7 @@ def main(args) -> List[str]:
             backbone = load_backbone(RunSpec(stream, preset, run["method"], seed, str(path)))
         root = args.data_root if STREAMS[stream].needs_data_root else None
         benchmark = STREAMS[stream].build(seed, PRESETS[preset].capped, root, original_class_ids=True)
-        router = KernelLDARouter()
+        router = router_for(stream, args.settings)
         scored = fit_and_score(run, benchmark, backbone, router)
         out = {k: v for k, v in run.items() if k != "source"}
         out["task_free"] = dict(run["task_free"], **{ROUTER_KERNEL_LDA: {"task_free": scored["task_free"],
@@ -186,17 +218,18 @@ def main(args) -> List[str]:
         out["memory_mb"] = run["memory_mb"] + scored["memory_mb"]
         out["wall_seconds"] = run["wall_seconds"] + scored["fit_seconds"]
         out["kernel_lda_fitted_after"] = {"router": router.config(), "from": _relative(run["source"]),
-                                          "torch_threads": torch.get_num_threads()}
-        path = Path(args.out) / "runs" / f"{run['run_id']}.json"
+                                          "torch_threads": torch.get_num_threads(), "settings": args.settings}
+        out["run_id"] = run["run_id"] + ("" if args.settings == "defaults" else f"_kernel_{args.settings}")
+        path = Path(args.out) / "runs" / f"{out['run_id']}.json"
         cli.write_json(path, out)
         written.append(str(path))
-        print(f"{run['run_id']}: kernel_lda task-free {100 * scored['task_free']:.2f} % (lda_weighted "
+        print(f"{out['run_id']}: kernel_lda {router.options()} task-free {100 * scored['task_free']:.2f} % (lda_weighted "
               f"{100 * run['task_free']['lda_weighted']['task_free']:.2f} %), state {scored['memory_mb']:.2f} MB, "
               f"fit {scored['fit_seconds']:.0f} s", flush=True)
     return written
 
 
-__all__ = ["RepositoryView", "fit_and_score", "main", "parse_args"]
+__all__ = ["RepositoryView", "SETTINGS", "fit_and_score", "main", "parse_args", "router_for"]
 
 if __name__ == "__main__":
     cli.run_cli(main, parse_args)

@@ -9,7 +9,12 @@ sample std over the seeds every source of the row has:
   task label), task-free = that router's, memory and wall time with that router's state
   and fitting only (:func:`benchmarks.table2.engine.memory_mb_with_routers`,
   :func:`wall_with_routers`); the same runs read with the ``"kernel_lda"`` router (where
-  they have it); **SDR head-only**: ``sdr_task_free``, with either router.
+  they have it); **SDR head-only**: ``sdr_task_free``, with either router. The
+  ``[accumulate]`` runs refitted with ``"kernel_lda"`` at the ``klda`` baseline's settings
+  (``offline --settings klda``: ``"settings": "klda"`` in their ``kernel_lda_fitted_after``)
+  give the row **router kernel_lda at klda's settings**, and the row **router chosen on
+  validation**: per stream the router of :func:`validation_choice`, read from those runs
+  or from the ``lda_weighted`` ones.
 - ``slda``, ``ranpac``, ``klda``: their ``[tuned]`` rows (else their own row, where
   tuning kept the preset's values): task-free = the run's accuracy, task-aware = its
   ``task_aware`` score.
@@ -43,6 +48,13 @@ KERNEL_ROUTER = "kernel_lda"
 
 CLOSED_FORM = ("slda", "ranpac", "klda")
 """The closed-form rows, in table order."""
+
+KLDA_CHOICE = "kernel_lda at klda's settings"
+"""How the row "router chosen on validation" names the ``"kernel_lda"`` router at the
+``klda`` baseline's settings."""
+
+ANSWERS = Path(__file__).resolve().parents[3] / "docs" / "results" / "closed_form" / "router" / "answer"
+"""The ``router --answer`` study's validation runs (:func:`validation_choice` reads them)."""
 
 LABELS = {"slda": "slda (Avalanche StreamingLDA)", "ranpac": "ranpac (random projection + ridge)",
           "klda": "klda (random Fourier features + LDA)"}
@@ -111,21 +123,60 @@ def _row(label: str, parts: List[Tuple[Dict[str, Any], Cell, Cell, float, float]
             "sources": sorted({p[0]["source"] for p in parts})}
 
 
-def stream_rows(runs: Sequence[Dict[str, Any]], stream: str) -> List[Dict[str, Any]]:
-    """The rows of ``stream``'s table (module doc), those with runs only."""
+def kernel_settings(run: Dict[str, Any]) -> str:
+    """The settings a run's ``"kernel_lda"`` was fitted at after it
+    (:data:`benchmarks.studies.closed_form.offline.SETTINGS`; ``"defaults"`` for a run fitted
+    during training or not at all)."""
+    return (run.get("kernel_lda_fitted_after") or {}).get("settings", "defaults")
+
+
+def validation_choice(stream: str) -> Optional[Tuple[str, float, float]]:
+    """The router of the row "router chosen on validation" on ``stream``: ``(choice,
+    kernel %, lda_weighted %)``, ``choice`` :data:`KLDA_CHOICE` where ``"kernel_lda"`` at the
+    ``klda`` baseline's settings scored higher than ``"lda_weighted"`` on the stream's
+    VALIDATION split (:data:`ANSWERS` ``/<stream>_seed0.json`` of ``router --answer``: variants
+    ``kernel_tuned`` and ``lda_weighted``, answered by the unit), else ``"lda_weighted"``
+    (ties too: the recommended router). ``None`` where that file is absent. The rule was
+    fixed before any test score of the tuned router was computed."""
+    path = Path(ANSWERS) / f"{stream}_seed0.json"
+    if not path.exists():
+        return None
+    variants = json.loads(path.read_text())["variants"]
+    kernel, weighted = variants["kernel_tuned"]["unit"], variants[SDR_ROUTER]["unit"]
+    return (KLDA_CHOICE if kernel > weighted else SDR_ROUTER), kernel, weighted
+
+
+def _sdr_parts(found: Sequence[Dict[str, Any]], router: str):
+    """Per-seed row parts of SDR runs read with ``router`` (module doc)."""
     from benchmarks.table2.engine import memory_mb_with_routers
 
+    return [(r, 100 * r["average_accuracy"], 100 * r["task_free"][router]["task_free"],
+             memory_mb_with_routers(r, [router]), wall_with_routers(r, [router])) for r in found]
+
+
+def stream_rows(runs: Sequence[Dict[str, Any]], stream: str) -> List[Dict[str, Any]]:
+    """The rows of ``stream``'s table (module doc), those with runs only."""
     rows = []
+    plain = [r for r in runs if kernel_settings(r) == "defaults"]
     for variant, name in (("accumulate", "SDR [accumulate]"), ("", "SDR head-only")):
-        found = _find(runs, stream, "sdr_task_free", [variant])
+        found = _find(plain, stream, "sdr_task_free", [variant])
         for router in (SDR_ROUTER, KERNEL_ROUTER):
             if not found or not all(router in r["task_free"] for r in found):
                 continue
             label = ("SDR recommended ([accumulate], router lda_weighted)" if (variant, router) == (
                 "accumulate", SDR_ROUTER) else f"{name}, router {router}")
-            rows.append(dict(_row(label, [(r, 100 * r["average_accuracy"], 100 * r["task_free"][router]["task_free"],
-                                           memory_mb_with_routers(r, [router]), wall_with_routers(r, [router]))
-                                          for r in found]), sdr=variant))
+            rows.append(dict(_row(label, _sdr_parts(found, router)), sdr=variant))
+    tuned = _find([r for r in runs if kernel_settings(r) == "klda"], stream, "sdr_task_free", ["accumulate"])
+    if tuned:
+        rows.append(dict(_row("SDR [accumulate], router kernel_lda at klda's settings",
+                              _sdr_parts(tuned, KERNEL_ROUTER)), sdr="accumulate"))
+    choice = validation_choice(stream)
+    if choice is not None:
+        source = tuned if choice[0] == KLDA_CHOICE else _find(plain, stream, "sdr_task_free", ["accumulate"])
+        router = KERNEL_ROUTER if choice[0] == KLDA_CHOICE else SDR_ROUTER
+        if source and all(router in r["task_free"] for r in source):
+            rows.append(dict(_row(f"SDR [accumulate], router chosen on validation ({choice[0]})",
+                                  _sdr_parts(source, router)), sdr="accumulate"))
     for name in CLOSED_FORM:
         found = _find(runs, stream, name, ["tuned", ""])
         if found:
@@ -228,8 +279,8 @@ def main(args) -> str:
     return report
 
 
-__all__ = ["CLOSED_FORM", "KERNEL_ROUTER", "comparison", "format_stream", "load", "main", "parse_args",
-           "stream_rows", "wall_with_routers"]
+__all__ = ["ANSWERS", "CLOSED_FORM", "KERNEL_ROUTER", "KLDA_CHOICE", "comparison", "format_stream", "load", "main", "parse_args",
+           "kernel_settings", "stream_rows", "validation_choice", "wall_with_routers"]
 
 if __name__ == "__main__":
     cli.run_cli(main, parse_args)
