@@ -41,10 +41,10 @@ import torch
 from torch import Tensor, nn
 
 from avalanche_sdr._batching import eval_batch_size
-from avalanche_sdr._checks import check_int
+from avalanche_sdr._checks import check_int, check_positive
 from avalanche_sdr.baselines import BaselineSettings, class_incremental_classes
 from avalanche_sdr.models.closed_form_heads import (FOURIER, LDA, RELU, RIDGE, RandomFeatures, accumulate,
-                                                    check_fraction, check_positive, solve_head)
+                                                    check_fraction, solve_head)
 
 
 class ClosedFormClassifier(nn.Module):
@@ -81,7 +81,7 @@ class ClosedFormClassifier(nn.Module):
             raise ValueError(f"the random features read {features.in_dim} inputs but E0 gives {dim} features")
         self.num_classes = check_int(num_classes, "num_classes")
         self.head = head
-        self.ridge = None if ridge is None else check_positive(ridge, "ridge")
+        self.ridge = None if ridge is None else float(check_positive(ridge, "ridge"))
         self.shrinkage = None if shrinkage is None else check_fraction(shrinkage, "shrinkage", closed_low=True)
         self.backbone = copy.deepcopy(backbone).eval()
         for p in self.backbone.parameters():

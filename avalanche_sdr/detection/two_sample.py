@@ -446,7 +446,8 @@ class PretrainingRecord:
     """What a backbone was pretrained on, recorded by
     :func:`~avalanche_sdr.training.pretrain_backbone` on the backbone it trains
     (attribute :data:`PRETRAINING_RECORD`). A deep copy of the backbone carries it (SDR's
-    repository keeps its own copy of E0), a ``state_dict`` does not.
+    repository keeps its own copy of E0), a ``state_dict`` does not: save
+    :meth:`to_tensors` beside it and set the attribute again from :meth:`from_tensors`.
 
     :param tasks: task labels of the warm-start experiences the backbone was trained on
         (empty: none of the stream's).
@@ -483,6 +484,39 @@ class PretrainingRecord:
     def to_dict(self) -> Dict[str, object]:
         """JSON-safe summary: the tasks and the holdout's :meth:`ReferenceHoldout.to_dict` (or ``None``)."""
         return {"tasks": list(self.tasks), "holdout": None if self.holdout is None else self.holdout.to_dict()}
+
+    def to_tensors(self) -> Dict[str, object]:
+        """The whole record as tensors and dicts that ``torch.load(weights_only=True)`` reads
+        back (to save beside a backbone's ``state_dict``, which does not carry the record):
+        ``tasks`` [k] int64 and, with a holdout, ``share`` (float64 scalar), ``seed`` (int64
+        scalar), ``rows`` (task as str -> [m] int64 held-out row indices) and ``sizes`` (task
+        as str -> int64 scalar). :meth:`from_tensors` is its inverse."""
+        out: Dict[str, object] = {"tasks": torch.tensor(list(self.tasks), dtype=torch.long)}
+        if self.holdout is not None:
+            out.update({"share": torch.tensor(float(self.holdout.share), dtype=torch.float64),
+                        "seed": torch.tensor(int(self.holdout.seed)),
+                        "rows": {str(t): r.clone() for t, r in self.holdout.rows.items()},
+                        "sizes": {str(t): torch.tensor(int(n)) for t, n in self.holdout.sizes.items()}})
+        return out
+
+    @classmethod
+    def from_tensors(cls, data: Mapping[str, object]) -> "PretrainingRecord":
+        """The record :meth:`to_tensors` wrote.
+
+        :raises ValueError: ``data`` has no ``tasks``, or a holdout part without the others.
+        """
+        if "tasks" not in data:
+            raise ValueError(f"not a saved PretrainingRecord (no 'tasks'): keys {sorted(data)}")
+        parts = {"share", "seed", "rows", "sizes"}
+        present = parts & set(data)
+        if present and present != parts:
+            raise ValueError(f"a saved PretrainingRecord's holdout needs {sorted(parts)}, got {sorted(present)}")
+        holdout = None
+        if present:
+            holdout = ReferenceHoldout(float(data["share"]), int(data["seed"]),
+                                       {int(t): r for t, r in data["rows"].items()},
+                                       {int(t): int(n) for t, n in data["sizes"].items()})
+        return cls(tuple(int(t) for t in data["tasks"].tolist()), holdout)
 
 
 def pretraining_record(backbone) -> Optional[PretrainingRecord]:

@@ -29,7 +29,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from avalanche_sdr._checks import check_int
+from avalanche_sdr._checks import check_int, check_positive
 
 RELU = "relu"
 """Kind of :class:`RandomFeatures`: RanPAC's ``relu(z W)``."""
@@ -53,16 +53,6 @@ def check_fraction(value: Any, name: str, *, closed_low: bool) -> float:
             (0.0 <= value if closed_low else 0.0 < value) and value <= 1.0):
         interval = "[0, 1]" if closed_low else "(0, 1]"
         raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-    return float(value)
-
-
-def check_positive(value: Any, name: str) -> float:
-    """``value`` as a positive float.
-
-    :raises ValueError: anything else (a bool, NaN, 0 or less), naming ``name``.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
     return float(value)
 
 
@@ -95,8 +85,8 @@ class RandomFeatures(nn.Module):
         self.in_dim = check_int(in_dim, "in_dim")
         self.out_dim = check_int(out_dim, "out_dim", hint=" (the number of random features)")
         self.seed = check_int(seed, "seed", minimum=0)
-        self.gamma_scale = None if kind == RELU else check_positive(1.0 if gamma_scale is None else gamma_scale,
-                                                                      "gamma_scale")
+        width = 1.0 if gamma_scale is None else gamma_scale
+        self.gamma_scale = None if kind == RELU else float(check_positive(width, "gamma_scale"))
         self.gamma: Optional[float] = None
         """:data:`FOURIER`: the kernel's gamma once calibrated (else ``None``)."""
         if kind == RELU:
@@ -226,5 +216,5 @@ def solve_head(head: str, scatter: Tensor, sums: Tensor, counts: Tensor, *, ridg
     return weights.float(), offsets.float(), seen
 
 
-__all__ = ["FOURIER", "LDA", "RELU", "RIDGE", "RandomFeatures", "accumulate", "check_fraction", "check_positive",
+__all__ = ["FOURIER", "LDA", "RELU", "RIDGE", "RandomFeatures", "accumulate", "check_fraction",
            "solve_head"]

@@ -36,9 +36,9 @@ import weakref
 import torch
 from torch import Tensor
 
-from avalanche_sdr._checks import check_int
+from avalanche_sdr._checks import check_int, check_positive
 from avalanche_sdr.models.closed_form_heads import (FOURIER, LDA, RandomFeatures, accumulate, check_fraction,
-                                                    check_positive, solve_head)
+                                                    solve_head)
 from avalanche_sdr.models.task_data import TaskData
 from avalanche_sdr.routers.base import Router, TaskFreePrediction, entry_key
 from avalanche_sdr.routers.lda_router import unit_task
@@ -85,7 +85,7 @@ class KernelLDARouter(Router):
 
     def __init__(self, dim: int = DIM, gamma_scale: float = GAMMA_SCALE, shrinkage: float = SHRINKAGE):
         self.dim = check_int(dim, "dim", hint=" (the number of random Fourier features)")
-        self.gamma_scale = check_positive(gamma_scale, "gamma_scale")
+        self.gamma_scale = float(check_positive(gamma_scale, "gamma_scale"))
         self.shrinkage = check_fraction(shrinkage, "shrinkage", closed_low=True)
 
     def options(self) -> Dict[str, object]:

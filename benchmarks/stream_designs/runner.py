@@ -56,45 +56,13 @@ E0 (which a ``state_dict`` does not carry), so that a run resumed from the file 
 references a fresh run gives it. Format 1 (a bare ``state_dict``) is refused."""
 
 
-def record_to_tensors(record) -> Dict[str, Any]:
-    """A :class:`~avalanche_sdr.detection.two_sample.PretrainingRecord` (or ``None``) as tensors and
-    dicts ``torch.load(weights_only=True)`` reads back: ``{}`` for ``None``; else ``tasks`` [k] int64 and,
-    with a holdout, ``share``, ``seed``, ``rows`` (task str -> [m] int64) and ``sizes`` (task str -> int64)."""
-    import torch
-
-    if record is None:
-        return {}
-    out: Dict[str, Any] = {"tasks": torch.tensor(list(record.tasks), dtype=torch.long)}
-    holdout = record.holdout
-    if holdout is not None:
-        out.update({"share": torch.tensor(float(holdout.share), dtype=torch.float64),
-                    "seed": torch.tensor(int(holdout.seed)),
-                    "rows": {str(t): r.clone() for t, r in holdout.rows.items()},
-                    "sizes": {str(t): torch.tensor(int(n)) for t, n in holdout.sizes.items()}})
-    return out
-
-
-def record_from_tensors(data: Dict[str, Any]):
-    """The inverse of :func:`record_to_tensors`."""
-    from avalanche_sdr.detection.two_sample import PretrainingRecord, ReferenceHoldout
-
-    if not data:
-        return None
-    holdout = None
-    if "rows" in data:
-        holdout = ReferenceHoldout(float(data["share"]), int(data["seed"]),
-                                   {int(t): r for t, r in data["rows"].items()},
-                                   {int(t): int(n) for t, n in data["sizes"].items()})
-    return PretrainingRecord(tuple(int(t) for t in data["tasks"].tolist()), holdout)
-
-
 def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], None]):
     """The design's E0, pretrained here or loaded from ``e0_dir``, and its pretraining cost (CPU / wall s)."""
     import torch
 
     from avalanche_sdr import pretrain_backbone, seed_everything, small_cnn_backbone
     from avalanche_sdr.cli import write_json
-    from avalanche_sdr.detection.two_sample import PRETRAINING_RECORD, pretraining_record
+    from avalanche_sdr.detection.two_sample import PRETRAINING_RECORD, PretrainingRecord, pretraining_record
     from avalanche_sdr.training.checkpoint import atomic_write
 
     recipe = design["e0"]
@@ -114,7 +82,8 @@ def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], No
         backbone.load_state_dict(saved["state_dict"])
         for p in backbone.parameters():
             p.requires_grad_(False)
-        setattr(backbone, PRETRAINING_RECORD, record_from_tensors(saved["pretraining"]))
+        setattr(backbone, PRETRAINING_RECORD,
+                PretrainingRecord.from_tensors(saved["pretraining"]) if saved["pretraining"] else None)
         return backbone.eval(), json.loads(cost_path.read_text())
     cpu, wall = time.process_time(), time.perf_counter()
     warm = benchmark.train_stream[:int(design["n_warm_start"])]
@@ -122,8 +91,9 @@ def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], No
                       batch_size=int(recipe["batch_size"]), verbose=False)
     cost = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall}
     path.parent.mkdir(parents=True, exist_ok=True)
+    record = pretraining_record(backbone)
     saved = {E0_FILE_FORMAT_KEY: torch.tensor(E0_FILE_FORMAT), "state_dict": backbone.state_dict(),
-             "pretraining": record_to_tensors(pretraining_record(backbone))}
+             "pretraining": {} if record is None else record.to_tensors()}
     atomic_write(path, lambda f: torch.save(saved, f))
     write_json(cost_path, cost)
     log(f"design {design['seed']}: E0 pretrained, {cost['cpu_seconds']:.1f} CPU s")
@@ -242,5 +212,4 @@ def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, 
     return written
 
 
-__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "record_from_tensors",
-           "record_to_tensors", "run_design", "run_designs", "run_method", "run_path"]
+__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "run_design", "run_designs", "run_method", "run_path"]

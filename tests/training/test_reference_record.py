@@ -148,3 +148,24 @@ def test_each_entrys_own_feature_space_ignores_the_record(prototype_stream):
         warnings.simplefilter("always")
         _strategy(small_cnn_backbone(in_channels=1, widths=(8, 16)), prototype_stream, detector=detector)
     assert not _reference_warnings(caught) and detector.reference_holdout is None
+
+
+def test_a_record_saved_as_tensors_loads_back_with_torch_weights_only(prototype_stream, tmp_path):
+    """PretrainingRecord.to_tensors / from_tensors: what a user saving E0 beside its state_dict
+    needs (the state_dict does not carry the record)."""
+    record = pretraining_record(_pretrained(prototype_stream))
+    path = tmp_path / "record.pt"
+    torch.save(record.to_tensors(), path)
+    again = PretrainingRecord.from_tensors(torch.load(path, weights_only=True))
+    assert again.tasks == record.tasks and again.holdout.to_dict() == record.holdout.to_dict()
+    assert all(torch.equal(again.holdout.rows[t], record.holdout.rows[t]) for t in record.tasks)
+    assert dict(again.holdout.sizes) == dict(record.holdout.sizes)
+    bare = PretrainingRecord((0, 1), None)
+    bare_again = PretrainingRecord.from_tensors(bare.to_tensors())
+    assert bare_again.tasks == (0, 1) and bare_again.holdout is None
+    with pytest.raises(ValueError, match="no 'tasks'"):
+        PretrainingRecord.from_tensors({})
+    partial = record.to_tensors()
+    del partial["rows"]
+    with pytest.raises(ValueError, match="holdout needs"):
+        PretrainingRecord.from_tensors(partial)
