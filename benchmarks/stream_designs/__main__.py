@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--e0-dir", type=cli.output_dir, default=None,
                      help="folder of the designs' pretrained E0 weights, reused on resume (default: OUT/e0)")
     run.add_argument("--fashion-root", default=None, help="Fashion-MNIST folder (default: the Debian package's)")
+    run.add_argument("--training-seed-offset", type=int, default=0, metavar="K",
+                     help="add K to each design's training seed (same E0, stream and data; other training draws): "
+                          "a second run of a method, to measure run-to-run spread (default 0)")
     run.add_argument("--report-seeds", action="store_true",
                      help="allow report seeds (only for the report, after every choice was made on validation seeds)")
     cli.add_threads_argument(run)
@@ -153,7 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     threads = cli.set_threads(args.threads)
     print(f"torch threads: {threads}; designs {[d['seed'] for d in designs]}; methods {names}", flush=True)
     run_designs(designs, {n: methods[n] for n in names}, Path(args.out), data_root=args.data_root,
-                fashion_root=args.fashion_root, e0_dir=args.e0_dir, log=lambda line: print(line, flush=True))
+                fashion_root=args.fashion_root, e0_dir=args.e0_dir, training_seed_offset=args.training_seed_offset,
+                log=lambda line: print(line, flush=True))
     return 0
 
 

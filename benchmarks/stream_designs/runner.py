@@ -110,9 +110,14 @@ def _evaluator():
     return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[DecisionLogger(file=sys.stderr)])
 
 
-def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dict[str, Any]) -> Dict[str, Any]:
+def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dict[str, Any],
+               training_seed_offset: int = 0) -> Dict[str, Any]:
     """One method on one design: a fresh copy of ``e0``, ``SDRStrategy.from_benchmark(copy, benchmark,
     settings="cpu", n_warm_start=..., **keywords)``, the stream run; returns the run record (no file written).
+
+    :param training_seed_offset: added to the design's ``training_seed`` before the run (the global RNGs'
+        seed; E0, the stream and the data are the design's whatever it is): a second run of one method
+        that differs only in its training draws, to measure how far two such runs fall apart.
 
     :return: ``{"results": run_sdr_stream's dict, "memory_mb", "cost": {"cpu_seconds", "wall_seconds",
         "evaluation_seconds", "evaluated_experiences", "torch_threads", "load_before", "load_after"}}``;
@@ -125,7 +130,7 @@ def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dic
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
     load_before = _load_average()
-    seed_everything(int(design["training_seed"]))
+    seed_everything(int(design["training_seed"]) + int(training_seed_offset))
     cpu, wall = time.process_time(), time.perf_counter()
     strategy = SDRStrategy.from_benchmark(copy.deepcopy(e0), benchmark, settings=SETTINGS,
                                           n_warm_start=int(design["n_warm_start"]), evaluator=_evaluator(),
@@ -142,12 +147,14 @@ def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dic
 
 def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: Path, *,
                data_root: Optional[str] = None, fashion_root: Optional[str] = None, e0_dir: Optional[Path] = None,
-               log: Callable[[str], None] = print) -> List[Path]:
+               training_seed_offset: int = 0, log: Callable[[str], None] = print) -> List[Path]:
     """Run every method of ``methods`` (name -> keywords) on ``design`` that has no run file yet.
 
     :param design: a design (:func:`~benchmarks.stream_designs.distribution.draw_design`); its ``seed`` names
         the run files.
     :param e0_dir: the folder of the designs' E0 weights (default ``out/e0``).
+    :param training_seed_offset: :func:`run_method`'s, recorded in each run file (``"training_seed_offset"``);
+        an existing run file written with another offset is refused.
 
     :return: the run files written now (none when every run existed or the source is absent: a line says so).
     :raises ValueError: an inconsistent design (:func:`check_design`), or an existing run file of another
@@ -162,10 +169,14 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
     todo = {name: kw for name, kw in methods.items() if not run_path(out, seed, name).is_file()}
     done = sorted(set(methods) - set(todo))
     for name in done:
-        earlier = json.loads(run_path(out, seed, name).read_text()).get("design")
-        if earlier != json.loads(json.dumps(design)):
+        earlier = json.loads(run_path(out, seed, name).read_text())
+        if earlier.get("design") != json.loads(json.dumps(design)):
             raise ValueError(f"{run_path(out, seed, name)} holds a run of another design {seed} (another "
                              f"distribution version or a changed design); write to another --out")
+        if int(earlier.get("training_seed_offset", 0)) != int(training_seed_offset):
+            raise ValueError(f"{run_path(out, seed, name)} was run with training seed offset "
+                             f"{earlier.get('training_seed_offset', 0)}, not {training_seed_offset}; name the method "
+                             f"of the other offset differently (--method-keywords) or write to another --out")
     if done:
         log(f"design {seed}: skipping {', '.join(done)} (run files exist)")
     if not todo:
@@ -181,9 +192,9 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
     written = []
     for name, keywords in todo.items():
         log(f"design {seed} ({design['source']}, {len(design['tasks'])} tasks): {name} {keywords}")
-        record = run_method(design, benchmark, e0, name, keywords)
+        record = run_method(design, benchmark, e0, name, keywords, training_seed_offset)
         record = {"format": RUN_FORMAT, "design_version": design["version"], "design_seed": int(seed), "method": name,
-                  "keywords": keywords, "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
+                  "keywords": keywords, "training_seed_offset": int(training_seed_offset), "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
                   "e0_cost": e0_cost, **record}
         path = run_path(out, seed, name)
         write_json(path, record)

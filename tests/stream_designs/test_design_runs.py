@@ -111,6 +111,25 @@ def test_a_tiny_run_writes_its_record_and_a_second_call_skips_it(digits, tmp_pat
     other = dict(design, data_seed=78)
     with pytest.raises(ValueError, match="another design"):
         runner.run_design(other, methods, tmp_path, log=lines.append)
+    assert record["training_seed_offset"] == 0
+    with pytest.raises(ValueError, match="training seed offset 0, not 1"):
+        runner.run_design(design, methods, tmp_path, training_seed_offset=1, log=lines.append)
+
+
+def test_a_training_seed_offset_changes_the_training_draws_only(digits, tmp_path):
+    """--training-seed-offset: the same design, E0 and data, other global training draws (the run-to-run
+    spread of one method); recorded in the run file."""
+    design = tiny_design()
+    head = {"method": "recommended", "reuse": "head"}
+    first = runner.run_design(design, {"head": head}, tmp_path, log=lambda line: None)[0]
+    again = runner.run_design(design, {"again": head}, tmp_path, training_seed_offset=1, log=lambda line: None)[0]
+    a, b = (json.loads(p.read_text()) for p in (first, again))
+    assert b["training_seed_offset"] == 1 and a["training_seed_offset"] == 0
+    assert a["ground_truth"] == b["ground_truth"] and a["design"] == b["design"]
+    def curves(run):  # every task's training accuracy per epoch: other mini-batch orders move them
+        return [t["train_accuracy_per_epoch"] for t in run["results"]["tasks"]]
+
+    assert curves(a) != curves(b)
 
 
 def test_a_run_from_the_kept_e0_equals_a_run_from_the_fresh_one(digits, tmp_path):
