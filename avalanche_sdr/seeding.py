@@ -49,4 +49,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # seeds every CUDA device too
 
 
-__all__ = ["MAX_SEED", "seed_everything"]
+def task_seed(seed: int, position: int) -> int:
+    """The seed of the global generators for the experience at ``position`` of a run seeded
+    ``seed`` (:func:`~avalanche_sdr.training.stream_runner.run_sdr_stream`'s
+    ``seed_each_task``): ``(seed * 1_000_003 + position) mod 2**32``, so that each task's
+    training draws depend on the run's seed and the task's position only.
+
+    :param seed: an int in ``[0, 2**32 - 1]``; ``position``: an int >= 0.
+    :raises TypeError: either is not an integer.
+    :raises ValueError: ``seed`` outside ``[0, 2**32 - 1]`` or ``position`` negative.
+    """
+    for name, value in (("seed", seed), ("position", position)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED}] (what numpy accepts), got {seed}")
+    if int(position) < 0:
+        raise ValueError(f"position must be >= 0, got {position}")
+    return (int(seed) * 1_000_003 + int(position)) % (MAX_SEED + 1)
+
+
+__all__ = ["MAX_SEED", "seed_everything", "task_seed"]

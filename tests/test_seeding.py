@@ -28,3 +28,15 @@ def test_same_seed_same_draws_other_seed_other_draws():
 def test_bad_seeds_are_refused(bad, error):
     with pytest.raises(error, match="seed must be"):
         seed_everything(bad)
+
+
+def test_task_seeds_depend_on_the_seed_and_the_position_only():
+    from avalanche_sdr.seeding import task_seed
+
+    assert task_seed(5, 0) == 5 * 1_000_003 and task_seed(5, 3) == 5 * 1_000_003 + 3
+    assert task_seed(MAX_SEED, 7) <= MAX_SEED
+    assert len({task_seed(s, p) for s in range(3) for p in range(50)}) == 150
+    for bad, error in [((-1, 0), ValueError), ((0, -1), ValueError), ((1.0, 0), TypeError), ((0, True), TypeError)]:
+        with pytest.raises(error, match="seed must|position must"):
+            task_seed(*bad)
+

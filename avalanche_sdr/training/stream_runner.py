@@ -36,6 +36,7 @@ from avalanche_sdr.evaluation import (
 from avalanche_sdr.evaluation.memory import entry_bytes
 from avalanche_sdr.models.digests import backbone_state_digest, task_state_digest
 from avalanche_sdr.models.repository import SDRModel
+from avalanche_sdr.seeding import seed_everything, task_seed
 from avalanche_sdr.training.checkpoint import CheckpointMismatchError, strategy_fingerprint
 
 
@@ -268,6 +269,7 @@ def run_sdr_stream(
     log: Optional[Callable[[str], None]] = None,
     timings: Optional[Dict[str, float]] = None,
     full_final_evaluation: bool = True,
+    seed_each_task: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Train ``strategy`` on every experience of ``benchmark.train_stream`` in order,
     then evaluate every task on ``benchmark.test_stream``; return the results dict.
@@ -302,12 +304,26 @@ def run_sdr_stream(
         last evaluation then covers only those experiences (its stream metrics and
         ``TaskFreeMetrics`` are over them), or is the last group evaluation when none
         changed. For callers that read the results only.
+    :param seed_each_task: ``None`` (default): the global generators are left as the caller
+        seeded them. An int: before each experience trains, they are seeded
+        (:func:`~avalanche_sdr.seeding.seed_everything`) with
+        :func:`~avalanche_sdr.seeding.task_seed` (``seed_each_task``, its position), so a
+        task's training draws (initial weights, mini-batch order) do not depend on what
+        earlier tasks drew: two configurations compared task by task draw alike for a task
+        they train alike (common random numbers), and a resumed run draws as an
+        uninterrupted one. Recorded as ``results["seed_each_task"]``.
     :raises TypeError: ``full_final_evaluation`` is not a bool.
+    :raises ValueError: ``seed_each_task`` is not a seed (:func:`~avalanche_sdr.seeding.task_seed`).
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
         checkpoint of another configuration, ``config``, ``seed`` or stream.
     """
     if not isinstance(full_final_evaluation, bool):
         raise TypeError(f"full_final_evaluation must be True or False, got {full_final_evaluation!r}")
+    if seed_each_task is not None:
+        try:
+            task_seed(seed_each_task, 0)
+        except TypeError as err:
+            raise ValueError(f"seed_each_task must be None or a seed: {err}") from err
     train_stream, test_stream = benchmark.train_stream, benchmark.test_stream
     memory_after: List[float] = []
     group_curve: List[Optional[Dict[str, Any]]] = []
@@ -344,6 +360,8 @@ def run_sdr_stream(
             if log is not None:
                 log(f"resumed from {str(checkpoint.directory)!r}: {finished} of {len(train_stream)} experiences done")
     for position, experience in enumerate(list(train_stream)[finished:], start=finished):
+        if seed_each_task is not None:
+            seed_everything(task_seed(seed_each_task, position))
         strategy.train(experience, eval_streams=[])
         memory_after.append(repository_memory_bytes(strategy) / BYTES_PER_MB)
         groups.append(int(experience.group))
@@ -406,6 +424,7 @@ def run_sdr_stream(
         "method_preset": getattr(strategy, "method", None),  # the preset's name, beside its expanded values:
         "strategy_config": strategy_fingerprint(strategy),  # settings, detector, routers (as checkpoints match them)
         "seed": seed,
+        "seed_each_task": seed_each_task,
         "detection": summary,
         "average_accuracy": sum(accuracies) / len(accuracies),
         "memory_mb": memory_after[-1],

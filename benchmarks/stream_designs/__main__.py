@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--training-seed-offset", type=int, default=0, metavar="K",
                      help="add K to each design's training seed (same E0, stream and data; other training draws): "
                           "a second run of a method, to measure run-to-run spread (default 0)")
+    run.add_argument("--seed-each-task", action="store_true",
+                     help="seed the global generators before each task from the training seed and the task's "
+                          "position: methods draw alike for the tasks they train alike (common random numbers)")
     run.add_argument("--report-seeds", action="store_true",
                      help="allow report seeds (only for the report, after every choice was made on validation seeds)")
     cli.add_threads_argument(run)
@@ -157,7 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"torch threads: {threads}; designs {[d['seed'] for d in designs]}; methods {names}", flush=True)
     run_designs(designs, {n: methods[n] for n in names}, Path(args.out), data_root=args.data_root,
                 fashion_root=args.fashion_root, e0_dir=args.e0_dir, training_seed_offset=args.training_seed_offset,
-                log=lambda line: print(line, flush=True))
+                seed_each_task=args.seed_each_task, log=lambda line: print(line, flush=True))
     return 0
 
 

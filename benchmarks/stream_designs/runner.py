@@ -111,13 +111,16 @@ def _evaluator():
 
 
 def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dict[str, Any],
-               training_seed_offset: int = 0) -> Dict[str, Any]:
+               training_seed_offset: int = 0, seed_each_task: bool = False) -> Dict[str, Any]:
     """One method on one design: a fresh copy of ``e0``, ``SDRStrategy.from_benchmark(copy, benchmark,
     settings="cpu", n_warm_start=..., **keywords)``, the stream run; returns the run record (no file written).
 
     :param training_seed_offset: added to the design's ``training_seed`` before the run (the global RNGs'
         seed; E0, the stream and the data are the design's whatever it is): a second run of one method
         that differs only in its training draws, to measure how far two such runs fall apart.
+    :param seed_each_task: seed the global generators before each task from that seed and the task's
+        position (:func:`~avalanche_sdr.training.stream_runner.run_sdr_stream`'s ``seed_each_task``): two
+        methods then draw alike for every task they train alike (common random numbers).
 
     :return: ``{"results": run_sdr_stream's dict, "memory_mb", "cost": {"cpu_seconds", "wall_seconds",
         "evaluation_seconds", "evaluated_experiences", "torch_threads", "load_before", "load_after"}}``;
@@ -130,14 +133,16 @@ def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dic
     from avalanche_sdr.training.stream_runner import run_sdr_stream
 
     load_before = _load_average()
-    seed_everything(int(design["training_seed"]) + int(training_seed_offset))
+    training_seed = int(design["training_seed"]) + int(training_seed_offset)
+    seed_everything(training_seed)
     cpu, wall = time.process_time(), time.perf_counter()
     strategy = SDRStrategy.from_benchmark(copy.deepcopy(e0), benchmark, settings=SETTINGS,
                                           n_warm_start=int(design["n_warm_start"]), evaluator=_evaluator(),
                                           **keywords)
     timings: Dict[str, float] = {}
     results = run_sdr_stream(strategy, benchmark, config={"method": method, "keywords": keywords},
-                             seed=int(design["seed"]), timings=timings, full_final_evaluation=False)
+                             seed=int(design["seed"]), timings=timings, full_final_evaluation=False,
+                             seed_each_task=training_seed if seed_each_task else None)
     cost = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall,
             "evaluation_seconds": timings.get("evaluation_seconds"),
             "evaluated_experiences": timings.get("evaluated_experiences"),
@@ -147,7 +152,8 @@ def run_method(design: Dict[str, Any], benchmark, e0, method: str, keywords: Dic
 
 def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: Path, *,
                data_root: Optional[str] = None, fashion_root: Optional[str] = None, e0_dir: Optional[Path] = None,
-               training_seed_offset: int = 0, log: Callable[[str], None] = print) -> List[Path]:
+               training_seed_offset: int = 0, seed_each_task: bool = False,
+               log: Callable[[str], None] = print) -> List[Path]:
     """Run every method of ``methods`` (name -> keywords) on ``design`` that has no run file yet.
 
     :param design: a design (:func:`~benchmarks.stream_designs.distribution.draw_design`); its ``seed`` names
@@ -155,6 +161,7 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
     :param e0_dir: the folder of the designs' E0 weights (default ``out/e0``).
     :param training_seed_offset: :func:`run_method`'s, recorded in each run file (``"training_seed_offset"``);
         an existing run file written with another offset is refused.
+    :param seed_each_task: :func:`run_method`'s, recorded (``"seed_each_task"``) and checked the same way.
 
     :return: the run files written now (none when every run existed or the source is absent: a line says so).
     :raises ValueError: an inconsistent design (:func:`check_design`), or an existing run file of another
@@ -173,10 +180,11 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
         if earlier.get("design") != json.loads(json.dumps(design)):
             raise ValueError(f"{run_path(out, seed, name)} holds a run of another design {seed} (another "
                              f"distribution version or a changed design); write to another --out")
-        if int(earlier.get("training_seed_offset", 0)) != int(training_seed_offset):
-            raise ValueError(f"{run_path(out, seed, name)} was run with training seed offset "
-                             f"{earlier.get('training_seed_offset', 0)}, not {training_seed_offset}; name the method "
-                             f"of the other offset differently (--method-keywords) or write to another --out")
+        draws = (int(earlier.get("training_seed_offset", 0)), bool(earlier.get("seed_each_task", False)))
+        if draws != (int(training_seed_offset), bool(seed_each_task)):
+            raise ValueError(f"{run_path(out, seed, name)} was run with training seed offset {draws[0]} and "
+                             f"seed_each_task {draws[1]}, not {training_seed_offset} and {bool(seed_each_task)}; name "
+                             f"the method of the other draws differently (--method-keywords) or write to another --out")
     if done:
         log(f"design {seed}: skipping {', '.join(done)} (run files exist)")
     if not todo:
@@ -192,9 +200,10 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
     written = []
     for name, keywords in todo.items():
         log(f"design {seed} ({design['source']}, {len(design['tasks'])} tasks): {name} {keywords}")
-        record = run_method(design, benchmark, e0, name, keywords, training_seed_offset)
+        record = run_method(design, benchmark, e0, name, keywords, training_seed_offset, seed_each_task)
         record = {"format": RUN_FORMAT, "design_version": design["version"], "design_seed": int(seed), "method": name,
-                  "keywords": keywords, "training_seed_offset": int(training_seed_offset), "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
+                  "keywords": keywords, "training_seed_offset": int(training_seed_offset),
+                  "seed_each_task": bool(seed_each_task), "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
                   "e0_cost": e0_cost, **record}
         path = run_path(out, seed, name)
         write_json(path, record)

@@ -112,7 +112,7 @@ def test_a_tiny_run_writes_its_record_and_a_second_call_skips_it(digits, tmp_pat
     with pytest.raises(ValueError, match="another design"):
         runner.run_design(other, methods, tmp_path, log=lines.append)
     assert record["training_seed_offset"] == 0
-    with pytest.raises(ValueError, match="training seed offset 0, not 1"):
+    with pytest.raises(ValueError, match="training seed offset 0 and seed_each_task False, not 1 and False"):
         runner.run_design(design, methods, tmp_path, training_seed_offset=1, log=lines.append)
 
 
@@ -130,6 +130,10 @@ def test_a_training_seed_offset_changes_the_training_draws_only(digits, tmp_path
         return [t["train_accuracy_per_epoch"] for t in run["results"]["tasks"]]
 
     assert curves(a) != curves(b)
+    each = runner.run_design(design, {"each": head}, tmp_path, seed_each_task=True, log=lambda line: None)[0]
+    assert json.loads(each.read_text())["seed_each_task"] is True and a["seed_each_task"] is False
+    with pytest.raises(ValueError, match="seed_each_task True, not 0 and False"):
+        runner.run_design(design, {"each": head}, tmp_path, log=lambda line: None)
 
 
 def test_a_run_from_the_kept_e0_equals_a_run_from_the_fresh_one(digits, tmp_path):
