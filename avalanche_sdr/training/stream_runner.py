@@ -310,12 +310,12 @@ def run_sdr_stream(
         :func:`~avalanche_sdr.seeding.task_seed` (``seed_each_task``, its position), so a
         task's training draws (initial weights, mini-batch order) do not depend on what
         earlier tasks drew: two configurations compared task by task draw alike for a task
-        they train alike (common random numbers), and a resumed run draws as an
-        uninterrupted one. Recorded as ``results["seed_each_task"]``.
+        they train alike (common random numbers). Recorded as ``results["seed_each_task"]``
+        and in a checkpoint's run description (a checkpoint resumes only with the same value).
     :raises TypeError: ``full_final_evaluation`` is not a bool.
     :raises ValueError: ``seed_each_task`` is not a seed (:func:`~avalanche_sdr.seeding.task_seed`).
     :raises CheckpointMismatchError: the strategy's checkpoint directory holds a
-        checkpoint of another configuration, ``config``, ``seed`` or stream.
+        checkpoint of another configuration, ``config``, ``seed``, ``seed_each_task`` or stream.
     """
     if not isinstance(full_final_evaluation, bool):
         raise TypeError(f"full_final_evaluation must be True or False, got {full_final_evaluation!r}")
@@ -334,6 +334,8 @@ def run_sdr_stream(
     checkpoint = getattr(strategy, "checkpoint", None)
     if checkpoint is not None:
         checkpoint.run_info = {"config": dict(config or {}), "seed": seed}
+        if seed_each_task is not None:  # a run seeded per task resumes only as one (older checkpoints: unchanged)
+            checkpoint.run_info["seed_each_task"] = seed_each_task
         finished = strategy.restore_checkpoint()
         if finished > len(train_stream):
             raise CheckpointMismatchError(

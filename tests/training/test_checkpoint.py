@@ -243,3 +243,9 @@ def test_another_seed_of_the_run_is_refused(copy_of_stopped, prototype_stream):
     strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped)
     with pytest.raises(CheckpointMismatchError, match=r"run_info\.seed: checkpoint 0, here 1"):
         run_sdr_stream(strategy, prototype_stream, seed=1)
+
+
+def test_a_run_seeded_per_task_does_not_resume_a_checkpoint_of_a_run_that_was_not(copy_of_stopped, prototype_stream):
+    strategy = _strategy(_model(), checkpoint_dir=copy_of_stopped)
+    with pytest.raises(CheckpointMismatchError, match=r"run_info\.seed_each_task: checkpoint '<absent>', here 3"):
+        run_sdr_stream(strategy, prototype_stream, seed=0, seed_each_task=3)
