@@ -333,9 +333,10 @@ def run_sdr_stream(
     finished = 0
     checkpoint = getattr(strategy, "checkpoint", None)
     if checkpoint is not None:
-        checkpoint.run_info = {"config": dict(config or {}), "seed": seed}
+        run_info = {"config": dict(config or {}), "seed": seed}
         if seed_each_task is not None:  # a run seeded per task resumes only as one (older checkpoints: unchanged)
-            checkpoint.run_info["seed_each_task"] = seed_each_task
+            run_info["seed_each_task"] = seed_each_task
+        checkpoint.run_info = run_info
         finished = strategy.restore_checkpoint()
         if finished > len(train_stream):
             raise CheckpointMismatchError(
