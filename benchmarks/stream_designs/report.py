@@ -198,6 +198,8 @@ def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "re
             "",
             f"- Worst Δ ({recommended} - {head}): {_pt(worst)} pt (design {worst_seed}); designs below "
             f"-{MARGIN_POINTS} pt: {_share(len(below), len(complete))} {below if below else ''}".rstrip(),
+            f"- Mean Δ over the designs: {mean_interval([d for d, _ in deltas])} (one run per method and design: "
+            "the interval is over designs, not over training draws)",
             f"- BWT of {recommended}: negative on {_share(len(negative), len(bwts))} designs, below "
             f"-{MARGIN_POINTS} pt on {_share(len(below_bwt), len(bwts))} {below_bwt if below_bwt else ''}; "
             f"worst {_pt(min(bwts)[0]) if bwts else 'n/a'} pt".rstrip(),
@@ -230,6 +232,25 @@ def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "re
             f"{s} ({', '.join(sorted(set(names) - set(runs[s])))} missing)" for s in partial))
         lines.append("")
     return "\n".join(lines)
+
+
+def mean_interval(values: Sequence[float], level: float = 0.95) -> str:
+    """``values`` (fractions) as their mean in points with its two-sided Student-t interval at
+    ``level``, e.g. ``"+0.35 pt (95 % interval -0.10 to +0.80, 10 designs)"``; one value: its mean alone.
+
+    The distribution-level figure the per-design threshold cannot give: two runs of one method
+    differ by up to 2 points on a design (docs/results/stream_designs.md, "Run-to-run spread"), so
+    a design-by-design verdict from single runs is mostly noise, while the mean over designs is
+    judged with its interval (scipy's t quantile, the designs taken as independent draws).
+    """
+    from scipy import stats
+
+    n = len(values)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return f"{_pt(mean)} pt ({n} design)"
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * statistics.stdev(values) / n ** 0.5
+    return f"{_pt(mean)} pt ({100 * level:.0f} % interval {_pt(mean - half)} to {_pt(mean + half)}, {n} designs)"
 
 
 def write_report(out: Path, path: Optional[Path] = None, **names: str) -> str:
@@ -281,4 +302,5 @@ def designs_page(seeds: Sequence[int], title: str,
         designs_table(seeds), ""])
 
 
-__all__ = ["MARGIN_POINTS", "complete_designs", "designs_page", "designs_table", "load_runs", "outcomes_by_bin", "report", "write_report"]
+__all__ = ["MARGIN_POINTS", "complete_designs", "designs_page", "designs_table", "load_runs", "mean_interval",
+           "outcomes_by_bin", "report", "write_report"]

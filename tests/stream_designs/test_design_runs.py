@@ -207,6 +207,7 @@ def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
     assert "| 1 | digits | 5 | 95.00 | 94.80 | +0.20 | 96.00 | no | -0.20 | 1/1/0 | 1/0/1 | 30.0 | 10.0 | 3.00 |" in text
     assert "Worst Δ (recommended - recommended_head): -0.50 pt (design 2); designs below -0.1 pt: 1/2 (50.0 %) [2]" in text
     assert "negative on 1/2 (50.0 %) designs, below -0.1 pt on 1/2 (50.0 %) [1]; worst -0.20 pt" in text
+    assert "Mean Δ over the designs: -0.15 pt (95 % interval -4.60 to +4.30, 2 designs)" in text
     assert "recommended ≥ paper in accuracy: 1/2 (50.0 %) designs" in text
     assert "median 2.50, min 2.00, max 3.00" in text
     assert "| recommended | 10-29 | 2 | 2 | 1/2 (50.0 %) | 1/2 (50.0 %) | 0/2 (0.0 %) |" in text
@@ -218,6 +219,14 @@ def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
     assert "| warm start | warm start | 3 | +0.00 |" in text
     assert ("- design 2, task 4 (group 2, 12 a class): reused, update rolled back 87.5 / reused, head-only 93.0: "
             "-1.10") in text
+
+
+def test_the_mean_difference_over_designs_comes_with_its_t_interval():
+    from benchmarks.stream_designs.report import mean_interval
+
+    # 1, 2, 3, 4 points: mean 2.5, s = 1.291, t(0.975, 3) = 3.182 -> half-width 2.05
+    assert mean_interval([0.01, 0.02, 0.03, 0.04]) == "+2.50 pt (95 % interval +0.45 to +4.55, 4 designs)"
+    assert mean_interval([0.003]) == "+0.30 pt (1 design)"
 
 
 def test_handling_names_what_a_run_did_with_a_task():
