@@ -21,6 +21,21 @@ MAX_SEED = 2**32 - 1
 """Largest seed numpy's legacy seeding (``np.random.seed``) accepts."""
 
 
+def _integer(value, name: str) -> int:
+    """``value`` as an int; :class:`TypeError` naming ``name`` for anything else (a bool or a float too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _checked_seed(seed) -> int:
+    """``seed`` as an int in ``[0, MAX_SEED]`` (:func:`seed_everything`'s errors)."""
+    seed = _integer(seed, "seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED}] (what numpy accepts), got {seed}")
+    return seed
+
+
 def seed_everything(seed: int) -> None:
     """Seed every global generator an SDR run draws from: Python's ``random``, numpy's
     legacy ``np.random`` and torch's (CPU and every CUDA device).
@@ -34,11 +49,7 @@ def seed_everything(seed: int) -> None:
         numpy integers are accepted).
     :raises ValueError: ``seed`` is outside ``[0, 2**32 - 1]``.
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-    seed = int(seed)
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, {MAX_SEED}] (what numpy accepts), got {seed}")
+    seed = _checked_seed(seed)
     import random
 
     import numpy as np
@@ -59,14 +70,10 @@ def task_seed(seed: int, position: int) -> int:
     :raises TypeError: either is not an integer.
     :raises ValueError: ``seed`` outside ``[0, 2**32 - 1]`` or ``position`` negative.
     """
-    for name, value in (("seed", seed), ("position", position)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not 0 <= int(seed) <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, {MAX_SEED}] (what numpy accepts), got {seed}")
-    if int(position) < 0:
+    seed, position = _checked_seed(seed), _integer(position, "position")
+    if position < 0:
         raise ValueError(f"position must be >= 0, got {position}")
-    return (int(seed) * 1_000_003 + int(position)) % (MAX_SEED + 1)
+    return (seed * 1_000_003 + position) % (MAX_SEED + 1)
 
 
 __all__ = ["MAX_SEED", "seed_everything", "task_seed"]

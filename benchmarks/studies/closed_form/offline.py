@@ -223,8 +223,8 @@ def main(args) -> List[str]:
         path = Path(args.out) / "runs" / f"{out['run_id']}.json"
         cli.write_json(path, out)
         written.append(str(path))
-        print(f"{out['run_id']}: kernel_lda {router.options()} task-free {100 * scored['task_free']:.2f} % (lda_weighted "
-              f"{100 * run['task_free']['lda_weighted']['task_free']:.2f} %), state {scored['memory_mb']:.2f} MB, "
+        print(f"{out['run_id']}: kernel_lda {router.options()} task-free {100 * scored['task_free']:.2f} % "
+              f"(lda_weighted {100 * run['task_free']['lda_weighted']['task_free']:.2f} %), state {scored['memory_mb']:.2f} MB, "
               f"fit {scored['fit_seconds']:.0f} s", flush=True)
     return written
 

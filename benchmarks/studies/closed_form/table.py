@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from benchmarks.studies.closed_form.router import KLDA_TUNING
 from benchmarks.table2.catalogue import SDR_ROUTER
 
 KERNEL_ROUTER = "kernel_lda"
@@ -53,7 +54,7 @@ KLDA_CHOICE = "kernel_lda at klda's settings"
 """How the row "router chosen on validation" names the ``"kernel_lda"`` router at the
 ``klda`` baseline's settings."""
 
-ANSWERS = Path(__file__).resolve().parents[3] / "docs" / "results" / "closed_form" / "router" / "answer"
+ANSWERS = KLDA_TUNING / "router" / "answer"
 """The ``router --answer`` study's validation runs (:func:`validation_choice` reads them)."""
 
 LABELS = {"slda": "slda (Avalanche StreamingLDA)", "ranpac": "ranpac (random projection + ridge)",
@@ -158,8 +159,9 @@ def stream_rows(runs: Sequence[Dict[str, Any]], stream: str) -> List[Dict[str, A
     """The rows of ``stream``'s table (module doc), those with runs only."""
     rows = []
     plain = [r for r in runs if kernel_settings(r) == "defaults"]
-    for variant, name in (("accumulate", "SDR [accumulate]"), ("", "SDR head-only")):
-        found = _find(plain, stream, "sdr_task_free", [variant])
+    accumulate = _find(plain, stream, "sdr_task_free", ["accumulate"])
+    for found, variant, name in ((accumulate, "accumulate", "SDR [accumulate]"),
+                                 (_find(plain, stream, "sdr_task_free", [""]), "", "SDR head-only")):
         for router in (SDR_ROUTER, KERNEL_ROUTER):
             if not found or not all(router in r["task_free"] for r in found):
                 continue
@@ -172,8 +174,7 @@ def stream_rows(runs: Sequence[Dict[str, Any]], stream: str) -> List[Dict[str, A
                               _sdr_parts(tuned, KERNEL_ROUTER)), sdr="accumulate"))
     choice = validation_choice(stream)
     if choice is not None:
-        source = tuned if choice[0] == KLDA_CHOICE else _find(plain, stream, "sdr_task_free", ["accumulate"])
-        router = KERNEL_ROUTER if choice[0] == KLDA_CHOICE else SDR_ROUTER
+        source, router = (tuned, KERNEL_ROUTER) if choice[0] == KLDA_CHOICE else (accumulate, SDR_ROUTER)
         if source and all(router in r["task_free"] for r in source):
             rows.append(dict(_row(f"SDR [accumulate], router chosen on validation ({choice[0]})",
                                   _sdr_parts(source, router)), sdr="accumulate"))
@@ -279,8 +280,8 @@ def main(args) -> str:
     return report
 
 
-__all__ = ["ANSWERS", "CLOSED_FORM", "KERNEL_ROUTER", "KLDA_CHOICE", "comparison", "format_stream", "load", "main", "parse_args",
-           "kernel_settings", "stream_rows", "validation_choice", "wall_with_routers"]
+__all__ = ["ANSWERS", "CLOSED_FORM", "KERNEL_ROUTER", "KLDA_CHOICE", "comparison", "format_stream", "kernel_settings",
+           "load", "main", "parse_args", "stream_rows", "validation_choice", "wall_with_routers"]
 
 if __name__ == "__main__":
     cli.run_cli(main, parse_args)
