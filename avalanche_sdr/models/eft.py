@@ -473,6 +473,29 @@ class EFTEncoder(EntryBookkeeping):
             mods += [n.copies[str(key)] for n in self.norms]
         return mods
 
+    def top_entry_modules(self, key: int, convolutions: int) -> List[nn.Module]:
+        """Entry ``key``'s modules of its top: the adapters of the last ``convolutions``
+        adapted convolutions and the BatchNorm copies of the layers registered after the
+        first of them, in module order (the backbone's registration order, which is its
+        forward order for the library's backbones). What an update that trains only the
+        top of an entry trains (``LearningReuse(top_layers=...)``).
+
+        :param convolutions: how many adapted convolutions, counted from the last (>= 1;
+            more than the encoder has: all of them).
+        """
+        key = self._known(key)
+        check_int(convolutions, "convolutions")
+        layers = [m for m in self.backbone.modules() if isinstance(m, (EFTConv2d, TaskBatchNorm2d))]
+        convs = [i for i, m in enumerate(layers) if isinstance(m, EFTConv2d)]
+        first = convs[max(len(convs) - convolutions, 0)]
+        mods: List[nn.Module] = []
+        for layer in layers[first:]:
+            if isinstance(layer, EFTConv2d):
+                mods.append(layer.adapters[str(key)])
+            elif self.task_batchnorm:
+                mods.append(layer.copies[str(key)])
+        return mods
+
     def entry_parameters(self, key: int, include_batchnorm: bool = True) -> List[nn.Parameter]:
         """Trainable parameters of entry ``key`` (adapters, then BatchNorm affines)."""
         mods = self.entry_modules(key)

@@ -26,7 +26,7 @@ contents".
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -549,7 +549,8 @@ class SDRModel(MultiTaskModule):
             p.grad = None
         self._entry_in_training = None
 
-    def trainable_for(self, task: int, train_encoder_entry: bool) -> List[nn.Parameter]:
+    def trainable_for(self, task: int, train_encoder_entry: bool,
+                      entry_parameters: Optional[Sequence[nn.Parameter]] = None) -> List[nn.Parameter]:
         """Unfreeze exactly what training ``task`` updates and return those parameters.
 
         :param task: the task being trained (the head it answers through is always
@@ -557,12 +558,27 @@ class SDRModel(MultiTaskModule):
         :param train_encoder_entry: also train the adapter set and BatchNorm copies of
             the task's entry (a new entry, or the learning reuse's update); ``False``
             for head-only reuse.
+        :param entry_parameters: with ``train_encoder_entry``, train only these of the
+            entry's parameters (an update of the entry's top,
+            :meth:`~avalanche_sdr.training.reuse.Reuse.update_parameters`); ``None``: all.
+        :raises ValueError: ``entry_parameters`` without ``train_encoder_entry``, or holding
+            a parameter that is not the task's entry's.
         """
+        if entry_parameters is not None and not train_encoder_entry:
+            raise ValueError("entry_parameters names entry parameters to train: pass train_encoder_entry=True")
+        entry = self.entry_of(task) if train_encoder_entry else None
+        chosen: List[nn.Parameter] = []
+        if entry is not None:
+            chosen = list(self.encoder.entry_parameters(entry))
+            if entry_parameters is not None:
+                known = {id(p) for p in chosen}
+                chosen = list(entry_parameters)
+                if any(id(p) not in known for p in chosen):
+                    raise ValueError(f"entry_parameters must be parameters of task {task}'s entry {entry} "
+                                     "(model.encoder.entry_parameters)")
         self.freeze_all()
-        params: List[nn.Parameter] = list(self.heads.module(task).parameters())
-        if train_encoder_entry:
-            self._entry_in_training = self.entry_of(task)
-            params += list(self.encoder.entry_parameters(self._entry_in_training))
+        params: List[nn.Parameter] = list(self.heads.module(task).parameters()) + chosen
+        self._entry_in_training = entry
         for p in params:
             p.requires_grad_(True)
         self.train(self.training)

@@ -239,6 +239,7 @@ def upgrade_strategy_fingerprint(saved: Dict[str, Any]) -> Dict[str, Any]:
         saved = dict(saved, detector=detector)
     if isinstance(saved.get("reuse"), str):  # the reuse and its options among the settings
         saved = _reuse_as_config(saved)
+    saved = _reuse_defaults_filled(saved)
     if not any(name in saved for name in MOVED_ROUTER_SETTINGS):
         return saved
     saved = dict(saved)
@@ -270,6 +271,20 @@ def _reuse_as_config(saved: Dict[str, Any]) -> Dict[str, Any]:
         options = {k: moved[m] for k, m in (("lr", "lr"), ("replay_exemplars", "guard_exemplars")) if m in moved}
     saved["reuse"] = REUSE_TYPES[name](**options).config()
     return saved
+
+
+def _reuse_defaults_filled(saved: Dict[str, Any]) -> Dict[str, Any]:
+    """A fingerprint whose reuse ``config()`` predates an option of a registered reuse, with
+    that option at its default (what the run used): the reuse built again from the saved
+    options. Unchanged where the reuse is not registered or a saved option is unknown."""
+    config = saved.get("reuse")
+    if not isinstance(config, dict) or config.get("name") not in REUSE_TYPES:
+        return saved
+    kind = REUSE_TYPES[config["name"]]
+    options = {k: v for k, v in config.items() if k != "name"}
+    if set(options) == set(kind.OPTIONS) or not set(options) <= set(kind.OPTIONS):
+        return saved
+    return dict(saved, reuse=kind(**options).config())
 
 
 SPEED_ONLY_FIELDS = ("strategy.eval_mb_size", "strategy.detector.batch_size",

@@ -585,16 +585,22 @@ class LearningReuse(Reuse):
     :param epochs: epochs of an update (``None``, default: the budget's ``reuse_epochs``;
         which count keeps the accuracy: docs/results/learning_reuse.md, "Fewer epochs per
         update").
+    :param top_layers: an update trains only the entry's top: the adapters of its last
+        ``top_layers`` adapted convolutions and the BatchNorm copies after the first of them
+        (:meth:`~avalanche_sdr.models.eft.EFTEncoder.top_entry_modules`), with the head; the
+        lower adapters stay as they are and their BatchNorm copies run in eval mode (their
+        statistics stay), so no gradient flows below the top. ``None`` (default): the whole
+        entry. What it saves and costs: docs/results/learning_reuse/top_layers.md.
     :raises ValueError: an option out of range, or one that cannot act with the others
         (the message names the keyword and what to pass instead).
     """
 
     name = "accumulate"
-    OPTIONS = ("lr", "guard", "guard_exemplars", "balance", "early_stop", "rollback", "epochs")
+    OPTIONS = ("lr", "guard", "guard_exemplars", "balance", "early_stop", "rollback", "epochs", "top_layers")
 
     def __init__(self, *, lr: float = 0.001, guard: bool = True, guard_exemplars: int = 5,
                  balance: Union[None, bool, str] = None, early_stop: Optional[bool] = None,
-                 rollback: Optional[bool] = None, epochs: Optional[int] = None):
+                 rollback: Optional[bool] = None, epochs: Optional[int] = None, top_layers: Optional[int] = None):
         check_positive(lr, "lr", hint=" (Adam's learning rate of an update)")
         if not isinstance(guard, bool):
             raise ValueError(f"LearningReuse: guard must be a bool, got {guard!r}")
@@ -606,6 +612,9 @@ class LearningReuse(Reuse):
                                  + (f" or a balance rule name {words}" if words else "") + f", got {value!r}")
         if epochs is not None:
             check_int(epochs, "epochs", minimum=1)
+        if top_layers is not None:
+            check_int(top_layers, "top_layers", hint=" (adapted convolutions an update trains, counted from the "
+                                                       "last; None: all)")
         stores = guard and guard_exemplars > 0
         if isinstance(balance, str) and BALANCE_RULES[balance].needs_counts and not stores:
             raise ValueError(f"LearningReuse: balance={balance!r} compares a repeat's class counts with those kept "
@@ -617,6 +626,7 @@ class LearningReuse(Reuse):
         self.lr, self.guard, self.guard_exemplars = float(lr), guard, int(guard_exemplars)
         self.balance, self.early_stop, self.rollback = balance, early_stop, rollback
         self.epochs = None if epochs is None else int(epochs)
+        self.top_layers = None if top_layers is None else int(top_layers)
         self._replay: Optional[ExemplarReplay] = None
         self._update: Optional[_UpdateState] = None
 
@@ -725,6 +735,8 @@ class LearningReuse(Reuse):
             if decision.balanced:
                 state.weights = balanced_weights(class_ids[y[train]], int(class_ids.max()) + 1)
                 state.batchnorms = entry_batchnorms(model, entry)
+        if not state.batchnorms:  # below the top (top_layers), the statistics stay too
+            state.batchnorms = self._lower_batchnorms(model, entry)
         if self.rolls_back:
             state.snapshot = EntrySnapshot(model, entry, owner)
             state.heldout_before = heldout_correct(model, entry, owner)
@@ -739,6 +751,21 @@ class LearningReuse(Reuse):
 
     def train_lr(self, reuse: ReuseRecord, settings) -> float:
         return self.lr if reuse.entry_updated else settings.reuse_lr
+
+    def update_parameters(self, model, entry: int) -> List[nn.Parameter]:
+        """The entry's parameters an update trains: with ``top_layers``, those of its top
+        (:meth:`~avalanche_sdr.models.eft.EFTEncoder.top_entry_modules`), else all."""
+        if self.top_layers is None:
+            return super().update_parameters(model, entry)
+        return [p for m in model.encoder.top_entry_modules(entry, self.top_layers) for p in m.parameters()]
+
+    def _lower_batchnorms(self, model, entry: int) -> List[nn.Module]:
+        """With ``top_layers``: the entry's BatchNorm copies below its top (kept in eval mode
+        during an update); else none."""
+        if self.top_layers is None:
+            return []
+        top = {id(m) for m in model.encoder.top_entry_modules(entry, self.top_layers)}
+        return [bn for bn in entry_batchnorms(model, entry) if id(bn) not in top]
 
     def training_indices(self) -> Optional[Tensor]:
         return None if self._update is None else self._update.train_indices

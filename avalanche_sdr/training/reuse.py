@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from avalanche_sdr.detection.decision import json_float
+
+if TYPE_CHECKING:  # annotations only: this module imports no torch
+    from torch import nn
 
 
 @dataclass
@@ -237,6 +240,11 @@ class Reuse:
     def train_lr(self, reuse: ReuseRecord, settings) -> float:
         """Adam learning rate of a repeat's training."""
         return settings.reuse_lr
+
+    def update_parameters(self, model, entry: int) -> List[nn.Parameter]:
+        """The parameters of ``entry`` an update of it trains (with its head): all of its
+        adapters and BatchNorm copies (``model.encoder.entry_parameters``)."""
+        return model.encoder.entry_parameters(entry)
 
     # ------------------------------------------------------------ during training
     def training_indices(self):

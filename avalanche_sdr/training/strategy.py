@@ -604,11 +604,14 @@ class SDRStrategy(SupervisedTemplate):
         """A fresh Adam over exactly what this experience trains.
 
         Head only for a reused entry; head and the new adapter set for a new one; the
-        entry's adapters, BatchNorm copies and head for a learning reuse's update.
+        entry's adapters, BatchNorm copies and head for a learning reuse's update (those
+        of them the reuse's ``update_parameters`` names).
         Everything else has ``requires_grad=False`` and no optimizer state.
         """
         task = self.sdr.current.task
-        params = self.model.trainable_for(task, train_encoder_entry=self.sdr.trains_entry)
+        update = self.sdr.trains_entry and not self.sdr.training_new_entry
+        chosen = self.sdr.reuse.update_parameters(self.model, self.model.entry_of(task)) if update else None
+        params = self.model.trainable_for(task, train_encoder_entry=self.sdr.trains_entry, entry_parameters=chosen)
         self.optimizer = torch.optim.Adam(params, lr=self.sdr.learning_rate(0))
 
 

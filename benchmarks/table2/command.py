@@ -80,7 +80,10 @@ def _epilog() -> str:
               f"  {'--update-early-stop':<21} on: stop once a held-out share of the repeat stops improving; off "
               "(default)",
               f"  {'--update-epochs':<21} epochs of each update (LearningReuse(epochs=...); default: the preset's "
-              "reuse_epochs)"]
+              "reuse_epochs)",
+              f"  {'--update-top-layers':<21} an update trains only the last K adapted convolutions of its entry and "
+              "the",
+              f"  {'':<21} BatchNorm copies after them (LearningReuse(top_layers=K)); default: the whole entry"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
               f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",
@@ -175,7 +178,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "(default), accumulate and/or no_loss (variant rows 'accumulate', 'no_loss'); '--reuse head accumulate' gives "
                         "both rows; other methods, and the library's method presets (sdr_paper, "
                         "sdr_recommended), are unaffected")
-    for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs
+    for name in UPDATE_FLAGS:  # --update-balance, --update-rollback, --update-early-stop, --update-epochs, ...
         parser.add_argument(_update_flag(name), choices=["default"] + list(UPDATE_FLAGS[name]), default="default",
                             dest=name,
                             help=f"the learning reuse's {name} (LearningReuse({UPDATE_KEYWORDS[name]}=...); list below) in every "

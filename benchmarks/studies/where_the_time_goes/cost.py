@@ -66,12 +66,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     cli.add_threads_argument(parser, default=1)
     parser.add_argument("--device", default="cpu", help="torch device of every run: cpu (default), cuda, ...")
     parser.add_argument("--data-root", default=None, help="dataset folder, as python -m benchmarks.table2 takes it")
+    parser.add_argument("--backbone-weights", default=None,
+                        help="CIFAR-10 resnet20-*.th checkpoint for a ResNet-20 stream (emnist100), as python -m "
+                             "benchmarks.table2 takes it")
     parser.add_argument("--out", type=cli.output_dir, default="results/cost",
                         help="folder for cost.json, cost.md, runs/ and backbones/ (default results/cost); "
                              "finished runs are run again, not skipped")
     parser.add_argument("--entries", type=cli.positive_int, nargs="+", default=None,
                         help=f"E of the router fit table (default {' '.join(map(str, ENTRY_COUNTS))}; "
                              f"--quick: {' '.join(map(str, QUICK_ENTRY_COUNTS))})")
+    parser.add_argument("--top-layers", type=cli.positive_int, nargs="+", default=(),
+                        help="also run SDR [accumulate] with updates of the entry's top only, one row per K "
+                             "(LearningReuse(top_layers=K), variant accumulate_top_K), after the other rows")
+    parser.add_argument("--skip-task-free", action="store_true",
+                        help="leave out the sdr_task_free row (its router fits)")
     parser.add_argument("--quick", action="store_true",
                         help="digits stream, smoke preset, E up to 4: a check that the benchmark runs (seconds)")
     cli.add_debug_argument(parser)
@@ -133,7 +141,7 @@ def measure_runs(args, out: Path, log: Callable[[str], None] = print, rows: Sequ
     from benchmarks.table2.specs import RunSpec
 
     backbone = prepare_backbone(args.stream, args.preset, args.seed, out, device=args.device,
-                                data_root=args.data_root)
+                                data_root=args.data_root, weights=getattr(args, "backbone_weights", None))
     runs = []
     for method, variant, options in rows:
         spec = RunSpec(args.stream, args.preset, method, args.seed, backbone, args.device, args.threads,
@@ -150,13 +158,27 @@ def measure_runs(args, out: Path, log: Callable[[str], None] = print, rows: Sequ
     return runs
 
 
+def is_accumulate(variant: str) -> bool:
+    """Whether a row's variant is the learning reuse's (``accumulate``, ``accumulate_top_K``)."""
+    return variant == "accumulate" or variant.startswith("accumulate_")
+
+
+def chosen_rows(args) -> List[tuple]:
+    """:data:`ROWS` (without ``sdr_task_free`` under ``--skip-task-free``), then one
+    ``accumulate_top_K`` row per ``--top-layers`` K."""
+    rows = [r for r in ROWS if not (args.skip_task_free and r[0] == "sdr_task_free")]
+    return rows + [("sdr_two_sample_nogen", f"accumulate_top_{k}", (("reuse", "accumulate"), ("update_top_layers", k)))
+                   for k in args.top_layers]
+
+
 def run_cpu(run: Dict[str, Any]) -> float:
     """A run's CPU seconds less those of building its stream and E0."""
     return run["cpu_seconds"] - run["setup_cpu_seconds"]
 
 
 def ratios(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Each run against Finetune (wall and CPU), and ``[accumulate]`` against head-only.
+    """Each run against Finetune (wall and CPU), and each ``[accumulate]`` row (``accumulate``,
+    ``accumulate_top_K``) against head-only.
 
     :param runs: results of :func:`measure_runs` (``label``, ``method``, ``variant``,
         ``wall_seconds``, ``cpu_seconds``, ``setup_cpu_seconds``).
@@ -168,9 +190,9 @@ def ratios(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     if reference is None:
         raise ValueError(f"the ratios need a {REFERENCE!r} run; got {sorted(by_key)}")
     pairs = [(r, reference) for r in runs if r is not reference]
-    head, accumulate = by_key.get(("sdr_two_sample_nogen", "")), by_key.get(("sdr_two_sample_nogen", "accumulate"))
-    if head is not None and accumulate is not None:
-        pairs.append((accumulate, head))
+    head = by_key.get(("sdr_two_sample_nogen", ""))
+    if head is not None:
+        pairs += [(r, head) for r in runs if r["method"] == "sdr_two_sample_nogen" and is_accumulate(r["variant"])]
     return [{"row": a["label"], "against": b["label"], "wall": a["wall_seconds"] / b["wall_seconds"],
              "cpu": run_cpu(a) / run_cpu(b)} for a, b in pairs]
 
@@ -335,7 +357,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     out = Path(args.out)
     loadavg_before = list(os.getloadavg())
-    runs = measure_runs(args, out)
+    runs = measure_runs(args, out, rows=chosen_rows(args))
     backbone = str(backbone_file(args.stream, args.preset, args.seed, out))
     router_fit = router_fit_seconds(args.entries, DEFAULT_ROUTER, seed=args.seed)
     rates = throughput(args.stream, args.preset, backbone, args.seed, args.data_root, args.device)
@@ -352,8 +374,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     return report
 
 
-__all__ = ["ENTRY_COUNTS", "REFERENCE", "ROWS", "clocked", "cpu_model", "environment", "evaluations", "main",
-           "markdown", "measure_runs", "parse_args", "ratios", "router_seconds_per_task",
+__all__ = ["ENTRY_COUNTS", "REFERENCE", "ROWS", "chosen_rows", "clocked", "cpu_model", "environment", "evaluations",
+           "is_accumulate", "main", "markdown", "measure_runs", "parse_args", "ratios", "router_seconds_per_task",
            "run_cpu", "throughput"]
 
 if __name__ == "__main__":
