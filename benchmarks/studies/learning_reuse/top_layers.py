@@ -134,7 +134,7 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, Lis
     needed = [(s, seed, name) for s, seeds in VALIDATION.items() for seed in seeds for name in (DEFAULT,) + tuple(CANDIDATES)]
     missing = [key for key in needed if key not in by]
     if missing:
-        raise ValueError(f"validation runs missing: {missing}")
+        raise ValueError(f"validation runs missing: {len(missing)}, e.g. {missing[0]} (stream, seed, row)")
     failures: Dict[str, List[str]] = {}
     costs = {}
     for name in CANDIDATES:
