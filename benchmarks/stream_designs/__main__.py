@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
-from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, VALIDATION_SEEDS, check_design,
+from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
+                                                    VALIDATION_SEEDS, check_design,
                                                     draw_design)
 
 
@@ -27,6 +28,8 @@ def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
     for value in values:
         if value == "validation":
             seeds += VALIDATION_SEEDS
+        elif value == "validation2":
+            seeds += SECOND_VALIDATION_SEEDS
         elif value == "report":
             seeds += REPORT_SEEDS
         elif value == "next_report":
@@ -35,8 +38,8 @@ def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
             try:
                 seed = int(value)
             except ValueError:
-                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'report' / "
-                             "'next_report'")
+                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'validation2' / "
+                             "'report' / 'next_report'")
             if seed < 0:
                 parser.error(f"argument --seeds: a design seed is a non-negative int, got {seed}")
             seeds.append(seed)
@@ -77,12 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="write the table of designs (markdown)")
-    listing.add_argument("--seeds", nargs="+", default=["report"], help="design seeds, or validation / report")
+    listing.add_argument("--seeds", nargs="+", default=["report"], help="design seeds, or validation / validation2 / report / next_report")
     listing.add_argument("--out", type=cli.output_file, default=None, help="markdown file (default: stdout)")
     show = sub.add_parser("show", help="print a design as JSON")
     show.add_argument("seed", type=cli.seed)
     run = sub.add_parser("run", help="run methods on designs (resumable: existing run files are skipped)")
-    run.add_argument("--seeds", nargs="+", default=[], help="design seeds, or validation / report")
+    run.add_argument("--seeds", nargs="+", default=[], help="design seeds, or validation / validation2 / report / next_report")
     run.add_argument("--design-files", nargs="+", default=[], metavar="JSON",
                      help="designs given as files: a design (the show command's output) or a run file (its design), "
                           "e.g. to rerun a design of an earlier distribution version")
@@ -123,7 +126,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from benchmarks.stream_designs.report import designs_page
 
         seeds = _seeds(args.seeds, parser)
-        title = {tuple(REPORT_SEEDS): "Report designs", tuple(NEXT_REPORT_SEEDS): "Next report designs"}.get(
+        title = {tuple(REPORT_SEEDS): "Report designs", tuple(NEXT_REPORT_SEEDS): "Next report designs",
+                 tuple(SECOND_VALIDATION_SEEDS): "Second validation designs"}.get(
             tuple(seeds), "Stream designs")
         command = " ".join(["--seeds", *args.seeds] + ([] if args.out is None else ["--out", str(args.out)]))
         text = designs_page(seeds, title, command)

@@ -35,6 +35,10 @@ chosen after the first report was read. :data:`REPORT_SEEDS` were run with the r
 commit ``fdf806c``; a method changed after that report is reported on these, so that the first
 report's outcome cannot have chosen it. Never used for a choice."""
 
+SECOND_VALIDATION_SEEDS: Tuple[int, ...] = tuple(range(30, 60))
+"""Designs for choices made after every one of :data:`VALIDATION_SEEDS` had been used (each choice's
+rule names the designs it reads), fixed and listed before any run on them. Never reported."""
+
 SOURCES: Tuple[str, ...] = ("fashion_mnist", "emnist", "digits", "cifar10")
 """The image sources, in turn by seed (whether their files are present plays no part)."""
 
@@ -462,6 +466,6 @@ def summary(design: Dict[str, Any]) -> Dict[str, Any]:
 __all__ = [
     "DESIGN_VERSION", "DISTRIBUTION", "E0_RECIPE", "MAX_CLASSES", "MAX_GROUPS", "MAX_PER_CLASS", "MAX_RATIO",
     "MAX_TASKS", "MAX_TIMES_SEEN", "MAX_TRAIN_IMAGES", "MIN_CLASSES", "MIN_GROUPS", "MIN_PER_CLASS", "MIN_RATIO", "MIN_TIMES_SEEN",
-    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
+    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
     "check_design", "draw_design", "ground_truth", "nested_tasks", "repeat_features", "size_bin", "summary", "training_seed",
 ]
