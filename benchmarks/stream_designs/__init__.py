@@ -21,7 +21,9 @@ The full distribution, step by step: ``distribution.DISTRIBUTION`` and docs/resu
 Ground truth: a task repeats group g iff its class set equals g's (label order and balance may differ); a
 subset / superset task is a group of its own. Correct / Miss / Incorrect as the library scores them.
 Seeds fixed before any run: ``VALIDATION_SEEDS`` (0-29) for every choice, ``REPORT_SEEDS`` (1000-1029)
-for the report only (docs/results/stream_designs/designs.md lists them).
+for the report only (docs/results/stream_designs/designs.md lists them); ``NEXT_REPORT_SEEDS`` (2000-2029)
+for the report of a method changed after that one, ``SECOND_VALIDATION_SEEDS`` (30-59) for choices made
+after 0-29 were all used (each listed beside designs.md before any run on it).
 
 Modules: :mod:`~benchmarks.stream_designs.distribution` (the draw), :mod:`~benchmarks.stream_designs.builder`
 (a design as an Avalanche benchmark), :mod:`~benchmarks.stream_designs.runner` (methods on designs),

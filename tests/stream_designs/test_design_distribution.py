@@ -157,7 +157,8 @@ def test_size_bins_cover_10_to_300_and_nothing_else():
 def test_the_seed_ranges_are_fixed_disjoint_and_thirty_each():
     assert dist.VALIDATION_SEEDS == tuple(range(0, 30)) and dist.REPORT_SEEDS == tuple(range(1000, 1030))
     assert dist.NEXT_REPORT_SEEDS == tuple(range(2000, 2030))
-    ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS)
+    assert dist.SECOND_VALIDATION_SEEDS == tuple(range(30, 60))
+    ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS)
     assert sum(len(r) for r in ranges) == len(set().union(*ranges))
 
 
@@ -167,6 +168,9 @@ def test_the_committed_list_of_report_designs_is_the_draw():
     page = (ROOT / "docs" / "results" / "stream_designs" / "designs_next.md").read_text()
     assert page == designs_page(dist.NEXT_REPORT_SEEDS, "Next report designs",
                                 "--seeds next_report --out docs/results/stream_designs/designs_next.md")
+    page = (ROOT / "docs" / "results" / "stream_designs" / "designs_validation2.md").read_text()
+    assert page == designs_page(dist.SECOND_VALIDATION_SEEDS, "Second validation designs",
+                                "--seeds validation2 --out docs/results/stream_designs/designs_validation2.md")
 
 
 def test_the_results_page_states_the_distribution_as_drawn():
