@@ -37,6 +37,20 @@ def test_ratios_are_quotients_of_the_measured_seconds():
     assert rows["SDR [accumulate]", "SDR"]["cpu"] == pytest.approx(6.0 / 4.0)
 
 
+def test_top_layer_rows_are_added_and_compared_with_head_only():
+    args = cost.parse_args(["--quick", "--top-layers", "1", "2", "--skip-task-free"])
+    rows = cost.chosen_rows(args)
+    assert [r[0] for r in rows][:3] == ["finetune", "sdr_two_sample_nogen", "sdr_two_sample_nogen"]
+    assert "sdr_task_free" not in [r[0] for r in rows]
+    assert rows[-1] == ("sdr_two_sample_nogen", "accumulate_top_2", (("reuse", "accumulate"), ("update_top_layers", 2)))
+    runs = _runs() + [_run("sdr_two_sample_nogen", "accumulate_top_1", "SDR [accumulate_top_1]", wall=7.0, cpu=6.0)]
+    found = {(r["row"], r["against"]): r for r in cost.ratios(runs)}
+    assert found["SDR [accumulate_top_1]", "SDR"]["cpu"] == pytest.approx(5.0 / 4.0)
+    assert not cost.is_accumulate("") and cost.is_accumulate("accumulate_top_3")
+    with pytest.raises(SystemExit):
+        cost.parse_args(["--top-layers", "0"])
+
+
 def test_ratios_need_the_finetune_run():
     with pytest.raises(ValueError, match="finetune"):
         cost.ratios(_runs()[1:])

@@ -5,8 +5,9 @@ the same runs and clocks as ``python -m benchmarks.table2``), this prints and wr
 
 * the wall and CPU seconds of Finetune (Avalanche's ``Naive`` on one shared head), SDR
   head-only (``sdr_two_sample_nogen``), SDR ``[accumulate]`` and SDR with its task-free
-  routers (``sdr_task_free``), and each SDR row's ratio to Finetune; ``[accumulate]``
-  also against head-only;
+  routers (``sdr_task_free``; ``--skip-task-free`` leaves it out), and each SDR row's ratio to
+  Finetune; ``[accumulate]`` also against head-only, as is every ``[accumulate_top_K]`` row
+  that ``--top-layers K ...`` adds (``LearningReuse(top_layers=K)``);
 * the test experiences each SDR row passed to ``strategy.eval`` (group curve and final
   evaluation) against the stream's length, and what re-evaluating every task of the
   group after every experience would have passed;
@@ -21,7 +22,8 @@ A benchmark, not a test: its numbers depend on the machine and its load (CPU sec
 the comparable figure on a shared machine). Results: docs/results/where_the_time_goes.md.
 
 Usage: ``python -m benchmarks.studies.where_the_time_goes.cost --stream fashion10 [--seed 0] [--threads 1] [--out DIR]``;
-``--quick``: the digits stream, the smoke preset and E up to 4 (seconds, a check that it runs).
+``--quick``: the digits stream, the smoke preset and E up to 4 (seconds, a check that it runs);
+``--stream emnist100`` needs ``--data-root`` and ``--backbone-weights``, as ``python -m benchmarks.table2`` does.
 """
 from __future__ import annotations
 
