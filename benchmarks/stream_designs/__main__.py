@@ -80,12 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="write the table of designs (markdown)")
-    listing.add_argument("--seeds", nargs="+", default=["report"], help="design seeds, or validation / validation2 / report / next_report")
+    listing.add_argument("--seeds", nargs="+", default=["report"],
+                         help="design seeds, or validation / validation2 / report / next_report")
     listing.add_argument("--out", type=cli.output_file, default=None, help="markdown file (default: stdout)")
     show = sub.add_parser("show", help="print a design as JSON")
     show.add_argument("seed", type=cli.seed)
     run = sub.add_parser("run", help="run methods on designs (resumable: existing run files are skipped)")
-    run.add_argument("--seeds", nargs="+", default=[], help="design seeds, or validation / validation2 / report / next_report")
+    run.add_argument("--seeds", nargs="+", default=[],
+                     help="design seeds, or validation / validation2 / report / next_report")
     run.add_argument("--design-files", nargs="+", default=[], metavar="JSON",
                      help="designs given as files: a design (the show command's output) or a run file (its design), "
                           "e.g. to rerun a design of an earlier distribution version")

@@ -466,6 +466,7 @@ def summary(design: Dict[str, Any]) -> Dict[str, Any]:
 __all__ = [
     "DESIGN_VERSION", "DISTRIBUTION", "E0_RECIPE", "MAX_CLASSES", "MAX_GROUPS", "MAX_PER_CLASS", "MAX_RATIO",
     "MAX_TASKS", "MAX_TIMES_SEEN", "MAX_TRAIN_IMAGES", "MIN_CLASSES", "MIN_GROUPS", "MIN_PER_CLASS", "MIN_RATIO", "MIN_TIMES_SEEN",
-    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
+    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS",
+    "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
     "check_design", "draw_design", "ground_truth", "nested_tasks", "repeat_features", "size_bin", "summary", "training_seed",
 ]

@@ -64,3 +64,12 @@ def test_no_candidate_qualifying_keeps_the_default_and_missing_runs_are_refused(
     runs = _runs(lambda s, seed, n: 90.0, lambda name: 1.0)
     with pytest.raises(ValueError, match="validation runs missing"):
         study.choose([r for r in runs if not (r["stream"] == "emnist100" and r["row"] == "top2")])
+
+
+def test_run_refuses_an_unknown_stream_or_preset_before_any_work(tmp_path):
+    for argv in (["--stream", "nope"], ["--stream", "digits", "--preset", "nope"]):
+        with pytest.raises(SystemExit):
+            study.parse_args(["run", *argv, "--seed", "0", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out" / "runs").exists()
+    args = study.parse_args(["run", "--stream", "digits", "--preset", "smoke", "--seed", "0", "--out", str(tmp_path)])
+    assert args.rows == list(study.ROWS)

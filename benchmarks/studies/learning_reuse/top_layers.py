@@ -83,17 +83,28 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     run = sub.add_parser("run", help="run rows on one stream and seed")
     run.add_argument("--stream", required=True, help=f"a harness stream (the validation: {sorted(VALIDATION)})")
     run.add_argument("--seed", type=cli.seed, required=True)
-    run.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
-    run.add_argument("--preset", default="cpu")
-    run.add_argument("--device", default="cpu")
-    run.add_argument("--data-root", default=None)
+    run.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
+                     help="rows to run, in this order (default: all, head and accumulate first)")
+    run.add_argument("--preset", default="cpu", help="training budget of the harness (default cpu, the rule's)")
+    run.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    run.add_argument("--data-root", default=None, help="dataset folder, as python -m benchmarks.table2 takes it")
     run.add_argument("--backbone-weights", default=None, help="ResNet-20 checkpoint for emnist100")
     run.add_argument("--out", type=cli.output_dir, required=True)
     cli.add_threads_argument(run, default=1)
     table = sub.add_parser("table", help="the runs under folders, as a table, and the rule's choice")
     table.add_argument("folders", nargs="+")
     cli.add_debug_argument(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        from benchmarks.table2 import catalogue
+
+        if args.stream not in catalogue.STREAMS:
+            parser.error(f"argument --stream: {args.stream!r} is no harness stream; "
+                         f"they are {sorted(catalogue.STREAMS)}")
+        if args.preset not in catalogue.PRESETS:
+            parser.error(f"argument --preset: {args.preset!r} is no preset; they are {sorted(catalogue.PRESETS)}")
+        cli.check_device(parser, args.device)
+    return args
 
 
 def load_runs(folders: Sequence[str]) -> List[Dict[str, Any]]:
@@ -131,7 +142,8 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, Lis
     :raises ValueError: a validation run of a candidate or the default is missing.
     """
     by = {(r["stream"], r["seed"], r["row"]): r for r in runs}
-    needed = [(s, seed, name) for s, seeds in VALIDATION.items() for seed in seeds for name in (DEFAULT,) + tuple(CANDIDATES)]
+    needed = [(s, seed, name) for s, seeds in VALIDATION.items() for seed in seeds
+              for name in (DEFAULT,) + tuple(CANDIDATES)]
     missing = [key for key in needed if key not in by]
     if missing:
         raise ValueError(f"validation runs missing: {len(missing)}, e.g. {missing[0]} (stream, seed, row)")
