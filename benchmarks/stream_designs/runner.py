@@ -203,8 +203,8 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
         record = run_method(design, benchmark, e0, name, keywords, training_seed_offset, seed_each_task)
         record = {"format": RUN_FORMAT, "design_version": design["version"], "design_seed": int(seed), "method": name,
                   "keywords": keywords, "training_seed_offset": int(training_seed_offset),
-                  "seed_each_task": bool(seed_each_task), "settings": SETTINGS, "design": design, "ground_truth": benchmark.ground_truth,
-                  "e0_cost": e0_cost, **record}
+                  "seed_each_task": bool(seed_each_task), "settings": SETTINGS, "design": design,
+                  "ground_truth": benchmark.ground_truth, "e0_cost": e0_cost, **record}
         path = run_path(out, seed, name)
         write_json(path, record)
         written.append(path)

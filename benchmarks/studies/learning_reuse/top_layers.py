@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from benchmarks.studies.where_the_time_goes.cost import measure_runs, run_cpu
+from benchmarks.table2 import catalogue
 
 HEAD, DEFAULT = "head", "accumulate"
 
@@ -81,11 +83,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=cli.description(__doc__))
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run rows on one stream and seed")
-    run.add_argument("--stream", required=True, help=f"a harness stream (the validation: {sorted(VALIDATION)})")
+    run.add_argument("--stream", required=True, choices=sorted(catalogue.STREAMS),
+                     help=f"a harness stream (the validation: {sorted(VALIDATION)})")
     run.add_argument("--seed", type=cli.seed, required=True)
     run.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
                      help="rows to run, in this order (default: all, head and accumulate first)")
-    run.add_argument("--preset", default="cpu", help="training budget of the harness (default cpu, the rule's)")
+    run.add_argument("--preset", default="cpu", choices=sorted(catalogue.PRESETS),
+                     help="training budget of the harness (default cpu, the rule's)")
     run.add_argument("--device", default="cpu", help="torch device (default cpu)")
     run.add_argument("--data-root", default=None, help="dataset folder, as python -m benchmarks.table2 takes it")
     run.add_argument("--backbone-weights", default=None, help="ResNet-20 checkpoint for emnist100")
@@ -96,13 +100,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     cli.add_debug_argument(parser)
     args = parser.parse_args(argv)
     if args.command == "run":
-        from benchmarks.table2 import catalogue
-
-        if args.stream not in catalogue.STREAMS:
-            parser.error(f"argument --stream: {args.stream!r} is no harness stream; "
-                         f"they are {sorted(catalogue.STREAMS)}")
-        if args.preset not in catalogue.PRESETS:
-            parser.error(f"argument --preset: {args.preset!r} is no preset; they are {sorted(catalogue.PRESETS)}")
         cli.check_device(parser, args.device)
     return args
 
@@ -118,11 +115,6 @@ def load_runs(folders: Sequence[str]) -> List[Dict[str, Any]]:
     if not runs:
         raise SystemExit(f"no run under {list(folders)} (each folder's runs/*.json)")
     return runs
-
-
-def cpu(run: Dict[str, Any]) -> float:
-    """A run's CPU seconds less those of building its stream and E0."""
-    return run["cpu_seconds"] - run["setup_cpu_seconds"]
 
 
 def accuracy(run: Dict[str, Any]) -> float:
@@ -158,7 +150,7 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, Lis
             if mine < default - margin - 1e-9:
                 reasons.append(f"{stream}: {mine:.2f} < {default:.2f} - {margin}")
         failures[name] = reasons
-        costs[name] = sum(cpu(by[(stream, s, name)]) for stream, seeds in VALIDATION.items() for s in seeds)
+        costs[name] = sum(run_cpu(by[(stream, s, name)]) for stream, seeds in VALIDATION.items() for s in seeds)
     qualified = [name for name in CANDIDATES if not failures[name]]
     return (min(qualified, key=costs.get) if qualified else None), failures
 
@@ -178,9 +170,9 @@ def table(runs: Sequence[Dict[str, Any]]) -> str:
             updates = [t["detection"] for t in run["sdr_results"]["tasks"] if t["detection"].get("entry_updated")]
             rolled = sum(1 for d in updates if d.get("update_rolled_back"))
             delta = "" if default is None else f"{accuracy(run) - accuracy(default):+.2f}"
-            ratio = "" if head is None else f"{cpu(run) / cpu(head):.2f}"
+            ratio = "" if head is None else f"{run_cpu(run) / run_cpu(head):.2f}"
             lines.append(f"| {stream} | {seed} | {name} | {accuracy(run):.2f} | {delta} | {100 * run['bwt']:+.2f} | "
-                         f"{cpu(run):.1f} | {ratio} | {len(updates)} | {rolled} | {run['loadavg_after'][0]:.1f} |")
+                         f"{run_cpu(run):.1f} | {ratio} | {len(updates)} | {rolled} | {run['loadavg_after'][0]:.1f} |")
     try:
         chosen, failures = choose(runs)
     except ValueError as err:
@@ -194,8 +186,6 @@ def main(args: argparse.Namespace) -> None:
     if args.command == "table":
         print(table(load_runs(args.folders)))
         return
-    from benchmarks.studies.where_the_time_goes.cost import measure_runs
-
     cli.set_threads(args.threads, args.device)
     measure_runs(args, Path(args.out), rows=[row(name) for name in args.rows])
 

@@ -168,8 +168,12 @@ def is_accumulate(variant: str) -> bool:
 def chosen_rows(args) -> List[tuple]:
     """:data:`ROWS` (without ``sdr_task_free`` under ``--skip-task-free``), then one
     ``accumulate_top_K`` row per ``--top-layers`` K."""
+    from benchmarks.table2.variants import UPDATE_VARIANT_WORDS, variant_name
+
     rows = [r for r in ROWS if not (args.skip_task_free and r[0] == "sdr_task_free")]
-    return rows + [("sdr_two_sample_nogen", f"accumulate_top_{k}", (("reuse", "accumulate"), ("update_top_layers", k)))
+    method, variant, options = next(r for r in ROWS if r[1] == "accumulate")
+    word = UPDATE_VARIANT_WORDS["update_top_layers"]
+    return rows + [(method, variant_name(variant, f"{word}_{k}"), options + (("update_top_layers", k),))
                    for k in args.top_layers]
 
 
