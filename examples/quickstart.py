@@ -46,8 +46,9 @@ def parse_args(argv=None):
     _common.add_method_arguments(parser, preset_help="Digits tasks hold ~120 training images: with cpu a reused "
                                  "entry's head trains 10 epochs at lr 0.01")
     parser.add_argument(
-        "--forward-transfer", action="store_true",
-        help="start a new entry's adapters from the entry with the lowest S (default: from E0)",
+        "--forward-transfer", action=argparse.BooleanOptionalAction, default=None,
+        help="start a new entry's adapters from the nearest entry (--no-forward-transfer: from the identity; "
+             "default: the method's, off for paper, on for recommended)",
     )
     parser.add_argument("--pretrain-epochs", type=cli.non_negative_int, default=20, metavar="N",
                         help="epochs of E0 pretraining on the warm-start tasks' training data (default 20)")
@@ -107,7 +108,7 @@ def main(args) -> dict:
         "backbone": "small_cnn(32,64,128) pretrained on the 3 warm-start tasks' training data",
         "method": args.method,
         "preset": args.preset,
-        "forward_transfer": args.forward_transfer,
+        "forward_transfer": strategy.sdr.forward_transfer,
         "pretrain_epochs": args.pretrain_epochs,
         "torch_threads": threads,
         **_common.method_values(strategy),

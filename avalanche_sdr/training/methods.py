@@ -16,7 +16,7 @@ budget (:data:`~avalanche_sdr.training.presets.BUDGETS`, how long it trains):
 
 A preset only supplies defaults: ``SDRStrategy(..., method="recommended", reuse="head")``
 keeps the head-only reuse. Nothing here is a second definition of a setting: the preset
-names the detector, reuse mode and routers of the strategy's own keywords.
+names the detector, reuse mode, forward transfer and routers of the strategy's own keywords.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from avalanche_sdr.vocabulary import REUSE_ACCUMULATE, REUSE_HEAD, ROUTER_LDA_WE
 
 @dataclass(frozen=True)
 class MethodPreset:
-    """A method: defaults for ``SDRStrategy``'s ``detector``, ``reuse`` and ``routers``.
+    """A method: defaults for ``SDRStrategy``'s ``detector``, ``reuse``, ``forward_transfer`` and ``routers``.
 
     :param name: the preset's name (recorded in results and checkpoints).
     :param detector: builds the detector, a fresh one per strategy (detectors keep
@@ -38,6 +38,8 @@ class MethodPreset:
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` or a detector object.
     :param reuse: what a repeat trains, a name of
         :data:`~avalanche_sdr.training.reuse_registry.REUSE_TYPES` (``SDRStrategy(reuse=...)``).
+    :param forward_transfer: whether a new entry's adapters start from the detector's
+        nearest entry (``SDRStrategy(forward_transfer=...)``) rather than from the identity.
     :param routers: task-free routers fitted after every task (names or router objects).
     :param summary: one line for ``--help`` texts and the docs.
     """
@@ -45,12 +47,14 @@ class MethodPreset:
     name: str
     detector: Callable[[], Any]
     reuse: str
+    forward_transfer: bool
     routers: Tuple[Any, ...]
     summary: str
 
     def defaults(self) -> Dict[str, Any]:
         """The keyword defaults the preset supplies (a fresh detector each call)."""
-        return {"detector": self.detector(), "reuse": self.reuse, "routers": tuple(self.routers)}
+        return {"detector": self.detector(), "reuse": self.reuse, "forward_transfer": self.forward_transfer,
+                "routers": tuple(self.routers)}
 
 
 def _paper_detector() -> str:
@@ -63,13 +67,14 @@ def _recommended_detector() -> SmallTaskDetector:
 
 METHODS: Dict[str, MethodPreset] = {
     "paper": MethodPreset(
-        name="paper", detector=_paper_detector, reuse=REUSE_HEAD, routers=(),
+        name="paper", detector=_paper_detector, reuse=REUSE_HEAD, forward_transfer=False, routers=(),
         summary="the paper's SDR: agreement rule, a VAE per entry, head-only reuse, task-aware prediction"),
     "recommended": MethodPreset(
-        name="recommended", detector=_recommended_detector, reuse=REUSE_ACCUMULATE, routers=(ROUTER_LDA_WEIGHTED,),
+        name="recommended", detector=_recommended_detector, reuse=REUSE_ACCUMULATE, forward_transfer=True,
+        routers=(ROUTER_LDA_WEIGHTED,),
         summary="small-task rule: two-sample test with classes matched in any order at a level falling with "
                 "task size, on references E0 was pretrained without, a fallback for small tasks; no generators, "
-                "the learning reuse, task-free router 'lda_weighted'"),
+                "the learning reuse, forward transfer for new entries, task-free router 'lda_weighted'"),
 }
 """Method presets by name (``SDRStrategy(method=...)``, the examples' and harness's ``--method``)."""
 

@@ -297,8 +297,9 @@ class SDRStrategy(SupervisedTemplate):
         agreement rule, head-only reuse, no router) or ``"recommended"`` (the small-task
         rule: the two-sample test with classes matched in any order at a level falling
         with task size, on references E0 was pretrained without; ``reuse="accumulate"``,
-        the router ``"lda_weighted"``). It supplies the defaults of ``detector``, ``reuse`` and
-        ``routers``; a keyword given here wins (``method="recommended", reuse="head"``).
+        ``forward_transfer=True``, the router ``"lda_weighted"``). It supplies the defaults of
+        ``detector``, ``reuse``, ``forward_transfer`` and ``routers``; a keyword given here wins
+        (``method="recommended", reuse="head"``).
     :param settings: the training budget, an
         :class:`~avalanche_sdr.training.SDRSettings` or a budget name of
         :data:`~avalanche_sdr.training.BUDGETS` (``"paper"``, default; ``"cpu"``, the
@@ -330,7 +331,8 @@ class SDRStrategy(SupervisedTemplate):
         (paper 3).
     :param forward_transfer: start a new entry's adapters from the entry with the
         lowest S(j, t) (rules without S: the highest p-value or relatedness) instead of
-        from the identity (off: the paper's method).
+        from the identity. ``None`` (default): the method's (``"paper"``: off, as the
+        paper; ``"recommended"``: on).
     :param routers: task-free routers to fit after every task: names of
         :data:`~avalanche_sdr.routers.ROUTER_TYPES` or router objects with their options
         (``"lda_weighted"`` / :class:`~avalanche_sdr.routers.LDAWeightedRouter`, SDR's
@@ -377,7 +379,7 @@ class SDRStrategy(SupervisedTemplate):
         ``routers``; a plugin SDR
         cannot honour (:data:`REFUSED_PLUGINS`, e.g. ``LRSchedulerPlugin``: set
         ``new_task_lr``, ``lr_milestones``, ``lr_decay`` and ``reuse_lr`` instead); a
-        ``forward_transfer`` that is not a bool; a device torch does not know.
+        ``forward_transfer`` that is neither a bool nor ``None``; a device torch does not know.
     """
 
     def __new__(cls, *args, **kwargs):
@@ -394,7 +396,7 @@ class SDRStrategy(SupervisedTemplate):
         detector=None,
         reuse: Optional[Union[str, Reuse]] = None,
         n_warm_start: int = 3,
-        forward_transfer: bool = False,
+        forward_transfer: Optional[bool] = None,
         routers: Optional[Sequence] = None,
         eval_router: Optional[str] = None,
         checkpoint_dir: Optional[Union[str, os.PathLike]] = None,
@@ -450,7 +452,7 @@ class SDRStrategy(SupervisedTemplate):
         model.keep_routers(plan.sdr.routers)
 
     @classmethod
-    def _resolve(cls, *, method, settings, detector, reuse, n_warm_start: int, forward_transfer: bool, routers,
+    def _resolve(cls, *, method, settings, detector, reuse, n_warm_start: int, forward_transfer: Optional[bool], routers,
                  eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
         """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
         builds from them (settings, detector, reuse, routers, plugins): nothing the user passed
@@ -473,8 +475,10 @@ class SDRStrategy(SupervisedTemplate):
         detector = make_detector(defaults["detector"] if detector is None else detector)
         reuse = make_reuse(defaults["reuse"] if reuse is None else reuse)
         routers = check_routers(defaults["routers"] if routers is None else routers)
+        if forward_transfer is None:
+            forward_transfer = defaults["forward_transfer"]
         if not isinstance(forward_transfer, bool):
-            raise ValueError(f"forward_transfer must be a bool, got {forward_transfer!r}")
+            raise ValueError(f"forward_transfer must be a bool (or None: the method's), got {forward_transfer!r}")
         sdr = SDRPlugin(detector=detector, settings=settings, reuse=reuse, n_warm_start=n_warm_start,
                         forward_transfer=forward_transfer, routers=routers)
         eval_router = check_eval_router(eval_router, sdr.routers)

@@ -51,6 +51,7 @@ def test_the_presets_are_registries_of_objects_exported_from_the_package():
     assert recommended["detector"].settings.two_sample.match_classes
     assert recommended["detector"].settings.two_sample.alpha == LevelBySize()
     assert recommended["reuse"] == "accumulate" and recommended["routers"] == ("lda_weighted",)
+    assert recommended["forward_transfer"] is True and METHODS["paper"].defaults()["forward_transfer"] is False
     assert METHODS["recommended"].defaults()["detector"] is not recommended["detector"]  # fresh per strategy
 
 
@@ -58,7 +59,7 @@ def test_paper_is_the_default_method(digits):
     strategy = SDRStrategy.from_benchmark(_backbone(), digits, settings=FAST, evaluator=_quiet())
     assert strategy.method == "paper" and strategy.sdr.detector.rule == "agreement"
     assert strategy.sdr.reuse == HeadReuse() and strategy.sdr.routers == ()
-    assert strategy.model.has_generators
+    assert strategy.model.has_generators and strategy.sdr.forward_transfer is False
 
 
 def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
@@ -68,10 +69,13 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
     assert strategy.sdr.detector.settings == SmallTaskSettings(
         two_sample=TwoSampleSettings(match_classes=True, alpha="by_size"))
     assert strategy.sdr.settings == CPU_SETTINGS and strategy.sdr.reuse == LearningReuse()
-    assert strategy.sdr.routers == (LDAWeightedRouter(),)
+    assert strategy.sdr.routers == (LDAWeightedRouter(),) and strategy.sdr.forward_transfer is True
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
-                                      evaluator=_quiet())
+                                      forward_transfer=False, evaluator=_quiet())
     assert kept.sdr.reuse.name == "head" and kept.sdr.routers == () and kept.sdr.settings.new_task_epochs == 100
+    assert kept.sdr.forward_transfer is False
+    paper_ft = SDRStrategy.from_benchmark(_backbone(), digits, forward_transfer=True, evaluator=_quiet())
+    assert paper_ft.method == "paper" and paper_ft.sdr.forward_transfer is True
     agreement = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", detector="agreement",
                                            evaluator=_quiet())
     assert agreement.sdr.detector.rule == "agreement" and agreement.model.has_generators  # the generator follows
@@ -148,7 +152,7 @@ def _run(benchmark, n_experiences, **keywords):
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
                     two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
-                    settings=CPU_SETTINGS, reuse=LearningReuse(), routers=("lda_weighted",))
+                    settings=CPU_SETTINGS, reuse=LearningReuse(), forward_transfer=True, routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])
