@@ -452,8 +452,8 @@ class SDRStrategy(SupervisedTemplate):
         model.keep_routers(plan.sdr.routers)
 
     @classmethod
-    def _resolve(cls, *, method, settings, detector, reuse, n_warm_start: int, forward_transfer: Optional[bool], routers,
-                 eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
+    def _resolve(cls, *, method, settings, detector, reuse, n_warm_start: int, forward_transfer: Optional[bool],
+                 routers, eval_router: Optional[str], checkpoint_dir, kwargs: Dict[str, Any]) -> "_Plan":
         """Check every argument of :class:`SDRStrategy` but the model, and build what SDR
         builds from them (settings, detector, reuse, routers, plugins): nothing the user passed
         changes, so a refused call leaves no trace. ``kwargs`` (the other keywords) is

@@ -133,6 +133,14 @@ def test_detector_keyword_follows_detector_and_method(examples):
     assert calibrated.rule == "calibrated" and calibrated.elbo_samples == 8
 
 
+def test_quickstart_forward_transfer_defaults_to_the_methods(examples):
+    parse_args = examples["quickstart"]["parse_args"]
+    assert parse_args([]).forward_transfer is None  # SDRStrategy(forward_transfer=None): the method's
+    assert parse_args(["--method", "recommended"]).forward_transfer is None
+    assert parse_args(["--forward-transfer"]).forward_transfer is True
+    assert parse_args(["--method", "recommended", "--no-forward-transfer"]).forward_transfer is False
+
+
 @pytest.fixture(scope="module")
 def digits():
     from avalanche_sdr.benchmarks import MixedDigits

@@ -152,7 +152,8 @@ def _run(benchmark, n_experiences, **keywords):
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
                     two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
-                    settings=CPU_SETTINGS, reuse=LearningReuse(), forward_transfer=True, routers=("lda_weighted",))
+                    settings=CPU_SETTINGS, reuse=LearningReuse(), forward_transfer=True,
+                    routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
     assert len(preset[1]) == 6
     assert preset[0] == explicit[0] and any(d[0] == "reuse" for d in preset[0])
