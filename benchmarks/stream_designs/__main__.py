@@ -6,8 +6,9 @@
     python -m benchmarks.stream_designs report --out DIR
     python -m benchmarks.stream_designs run --design-files RUN.json --out DIR   # a design as recorded
 
-``--seeds`` takes design seeds or the words ``validation`` / ``report`` (the fixed ranges); running a
-report seed needs ``--report-seeds`` (they are for the report, never for a choice).
+``--seeds`` takes design seeds or the words of :data:`SEED_RANGES` (``validation`` / ``validation2`` /
+``report`` / ``next_report``, the fixed ranges); running a report seed needs ``--report-seeds`` (they are for
+the report, never for a choice).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
@@ -23,23 +24,30 @@ from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SE
                                                     draw_design)
 
 
+SEED_RANGES: Dict[str, Tuple[Tuple[int, ...], str]] = {
+    "validation": (VALIDATION_SEEDS, "Stream designs"),
+    "validation2": (SECOND_VALIDATION_SEEDS, "Second validation designs"),
+    "report": (REPORT_SEEDS, "Report designs"),
+    "next_report": (NEXT_REPORT_SEEDS, "Next report designs"),
+}
+"""The words ``--seeds`` takes for the fixed ranges of :mod:`~benchmarks.stream_designs.distribution`: each
+word's seeds and the title ``list`` gives a page of exactly those seeds (other seeds: "Stream designs")."""
+
+SEED_WORDS = " / ".join(SEED_RANGES)
+"""The range words as the help texts list them."""
+
+
 def _seeds(values: Sequence[str], parser: argparse.ArgumentParser) -> List[int]:
     seeds: List[int] = []
     for value in values:
-        if value == "validation":
-            seeds += VALIDATION_SEEDS
-        elif value == "validation2":
-            seeds += SECOND_VALIDATION_SEEDS
-        elif value == "report":
-            seeds += REPORT_SEEDS
-        elif value == "next_report":
-            seeds += NEXT_REPORT_SEEDS
+        if value in SEED_RANGES:
+            seeds += SEED_RANGES[value][0]
         else:
             try:
                 seed = int(value)
             except ValueError:
-                parser.error(f"argument --seeds: {value!r} is neither a design seed nor 'validation' / 'validation2' / "
-                             "'report' / 'next_report'")
+                words = " / ".join(repr(word) for word in SEED_RANGES)
+                parser.error(f"argument --seeds: {value!r} is neither a design seed nor {words}")
             if seed < 0:
                 parser.error(f"argument --seeds: a design seed is a non-negative int, got {seed}")
             seeds.append(seed)
@@ -81,13 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="write the table of designs (markdown)")
     listing.add_argument("--seeds", nargs="+", default=["report"],
-                         help="design seeds, or validation / validation2 / report / next_report")
+                         help=f"design seeds, or {SEED_WORDS}")
     listing.add_argument("--out", type=cli.output_file, default=None, help="markdown file (default: stdout)")
     show = sub.add_parser("show", help="print a design as JSON")
     show.add_argument("seed", type=cli.seed)
     run = sub.add_parser("run", help="run methods on designs (resumable: existing run files are skipped)")
     run.add_argument("--seeds", nargs="+", default=[],
-                     help="design seeds, or validation / validation2 / report / next_report")
+                     help=f"design seeds, or {SEED_WORDS}")
     run.add_argument("--design-files", nargs="+", default=[], metavar="JSON",
                      help="designs given as files: a design (the show command's output) or a run file (its design), "
                           "e.g. to rerun a design of an earlier distribution version")
@@ -128,9 +136,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from benchmarks.stream_designs.report import designs_page
 
         seeds = _seeds(args.seeds, parser)
-        title = {tuple(REPORT_SEEDS): "Report designs", tuple(NEXT_REPORT_SEEDS): "Next report designs",
-                 tuple(SECOND_VALIDATION_SEEDS): "Second validation designs"}.get(
-            tuple(seeds), "Stream designs")
+        titles = {tuple(range_seeds): title for range_seeds, title in SEED_RANGES.values()}
+        title = titles.get(tuple(seeds), "Stream designs")
         command = " ".join(["--seeds", *args.seeds] + ([] if args.out is None else ["--out", str(args.out)]))
         text = designs_page(seeds, title, command)
         if args.out is None:

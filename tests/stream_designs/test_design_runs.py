@@ -279,6 +279,25 @@ def test_a_design_file_is_run_as_recorded(tmp_path, capsys):
     assert "holds no valid design" in capsys.readouterr().err
 
 
+def test_each_range_word_gives_its_fixed_seeds_and_a_wrong_word_is_refused(capsys):
+    import argparse
+
+    from benchmarks.stream_designs import distribution as dist
+    from benchmarks.stream_designs.__main__ import SEED_RANGES, _seeds
+
+    parser = argparse.ArgumentParser(prog="stream_designs")
+    expected = {"validation": dist.VALIDATION_SEEDS, "validation2": dist.SECOND_VALIDATION_SEEDS,
+                "report": dist.REPORT_SEEDS, "next_report": dist.NEXT_REPORT_SEEDS}
+    assert {word: seeds for word, (seeds, _) in SEED_RANGES.items()} == expected
+    for word, seeds in expected.items():
+        assert _seeds([word], parser) == list(seeds)
+    assert _seeds(["3", "validation", "3"], parser) == [3] + [s for s in dist.VALIDATION_SEEDS if s != 3]  # once
+    with pytest.raises(SystemExit):
+        _seeds(["valdation"], parser)
+    assert "neither a design seed nor 'validation' / 'validation2' / 'report' / 'next_report'" in (
+        capsys.readouterr().err)
+
+
 def test_list_prints_one_line_per_design(capsys):
     assert main(["list", "--seeds", "0", "1", "2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isdigit()]
