@@ -30,7 +30,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.table2 import catalogue
-from benchmarks.table2.specs import RunSpec, pending_runs, referenced_variant, run_id, split_reference
+from benchmarks.table2.specs import (E0_REFERENCES, RunSpec, pending_runs, referenced_variant, run_id,
+                                     split_reference)
 from benchmarks.table2.tuning import TUNING_GRIDS, tunable, tuned_options
 from benchmarks.table2.variants import (UPDATE_FLAGS, UPDATE_KEYWORDS, UPDATE_VARIANT_WORDS, equal_memory_rows,
                                        harness_variant_rows)
@@ -142,6 +143,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--backbone-weights", type=cli.existing_file, default=None, metavar="FILE",
                         help="E0 checkpoint for streams whose E0 is a CIFAR-10 ResNet-20 (emnist100: "
                         "resnet20-*.th from He et al.'s CIFAR ResNets)")
+    parser.add_argument("--e0-references", choices=E0_REFERENCES, default="all",
+                        help="what E0 is pretrained on, for streams whose E0 is pretrained on the warm-start tasks: "
+                        "all (default, every committed run's E0) every warm-start training image; held_out the "
+                        "library's default flow (pretrain_backbone holds half of each warm-start class out as the "
+                        "two-sample references of method='recommended' and records it on E0; its own E0 file, "
+                        "backbones/*_heldout.pt)")
     parser.add_argument("--out", type=cli.output_dir, default="results/table2", metavar="DIR",
                         help="output folder: runs/, backbones/, table2.md, runs.csv, runs.json, plots/ "
                         "(default results/table2); runs already there are skipped")
@@ -230,6 +237,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             parser.error(f"--stream {args.stream} needs --data-root ({_stream_data(args.stream)})")
         if stream.backbone == "cifar_resnet20" and not args.backbone_weights:
             parser.error(f"--stream {args.stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
+    if args.e0_references == "held_out" and catalogue.STREAMS[args.stream].backbone == "cifar_resnet20":
+        parser.error(f"--e0-references held_out: E0 of --stream {args.stream} is a CIFAR-10 ResNet-20, not "
+                     "pretrained on the stream: there are no warm-start images to hold out (drop the flag)")
         cli.check_device(parser, args.device)
     return args
 
@@ -313,7 +323,8 @@ def main(args: argparse.Namespace) -> str:
             backbone = ""
         else:
             backbone = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
-                                        data_root=args.data_root, weights=args.backbone_weights)
+                                        data_root=args.data_root, weights=args.backbone_weights,
+                                        references=args.e0_references)
         specs += [RunSpec(args.stream, args.preset, r.method, seed, backbone, args.device, threads, args.data_root,
                           variant=r.variant, options=r.options) for r in rows]
         specs += [RunSpec(args.stream, args.preset, m, seed, backbone, args.device, threads, args.data_root,

@@ -32,29 +32,47 @@ def make_backbone(stream_name: str, weights: Optional[str] = None):
     return small_cnn_backbone(in_channels=stream.in_channels, widths=(32, 64, 128))
 
 
-def backbone_note(stream_name: str, preset: str) -> str:
-    """One sentence naming E0, stored with every run."""
+def backbone_note(stream_name: str, preset: str, references: str = "all") -> str:
+    """One sentence naming E0, stored with every run (``references``: what it was pretrained on,
+    :data:`~benchmarks.table2.specs.E0_REFERENCES`)."""
     if STREAMS[stream_name].backbone == "cifar_resnet20":
         return "CIFAR-10 ResNet-20 (--backbone-weights), frozen, not trained on the stream"
-    return (f"small_cnn(32,64,128) pretrained {PRESETS[preset].pretrain_epochs} epochs on the "
+    note = (f"small_cnn(32,64,128) pretrained {PRESETS[preset].pretrain_epochs} epochs on the "
             "warm-start tasks' training data")
+    if references == "held_out":
+        note += (", less the references pretrain_backbone holds out by default (half of each class), "
+                 "recorded on E0")
+    return note
 
 
 def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, device: str = "cpu",
-                     data_root: Optional[str] = None, weights: Optional[str] = None) -> str:
+                     data_root: Optional[str] = None, weights: Optional[str] = None, references: str = "all") -> str:
     """Make E0 for (stream, preset, seed) once: pretrain the small CNN on the warm-start
     tasks, or load the CIFAR ResNet-20 checkpoint ``weights``; save it with the torch RNG
     state and the thread count it was made with (``{"state_dict", "torch_rng_state",
-    "torch_threads"}``); return the path."""
+    "torch_threads"}``, and with ``references="held_out"`` the pretraining record
+    ``"pretraining"``, :meth:`~avalanche_sdr.detection.two_sample.PretrainingRecord.to_tensors`);
+    return the path.
+
+    :param references: :data:`~benchmarks.table2.specs.E0_REFERENCES`: ``"all"`` pretrains on
+        every warm-start image (``holdout=None``); ``"held_out"`` with ``pretrain_backbone``'s
+        default holdout, for streams whose E0 is pretrained on the stream only.
+    :raises ValueError: ``"held_out"`` for a stream whose E0 is not pretrained on it.
+    """
     import torch
 
+    from avalanche_sdr.detection.two_sample import pretraining_record
     from avalanche_sdr.training import pretrain_backbone
     from avalanche_sdr.training.checkpoint import atomic_write
 
-    path = backbone_file(stream, preset, seed, out_dir)
+    if references == "held_out" and STREAMS[stream].backbone == "cifar_resnet20":
+        raise ValueError(f"--e0-references held_out: E0 of {stream} is a CIFAR-10 ResNet-20, not pretrained on "
+                         "the stream, so there are no warm-start images to hold out")
+    path = backbone_file(stream, preset, seed, out_dir, references)
     if path.exists():
         return str(path)
     cli.seed_everything(seed)
+    record = None
     if STREAMS[stream].backbone == "cifar_resnet20":
         if not weights:
             raise SystemExit(f"--stream {stream} needs --backbone-weights (a CIFAR-10 resnet20-*.th file)")
@@ -68,10 +86,13 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
         print(f"E0 for {stream} seed {seed}: pretraining on the {len(warm)} warm-start tasks "
               f"({epochs} epochs, {torch.get_num_threads()} torch threads) -> {path}", flush=True)
         tick = time.perf_counter()
-        # Every warm-start image (holdout=None), as every committed harness run: the library's default
-        # holds half of them out for the two-sample references (docs/results/detection/level_by_size.md).
+        # "all": every warm-start image (holdout=None), as every committed harness run; "held_out": the
+        # library's default, half of them held out as the two-sample references (its record kept below).
+        holdout = {} if references == "held_out" else {"holdout": None}
         pretrain_backbone(backbone, warm, epochs=epochs, lr=2e-3, batch_size=32, device=device, verbose=False,
-                          holdout=None)
+                          **holdout)
+        if references == "held_out":
+            record = pretraining_record(backbone)
         print(f"E0 for {stream} seed {seed}: pretrained in {time.perf_counter() - tick:.0f}s", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The RNG state after pretraining travels with E0: every run continues from it, as
@@ -79,6 +100,8 @@ def prepare_backbone(stream: str, preset: str, seed: int, out_dir: os.PathLike, 
     # is kept for provenance: E0's weights depend on it (docs/reproducing.rst).
     saved = {"state_dict": backbone.state_dict(), "torch_rng_state": torch.get_rng_state(),
              "torch_threads": torch.get_num_threads()}
+    if record is not None:
+        saved["pretraining"] = record.to_tensors()
     atomic_write(path, lambda f: torch.save(saved, f))
     return str(path)
 
@@ -88,10 +111,14 @@ def load_backbone(spec: RunSpec):
     in eval mode; restores the torch RNG state saved after pretraining."""
     import torch
 
+    from avalanche_sdr.detection.two_sample import PRETRAINING_RECORD, PretrainingRecord
+
     saved = torch.load(spec.backbone_path, weights_only=True)
     backbone = make_backbone(spec.stream)
     backbone.load_state_dict(saved["state_dict"])
     torch.set_rng_state(saved["torch_rng_state"])
+    if "pretraining" in saved:  # --e0-references held_out: the record pretrain_backbone left on E0
+        setattr(backbone, PRETRAINING_RECORD, PretrainingRecord.from_tensors(saved["pretraining"]))
     for p in backbone.parameters():
         p.requires_grad_(False)
     return backbone.eval()
@@ -159,7 +186,10 @@ def execute_run(spec: RunSpec, probe: Optional[RunProbe] = None) -> Dict[str, An
                          "(split='valid') or a probed run (probe=...)")
     if probe is not None and spec.method in NO_CURVE_METHODS:
         raise ValueError(f"{spec.run_id}: {spec.method} trains once on the whole stream: it has no tasks to probe")
+    from avalanche_sdr.detection.two_sample import PRETRAINING_RECORD
+
     benchmark, backbone = load_run(spec)
+    e0_references = "held_out" if getattr(backbone, PRETRAINING_RECORD, None) is not None else "all"
     start = time.perf_counter()
     metrics = [accuracy_metrics(experience=True)]
     # The group curve and BWT (docs/reproducing.rst): test runs trained experience by experience.
@@ -253,7 +283,8 @@ def execute_run(spec: RunSpec, probe: Optional[RunProbe] = None) -> Dict[str, An
         "evaluated_experiences": evaluated_experiences,
         **transfer,
         "torch_threads": torch.get_num_threads(),
-        "backbone": backbone_note(spec.stream, spec.preset),
+        "backbone": backbone_note(spec.stream, spec.preset, e0_references),
+        "e0_references": e0_references,
         "task_sizes": getattr(benchmark, "task_sizes", None),
         **({"tasks": spec.tasks} if spec.tasks is not None else {}),
         **extra,

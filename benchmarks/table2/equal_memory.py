@@ -91,17 +91,19 @@ def equal_memory_specs(args, out: os.PathLike, threads: int, log=print,
                 target = round(memory_mb_with_routers(json.loads(ref_path.read_text()), (SDR_ROUTER,))
                                * BYTES_PER_MB)
                 if not loaded:
-                    path = backbone_file(args.stream, args.preset, seed, out)
+                    path = backbone_file(args.stream, args.preset, seed, out, args.e0_references)
                     if pretrain or path.exists():
                         path = prepare_backbone(args.stream, args.preset, seed, out, device=args.device,
-                                                data_root=args.data_root, weights=args.backbone_weights)
+                                                data_root=args.data_root, weights=args.backbone_weights,
+                                                references=args.e0_references)
                         loaded.update(path=path, backbone=load_backbone(
                             RunSpec(args.stream, args.preset, "replay", seed, path)))
                     else:
                         loaded.update(path=None)
                 if loaded["path"] is None:
                     records.append(dict(record, status="no_backbone",
-                                        note=f"{backbone_file(args.stream, args.preset, seed, out)} does not exist"))
+                                        note=f"{backbone_file(args.stream, args.preset, seed, out, args.e0_references)} "
+                                             "does not exist"))
                     continue
                 task_free = METHODS[row.method].task_free
                 if task_free not in benchmarks:

@@ -82,9 +82,21 @@ def pending_runs(specs: Iterable[RunSpec], runs_dir: os.PathLike) -> List[RunSpe
     return [s for s in specs if not (runs_dir / f"{s.run_id}.json").exists()]
 
 
-def backbone_file(stream: str, preset: str, seed: int, out_dir: os.PathLike) -> Path:
-    """Where :func:`benchmarks.table2.engine.prepare_backbone` keeps E0 of (stream, preset, seed)."""
-    return Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}.pt"
+E0_REFERENCES = ("all", "held_out")
+"""What the harness pretrains E0 on (``--e0-references``): ``"all"`` (the default, every committed
+harness run's E0) every warm-start training image; ``"held_out"`` the library's default flow,
+``pretrain_backbone``'s default holdout (half of each warm-start class kept out as the two-sample
+rule's references, recorded on E0 and kept in its file)."""
+
+
+def backbone_file(stream: str, preset: str, seed: int, out_dir: os.PathLike, references: str = "all") -> Path:
+    """Where :func:`benchmarks.table2.engine.prepare_backbone` keeps E0 of (stream, preset, seed),
+    pretrained on ``references`` (:data:`E0_REFERENCES`; ``"held_out"`` adds ``_heldout`` to the
+    name, so that a call never reuses the other kind's file)."""
+    if references not in E0_REFERENCES:
+        raise ValueError(f"references must be one of {E0_REFERENCES}, got {references!r}")
+    suffix = "_heldout" if references == "held_out" else ""
+    return Path(out_dir) / "backbones" / f"{stream}_{preset}_seed{seed}{suffix}.pt"
 
 
 def split_reference(ref: str) -> Tuple[str, str]:
@@ -118,5 +130,5 @@ def tuned_equal_memory_variant(ref: str) -> Optional[str]:
     return f"{equal_memory_variant(ref)}_{TUNED_VARIANT}"
 
 
-__all__ = ["RunProbe", "RunSpec", "backbone_file", "equal_memory_variant", "pending_runs", "referenced_variant", "run_id",
+__all__ = ["E0_REFERENCES", "RunProbe", "RunSpec", "backbone_file", "equal_memory_variant", "pending_runs", "referenced_variant", "run_id",
            "split_reference", "tuned_equal_memory_variant"]

@@ -257,7 +257,8 @@ def harness_tune(args, out_dir, threads: int, log=print) -> Tuple[Dict[str, Dict
     else:
         def backbone() -> str:
             return prepare_backbone(args.stream, args.preset, seed, out_dir, device=args.device,
-                                           data_root=args.data_root, weights=args.backbone_weights)
+                                           data_root=args.data_root, weights=args.backbone_weights,
+                                           references=args.e0_references)
 
         chosen = tune(args.stream, args.preset, methods, seed, out_dir, backbone, jobs=args.jobs,
                       executor=args.executor, ray_address=args.ray_address, device=args.device,
