@@ -131,6 +131,30 @@ def loss_breakdown(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[i
     return lines
 
 
+def handling_over_designs(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[int], *, recommended: str,
+                          head: str) -> List[str]:
+    """How the two methods handled every task of designs ``seeds``, and what each kind of task added to the
+    mean Δ over the designs: per (handling by ``recommended``, handling by ``head``) the tasks, their mean
+    final accuracy difference (points) with its 95 % Student-t interval over the tasks (tasks of one design
+    are not independent draws: a rough interval), and their contribution to the mean Δ (the summed
+    ``difference / design's task count`` over the designs, divided by the designs). Markdown lines."""
+    cells: Dict[tuple, List[tuple]] = {}
+    for seed in seeds:
+        r_tasks = runs[seed][recommended]["results"]["tasks"]
+        h_tasks = runs[seed][head]["results"]["tasks"]
+        for r, h in zip(r_tasks, h_tasks):
+            difference = r["test_accuracy"] - h["test_accuracy"]
+            cells.setdefault((handling(r), handling(h)), []).append((difference, difference / len(r_tasks)))
+    lines = [f"| {recommended} | {head} | tasks | mean task difference (pt) | contribution to the mean Δ (pt) |",
+             "|---|---|---|---|---|"]
+    order = {name: i for i, name in enumerate(HANDLINGS)}
+    for key in sorted(cells, key=lambda k: (order[k[0]], order[k[1]])):
+        differences = [d for d, _ in cells[key]]
+        lines.append(f"| {key[0]} | {key[1]} | {len(differences)} | {mean_interval(differences, unit='tasks')} | "
+                     f"{_pt(sum(c for _, c in cells[key]) / len(seeds))} |")
+    return lines
+
+
 def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "recommended",
            head: str = "recommended_head", paper: str = "paper") -> str:
     """The markdown report of ``runs`` (:func:`load_runs`).
@@ -222,6 +246,8 @@ def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "re
         over = [s for s in complete if _incorrect_share(runs[s][recommended]) > INCORRECT_TARGET]
         lines += [f"Designs where {recommended}'s Incorrect exceeds {100 * INCORRECT_TARGET:.0f} % of its scored "
                   f"tasks: {_share(len(over), len(complete))} {over if over else ''}".rstrip(), ""]
+        lines += [f"How each method handled the tasks, over the {len(complete)} designs:", ""]
+        lines += handling_over_designs(runs, complete, recommended=recommended, head=head) + [""]
         if below:
             lines += [f"Where {recommended} lost to {head}, on the designs below -{MARGIN_POINTS} pt {below}: "
                       "each task's final accuracy difference / the design's task count, summed by how each "
@@ -234,9 +260,10 @@ def report(runs: Dict[int, Dict[str, Dict[str, Any]]], *, recommended: str = "re
     return "\n".join(lines)
 
 
-def mean_interval(values: Sequence[float], level: float = 0.95) -> str:
+def mean_interval(values: Sequence[float], level: float = 0.95, unit: str = "designs") -> str:
     """``values`` (fractions) as their mean in points with its two-sided Student-t interval at
-    ``level``, e.g. ``"+0.35 pt (95 % interval -0.10 to +0.80, 10 designs)"``; one value: its mean alone.
+    ``level``, e.g. ``"+0.35 pt (95 % interval -0.10 to +0.80, 10 designs)"`` (``unit``: what the values
+    are of); one value: its mean alone.
 
     The distribution-level figure the per-design threshold cannot give: two runs of one method
     differ by up to 2 points on a design (docs/results/stream_designs.md, "Run-to-run spread"), so
@@ -248,9 +275,9 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> str:
     n = len(values)
     mean = statistics.fmean(values)
     if n < 2:
-        return f"{_pt(mean)} pt ({n} design)"
+        return f"{_pt(mean)} pt ({n} {unit[:-1]})"
     half = stats.t.ppf(0.5 + level / 2, n - 1) * statistics.stdev(values) / n ** 0.5
-    return f"{_pt(mean)} pt ({100 * level:.0f} % interval {_pt(mean - half)} to {_pt(mean + half)}, {n} designs)"
+    return f"{_pt(mean)} pt ({100 * level:.0f} % interval {_pt(mean - half)} to {_pt(mean + half)}, {n} {unit})"
 
 
 def write_report(out: Path, path: Optional[Path] = None, **names: str) -> str:
@@ -302,5 +329,5 @@ def designs_page(seeds: Sequence[int], title: str,
         designs_table(seeds), ""])
 
 
-__all__ = ["MARGIN_POINTS", "complete_designs", "designs_page", "designs_table", "load_runs", "mean_interval",
+__all__ = ["MARGIN_POINTS", "complete_designs", "designs_page", "designs_table", "handling_over_designs", "load_runs", "mean_interval",
            "outcomes_by_bin", "report", "write_report"]

@@ -219,6 +219,12 @@ def test_the_report_computes_the_issue_figures_from_run_files(tmp_path):
     assert "| warm start | warm start | 3 | +0.00 |" in text
     assert ("- design 2, task 4 (group 2, 12 a class): reused, update rolled back 87.5 / reused, head-only 93.0: "
             "-1.10") in text
+    # over both complete designs: design 2's rolled-back task 4 (-5.5 pt, -1.1 / 2 designs of the mean Δ)
+    assert "How each method handled the tasks, over the 2 designs:" in text
+    assert "| reused, update rolled back | reused, head-only | 1 | -5.50 pt (1 task) | -0.55 |" in text
+    # design 1's task 3 and design 2's task 3 (kept update): +0.0 and +2.5 pt, mean +1.25
+    assert ("| reused, update kept | reused, head-only | 1 | +2.50 pt (1 task) | +0.25 |" in text)
+    assert "| reused, head-only | reused, head-only | 1 | +0.20 pt (1 task) | +0.02 |" in text
 
 
 def test_the_mean_difference_over_designs_comes_with_its_t_interval():
