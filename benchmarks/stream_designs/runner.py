@@ -9,7 +9,10 @@ record ``pretrain_backbone`` leaves on it (:data:`E0_FILE_FORMAT_KEY`), so that 
 was; every method starts from a fresh copy of it with the global RNGs seeded again. The stream
 is run by the library's :func:`~avalanche_sdr.training.stream_runner.run_sdr_stream` (decisions scored
 against the ground truth, final task-aware test accuracy, the group curve and BWT). One JSON per
-(design, method) in ``OUT/runs``, written atomically; existing ones are skipped (resumable).
+(design, method) in ``OUT/runs``, written atomically; existing ones are skipped (resumable). Several
+processes may share one ``OUT`` (two cores, opposite design orders): a process claims a run before it
+starts it (:func:`claim_run`, a ``.claim`` file created exclusively beside the run file) and skips a run
+another process has claimed, so no run is made twice.
 """
 from __future__ import annotations
 
@@ -40,6 +43,35 @@ RUN_FORMAT = 1
 def run_path(out: Path, seed: int, method: str) -> Path:
     """The run file of (design ``seed``, ``method``) under ``out``."""
     return Path(out) / "runs" / f"design{int(seed):04d}_{method}.json"
+
+
+def claim_path(out: Path, seed: int, method: str) -> Path:
+    """The claim file of (design ``seed``, ``method``): :func:`run_path` with the suffix ``.claim``."""
+    return run_path(out, seed, method).with_suffix(".claim")
+
+
+def claim_run(out: Path, seed: int, method: str) -> bool:
+    """Claim the run (design ``seed``, ``method``) for this process: create its claim file exclusively
+    (``O_CREAT | O_EXCL``, atomic on a local file system), holding this process's id and host.
+
+    :return: ``True`` when this process now holds the claim; ``False`` when another one does (its file
+        exists: a process killed before it released its claim leaves it, and the run is then skipped until
+        the file is deleted, as the log line says).
+    """
+    path = claim_path(out, seed, method)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w") as f:
+        f.write(json.dumps({"pid": os.getpid(), "host": os.uname().nodename if hasattr(os, "uname") else ""}))
+    return True
+
+
+def release_run(out: Path, seed: int, method: str) -> None:
+    """Delete this process's claim of (design ``seed``, ``method``) (:func:`claim_run`)."""
+    claim_path(out, seed, method).unlink(missing_ok=True)
 
 
 def _load_average() -> Optional[float]:
@@ -167,10 +199,6 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
     :raises ValueError: an inconsistent design (:func:`check_design`), or an existing run file of another
         design under the same seed.
     """
-    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
-
-    from avalanche_sdr.cli import write_json
-
     check_design(design)
     out, seed = Path(out), int(design["seed"])
     todo = {name: kw for name, kw in methods.items() if not run_path(out, seed, name).is_file()}
@@ -187,6 +215,32 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
                              f"the method of the other draws differently (--method-keywords) or write to another --out")
     if done:
         log(f"design {seed}: skipping {', '.join(done)} (run files exist)")
+    claimed = {name: kw for name, kw in todo.items() if claim_run(out, seed, name)}
+    for name in [n for n in claimed if run_path(out, seed, n).is_file()]:  # finished since todo was read
+        release_run(out, seed, name)
+        del claimed[name]
+        todo.pop(name)
+    others = sorted(set(todo) - set(claimed))
+    if others:
+        log(f"design {seed}: skipping {', '.join(others)} (claimed by another process: "
+            f"{', '.join(str(claim_path(out, seed, n)) for n in others)}; delete a claim file left by a process "
+            "that no longer runs)")
+    try:
+        return _run_claimed(design, claimed, out, data_root=data_root, fashion_root=fashion_root, e0_dir=e0_dir,
+                            training_seed_offset=training_seed_offset, seed_each_task=seed_each_task, log=log)
+    finally:
+        for name in claimed:
+            release_run(out, seed, name)
+
+
+def _run_claimed(design: Dict[str, Any], todo: Dict[str, Dict[str, Any]], out: Path, *, data_root, fashion_root,
+                 e0_dir, training_seed_offset: int, seed_each_task: bool, log: Callable[[str], None]) -> List[Path]:
+    """:func:`run_design`'s runs this process has claimed: the source, E0, then each method; the files written."""
+    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
+
+    from avalanche_sdr.cli import write_json
+
+    seed = int(design["seed"])
     if not todo:
         return []
     try:
@@ -232,4 +286,5 @@ def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, 
     return written
 
 
-__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "run_design", "run_designs", "run_method", "run_path"]
+__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "claim_path", "claim_run",
+           "release_run", "run_design", "run_designs", "run_method", "run_path"]

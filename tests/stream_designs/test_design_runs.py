@@ -3,6 +3,7 @@ the report on synthetic run files, and the command line's refusals."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,35 @@ def test_a_tiny_run_writes_its_record_and_a_second_call_skips_it(digits, tmp_pat
     assert record["training_seed_offset"] == 0
     with pytest.raises(ValueError, match="training seed offset 0 and seed_each_task False, not 1 and False"):
         runner.run_design(design, methods, tmp_path, training_seed_offset=1, log=lines.append)
+
+
+def test_a_run_claimed_by_another_process_is_skipped_and_a_claim_is_released(tmp_path, monkeypatch):
+    design = tiny_design()
+    seed = design["seed"]
+    assert runner.claim_run(tmp_path, seed, "head")  # another process holds it
+    assert not runner.claim_run(tmp_path, seed, "head")
+    assert json.loads(runner.claim_path(tmp_path, seed, "head").read_text())["pid"] == os.getpid()
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("no claimed run: nothing to load")
+
+    monkeypatch.setattr("benchmarks.stream_designs.builder.load_source", no_data)
+    lines = []
+    assert runner.run_design(design, {"head": {"method": "recommended", "reuse": "head"}}, tmp_path,
+                             log=lines.append) == []
+    assert "claimed by another process" in lines[0] and "design12345_head.claim" in lines[0]
+    assert runner.claim_path(tmp_path, seed, "head").is_file()  # the other process's claim stays
+    runner.release_run(tmp_path, seed, "head")
+    assert not runner.claim_path(tmp_path, seed, "head").exists()
+
+    # This process's claims are released when its run fails (here: the data cannot be read).
+    def failing(*args, **kwargs):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("benchmarks.stream_designs.builder.load_source", failing)
+    with pytest.raises(OSError, match="disk gone"):
+        runner.run_design(design, {"head": {"method": "recommended", "reuse": "head"}}, tmp_path, log=lines.append)
+    assert not runner.claim_path(tmp_path, seed, "head").exists()
 
 
 def test_a_training_seed_offset_changes_the_training_draws_only(digits, tmp_path):
