@@ -89,6 +89,15 @@ class SmallTaskSettings:
         on the validation streams (confirming cut the two-sample rule's false reuses at
         10 and 20 images a class and cost Correct at 40, docs/results/small_tasks.md).
         ``None``: the two-sample rule's reuses stand at every size (the rule before).
+    :param confirm_accepts: how the fallback confirms such a reuse of entry e with class
+        matching m. ``False`` (default, every run so far): only when the fallback's own
+        best entry and matching are e and m. ``True``: when the fallback does not reject
+        e under m: its p-value of the task against e with m fixed is at least the level,
+        and the decoy rank of that p-value is at most ``beta``. With two entries of one
+        group (after one miss) the two rules' best entries can differ, and the default
+        then declares every later repeat of the group new (a chain of misses,
+        docs/results/recommended_streams.md); ``True`` asks only whether the fallback's
+        evidence supports the reuse chosen. Needs ``confirm_below``.
     :param seed: seed of the fallback's private RNGs (reference subsample, decoy draws).
     """
 
@@ -99,6 +108,7 @@ class SmallTaskSettings:
     reference_per_class: int = 100
     min_per_class: int = 10
     confirm_below: Optional[int] = 40
+    confirm_accepts: bool = False
     seed: int = 0
 
     def __post_init__(self):
@@ -112,6 +122,12 @@ class SmallTaskSettings:
         check_int(self.min_per_class, "min_per_class", minimum=2)
         if self.confirm_below is not None:
             check_int(self.confirm_below, "confirm_below", minimum=self.min_per_class + 1)
+        if not isinstance(self.confirm_accepts, bool):
+            raise ValueError(f"confirm_accepts must be a bool, got {self.confirm_accepts!r}")
+        if self.confirm_accepts and self.confirm_below is None:
+            raise ValueError("confirm_accepts=True changes how reuses below confirm_below are confirmed; with "
+                             "confirm_below=None nothing is confirmed: set confirm_below or leave confirm_accepts "
+                             "False")
         if 1.0 / (self.n_decoys + 1) > self.beta:
             raise ValueError(f"with n_decoys={self.n_decoys} the smallest Monte-Carlo p-value is "
                              f"1/{self.n_decoys + 1} > beta={self.beta}: no task could be reused; use "
@@ -123,7 +139,9 @@ class SmallTaskSettings:
         """JSON-safe dict of the settings (the two-sample settings nested)."""
         return dict(two_sample=self.two_sample.to_dict(), beta=self.beta, n_decoys=self.n_decoys, dim=self.dim,
                     reference_per_class=self.reference_per_class, min_per_class=self.min_per_class,
-                    confirm_below=self.confirm_below, seed=self.seed)
+                    confirm_below=self.confirm_below, seed=self.seed,
+                    # only where set: the configs (and checkpoint fingerprints) of the default stay as they were
+                    **({"confirm_accepts": True} if self.confirm_accepts else {}))
 
 
 DEFAULT_SMALL_TASK = SmallTaskSettings()
@@ -377,6 +395,30 @@ class SmallTaskDetector(Detector):
         return (1 + at_least) / (s.n_decoys + 1)
 
     # -------------------------------------------------------------- decision
+    def _confirm_accepted(self, model, first: DetectionRecord, entries: Sequence[int], combined: List[float],
+                          samples: Sequence[Tensor], refs: Dict[int, List[Tensor]], covariance: PooledCovariance,
+                          level: float, start: float) -> DetectionRecord:
+        """``confirm_accepts``: the two-sample rule's reuse of ``first.entry`` with its class matching
+        stands when the fallback does not reject it (p-value of the task against that entry with that
+        matching fixed >= ``level``, and its decoy rank <= ``beta``); otherwise the task is new."""
+        s = self.settings
+        entry = first.reused_entry
+        c = len(samples)
+        matching = list(first.class_permutation) or list(range(c))
+        p = bonferroni([pooled_hotelling_pvalue(samples[k], refs[entry][matching[k]], covariance)
+                        for k in range(c)]) if len(refs[entry]) == c else 0.0
+        rank_p = None
+        if p >= level:
+            rank_p = self.decoy_rank_pvalue(p, entry, [len(v) for v in samples], first.task, refs, covariance)
+        reused = entry if rank_p is not None and rank_p <= s.beta else None
+        return DetectionRecord.decided(
+            model, task=first.task, entries=entries, reused=reused, rule=self.rule,
+            detection_seconds=first.detection_seconds + time.perf_counter() - start, p_value=combined,
+            power=first.power, class_count_filter=s.two_sample.class_count_filter,
+            class_permutation=list(first.class_permutation) if reused is not None else [],
+            decoy_rank_pvalue=rank_p,
+        )
+
     def detect(self, model, data: TaskData) -> DetectionRecord:
         """Decide by the two-sample rule; where it found no rejection but lacked power,
         by the fallback (module doc). No model change.
@@ -414,11 +456,14 @@ class SmallTaskDetector(Detector):
             p, sigma = self._combined(samples, refs[e], covariance)
             combined.append(p)
             matchings.append(sigma)
+        sizes = [len(v) for v in samples]
+        level = s.two_sample.level(max(1, min(sizes)))
+        if confirm and s.confirm_accepts:
+            return self._confirm_accepted(model, first, entries, combined, samples, refs, covariance, level, start)
         best = max(range(len(combined)), key=lambda i: (combined[i], -i))
         reused, rank_p = None, None
-        if combined[best] >= s.two_sample.level(max(1, min(len(v) for v in samples))):
-            rank_p = self.decoy_rank_pvalue(combined[best], entries[best], [len(v) for v in samples], task, refs,
-                                            covariance)
+        if combined[best] >= level:
+            rank_p = self.decoy_rank_pvalue(combined[best], entries[best], sizes, task, refs, covariance)
             if rank_p <= s.beta:
                 reused = entries[best]
         permutation = matchings[best] if reused is not None and matchings[best] != identity else []

@@ -1,10 +1,11 @@
-"""Command line of the stream designs: ``list``, ``show``, ``run`` and ``report``.
+"""Command line of the stream designs: ``list``, ``show``, ``run``, ``report`` and ``replay``.
 
     python -m benchmarks.stream_designs list --seeds report --out docs/results/stream_designs/designs.md
     python -m benchmarks.stream_designs show 3
     python -m benchmarks.stream_designs run --seeds validation --methods recommended recommended_head paper --out DIR --threads 1
     python -m benchmarks.stream_designs report --out DIR
     python -m benchmarks.stream_designs run --design-files RUN.json --out DIR   # a design as recorded
+    python -m benchmarks.stream_designs replay --seeds validation2 --rules recommended recommended_confirm_accepts --out DIR
 
 ``--seeds`` takes design seeds or the words of :data:`SEED_RANGES` (``validation`` / ``validation2`` /
 ``report`` / ``next_report``, the fixed ranges); running a report seed needs ``--report-seeds`` (they are for
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
+from benchmarks.stream_designs.replay import RULES as REPLAY_RULES
 from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
                                                     VALIDATION_SEEDS, check_design,
                                                     draw_design)
@@ -83,7 +85,7 @@ def _method_keywords(values: Sequence[str], parser: argparse.ArgumentParser) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command's parser (subcommands ``list``, ``show``, ``run``, ``report``)."""
+    """The command's parser (subcommands ``list``, ``show``, ``run``, ``report``, ``replay``)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stream_designs", description=cli.description(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--recommended", default="recommended", help="method name of the recommended runs")
     rep.add_argument("--head", default="recommended_head", help="method name of the head-only runs")
     rep.add_argument("--paper", default="paper", help="method name of the paper's runs")
+    replay = sub.add_parser("replay", help="replay detectors' decisions on designs without training "
+                                           "(benchmarks.stream_designs.replay); resumable; then their table")
+    replay.add_argument("--seeds", nargs="+", required=True, help=f"design seeds, or {SEED_WORDS}")
+    replay.add_argument("--rules", nargs="+", required=True, choices=list(REPLAY_RULES), metavar="RULE",
+                        help=f"detectors to replay: {', '.join(REPLAY_RULES)}")
+    replay.add_argument("--out", type=cli.output_dir, required=True, help="folder of replays/, e0/ and replays.md")
+    replay.add_argument("--data-root", default=None, help="as run's --data-root")
+    replay.add_argument("--e0-dir", type=cli.output_dir, default=None, help="as run's --e0-dir (default: OUT/e0)")
+    replay.add_argument("--fashion-root", default=None, help="as run's --fashion-root")
+    replay.add_argument("--report-seeds", action="store_true", help="allow report seeds (to explain, never to choose)")
+    cli.add_threads_argument(replay)
     return parser
 
 
@@ -153,16 +166,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         print(write_report(Path(args.out), args.to, recommended=args.recommended, head=args.head, paper=args.paper))
         return 0
-    from benchmarks.stream_designs.runner import METHODS, run_designs
-
     seeds = _seeds(args.seeds, parser)
-    designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser) for path in args.design_files]
+    designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser)
+                                                       for path in getattr(args, "design_files", [])]
     if not designs:
         parser.error("the run command needs --seeds or --design-files")
     reported = sorted({d["seed"] for d in designs} & (set(REPORT_SEEDS) | set(NEXT_REPORT_SEEDS)))
     if reported and not args.report_seeds:
         parser.error(f"argument --seeds: {reported} are report seeds, kept for the report alone; tune on "
                      "--seeds validation, or pass --report-seeds for the report's runs")
+    if args.command == "replay":
+        from benchmarks.stream_designs.replay import load_replays, replay_design, replay_table
+
+        threads = cli.set_threads(args.threads)
+        print(f"torch threads: {threads}; designs {[d['seed'] for d in designs]}; rules {args.rules}", flush=True)
+        for design in designs:
+            replay_design(design, args.rules, Path(args.out), data_root=args.data_root,
+                          fashion_root=args.fashion_root, e0_dir=args.e0_dir, log=lambda line: print(line, flush=True))
+        table = replay_table({s: r for s, r in load_replays(Path(args.out)).items()
+                              if s in {d["seed"] for d in designs}}, args.rules)
+        (Path(args.out) / "replays.md").write_text(table)
+        print(table, end="")
+        return 0
+    from benchmarks.stream_designs.runner import METHODS, run_designs
+
     methods = dict(METHODS, **_method_keywords(args.method_keywords, parser))
     names = args.methods or list(methods)
     unknown = [n for n in names if n not in methods]

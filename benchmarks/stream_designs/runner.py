@@ -88,7 +88,7 @@ E0 (which a ``state_dict`` does not carry), so that a run resumed from the file 
 references a fresh run gives it. Format 1 (a bare ``state_dict``) is refused."""
 
 
-def _e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], None]):
+def design_e0(design: Dict[str, Any], benchmark, e0_dir: Path, log: Callable[[str], None]):
     """The design's E0, pretrained here or loaded from ``e0_dir``, and its pretraining cost (CPU / wall s)."""
     import torch
 
@@ -250,7 +250,7 @@ def _run_claimed(design: Dict[str, Any], todo: Dict[str, Dict[str, Any]], out: P
         log(f"design {seed}: skipped, {err}")
         return []
     benchmark = build_benchmark(design, train, test)
-    e0, e0_cost = _e0(design, benchmark, Path(e0_dir) if e0_dir is not None else out / "e0", log)
+    e0, e0_cost = design_e0(design, benchmark, Path(e0_dir) if e0_dir is not None else out / "e0", log)
     written = []
     for name, keywords in todo.items():
         log(f"design {seed} ({design['source']}, {len(design['tasks'])} tasks): {name} {keywords}")
@@ -286,5 +286,5 @@ def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, 
     return written
 
 
-__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "claim_path", "claim_run",
+__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "claim_path", "claim_run", "design_e0",
            "release_run", "run_design", "run_designs", "run_method", "run_path"]

@@ -1,0 +1,143 @@
+"""Detection alone on the stream designs: a detector's decisions over each design, replayed without training.
+
+The recommended detector (the small-task rule over the two-sample test) reads E0's features, the projected
+input pixels and what it stored for each entry; it reads no adapter, head or generator. Its decisions over a
+design can therefore be replayed exactly without training
+(:func:`benchmarks.studies.detection.sim.simulate`: ``detector.detect``, then ``detector.remember`` on a new
+entry, as ``SDRStrategy`` calls them), on the design's benchmark and E0 made as the runner makes them
+(:func:`benchmarks.stream_designs.runner.design_e0`, with the pretraining record that holds the warm-start
+references). It measures the detector's Correct / Miss / Incorrect on many designs for a fraction of a full
+run's cost. What it leaves out: the learning reuse's gate (which turns some detected repeats into new
+entries, and so changes the entries later tasks are compared with) and everything trained.
+
+One JSON per (design, rule) in ``OUT/replays``; existing ones are skipped.
+
+    python -m benchmarks.stream_designs replay --seeds validation validation2 --rules recommended recommended_confirm_accepts --out OUT --data-root SHARED_DATA
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
+
+
+def _recommended():
+    from avalanche_sdr.training import METHODS
+
+    return METHODS["recommended"].defaults()["detector"]
+
+
+def _recommended_confirm_accepts():
+    from dataclasses import replace
+
+    from avalanche_sdr.detection.small_task import SmallTaskDetector
+
+    detector = _recommended()
+    return SmallTaskDetector(replace(detector.settings, confirm_accepts=True))
+
+
+RULES: Dict[str, Callable[[], Any]] = {
+    "recommended": _recommended,
+    "recommended_confirm_accepts": _recommended_confirm_accepts,
+}
+"""Rules by name, each a function building a fresh detector: ``method="recommended"``'s detector, and the
+same with ``SmallTaskSettings(confirm_accepts=True)``."""
+
+
+def replay_path(out: Path, seed: int, rule: str) -> Path:
+    """The replay file of (design ``seed``, ``rule``) under ``out``."""
+    return Path(out) / "replays" / f"design{int(seed):04d}_{rule}.json"
+
+
+def replay_design(design: Dict[str, Any], rules: Sequence[str], out: Path, *, data_root: Optional[str] = None,
+                  fashion_root: Optional[str] = None, e0_dir: Optional[Path] = None,
+                  log: Callable[[str], None] = print) -> List[Path]:
+    """Replay every rule of ``rules`` (names of :data:`RULES`) on ``design`` that has no replay file yet.
+
+    :return: the replay files written now (none when all existed or the source is absent: a line says so).
+    :raises ValueError: an unknown rule (before anything is loaded), an inconsistent design.
+    """
+    import torch
+
+    from avalanche_sdr.cli import write_json
+    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
+    from benchmarks.stream_designs.runner import design_e0
+    from benchmarks.studies.detection.sim import simulate
+
+    unknown = sorted(set(rules) - set(RULES))
+    if unknown:
+        raise ValueError(f"unknown rule(s) {unknown}; the rules are {sorted(RULES)}")
+    check_design(design)
+    seed = int(design["seed"])
+    todo = [rule for rule in rules if not replay_path(out, seed, rule).is_file()]
+    if not todo:
+        return []
+    try:
+        train, test = load_source(design["source"], data_seed=design["data_seed"], data_root=data_root,
+                                  fashion_root=fashion_root or FASHION_MNIST_ROOT)
+    except SourceUnavailable as err:
+        log(f"design {seed}: skipped, {err}")
+        return []
+    benchmark = build_benchmark(design, train, test)
+    e0, _ = design_e0(design, benchmark, Path(e0_dir) if e0_dir is not None else Path(out) / "e0", log)
+    image = benchmark.train_stream[0].dataset[0][0]
+    written = []
+    for rule in todo:
+        cpu = time.process_time()
+        result = simulate(RULES[rule](), e0, benchmark, int(design["e0"]["in_channels"]), int(image.shape[-1]))
+        result.update(design_seed=seed, rule=rule, source=design["source"], design=design,
+                      torch_threads=torch.get_num_threads(), cpu_seconds=time.process_time() - cpu)
+        path = replay_path(out, seed, rule)
+        write_json(path, result)
+        written.append(path)
+        log(f"design {seed} ({design['source']}): {rule} Correct {result['correct']:.3f} Miss {result['miss']:.3f} "
+            f"Incorrect {result['incorrect']:.3f} of {result['n_scored']}, {result['unique_entries']} entries, "
+            f"{result['cpu_seconds']:.1f} CPU s")
+    return written
+
+
+def load_replays(out: Path) -> Dict[int, Dict[str, Dict[str, Any]]]:
+    """Every replay file under ``out/replays``: design seed -> rule -> replay record."""
+    replays: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    for path in sorted((Path(out) / "replays").glob("*.json")):
+        record = json.loads(path.read_text())
+        replays.setdefault(int(record["design_seed"]), {})[record["rule"]] = record
+    return replays
+
+
+def replay_table(replays: Dict[int, Dict[str, Dict[str, Any]]], rules: Sequence[str]) -> str:
+    """Markdown: per rule, Correct / Miss / Incorrect counts of the scored tasks over the designs that have
+    every rule, by size bin (mean training images a class of the task); designs whose Incorrect exceeds 1 % of
+    their scored tasks; then every design where the rules' decisions differ."""
+    seeds = sorted(s for s, by_rule in replays.items() if all(r in by_rule for r in rules))
+    lines = [f"Designs with every rule: {len(seeds)}.", "",
+             "| rule | size bin | scored | Correct | Miss | Incorrect |", "|---|---|---|---|---|---|"]
+    for rule in rules:
+        cells = {name: [0, 0, 0] for name, _, _ in SIZE_BINS}
+        for seed in seeds:
+            record = replays[seed][rule]
+            tasks = record["design"]["tasks"][int(record["design"]["n_warm_start"]):]
+            for task, outcome in zip(tasks, record["outcomes"]):
+                cells[task["size_bin"]][("correct", "miss", "incorrect").index(outcome)] += 1
+        total = [sum(c[i] for c in cells.values()) for i in range(3)]
+        for name, (c, m, i) in list(cells.items()) + [("all", total)]:
+            n = c + m + i
+            lines.append(f"| {rule} | {name} | {n} | {c} | {m} | {i} |")
+    lines.append("")
+    for rule in rules:
+        over = [s for s in seeds if replays[s][rule]["incorrect"] > 0.01]
+        lines.append(f"- {rule}: designs with Incorrect above 1 % of their scored tasks: {len(over)} {over}")
+    lines += ["", "Designs where the rules decide differently (Correct / Miss / Incorrect counts per rule):", ""]
+    for seed in seeds:
+        by_rule = replays[seed]
+        if len({tuple(by_rule[r]["decisions"]) for r in rules}) > 1:
+            counts = "; ".join(f"{r} {' / '.join(str(by_rule[r]['outcomes'].count(o)) for o in ('correct', 'miss', 'incorrect'))}"
+                               for r in rules)
+            lines.append(f"- design {seed} ({by_rule[rules[0]]['source']}): {counts}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["RULES", "load_replays", "replay_design", "replay_path", "replay_table"]
