@@ -218,3 +218,44 @@ def test_no_confirmation_at_or_above_confirm_below_or_when_switched_off():
     with pytest.raises(ValueError, match="confirm_below must be an int >= 11"):
         SmallTaskSettings(confirm_below=10)
     assert SmallTaskSettings(confirm_below=None).to_dict()["confirm_below"] is None
+
+
+def test_confirm_accepts_confirms_a_reuse_the_fallback_does_not_reject():
+    """Two entries of one group (a miss made a second one): the default confirms only the entry the
+    fallback ranks first, so a repeat reused by the two-sample rule through the other one becomes new;
+    ``confirm_accepts`` confirms either, and still refuses a wrong entry or a wrong class matching."""
+    default = SmallTaskDetector()
+    accepts = SmallTaskDetector(SmallTaskSettings(confirm_accepts=True))
+    models = {}
+    for name, detector in (("default", default), ("accepts", accepts)):
+        model, prototypes, g = _repository(detector)
+        x, y = _images(prototypes[1], 20, g)  # a second entry of entry 1's group
+        duplicate = model.create_entry(3)
+        model.heads.add(3, 2)
+        detector.remember(model, duplicate, TaskData(3, x, y))
+        models[name] = (model, _images(prototypes[1], 20, g))  # the repeat to decide, 20 images a class
+    decisions = {}
+    for name, detector in (("default", default), ("accepts", accepts)):
+        model, (x, y) = models[name]
+        for entry in (1, 3):
+            _stage_one_reuses(detector, entry)
+            decisions[name, entry] = detector.detect(model, TaskData(10, x, y))
+    assert {decisions["default", 1].decision, decisions["default", 3].decision} == {"reuse", "new"}
+    for entry in (1, 3):
+        record = decisions["accepts", entry]
+        assert record.decision == "reuse" and record.reused_entry == entry
+        assert record.decoy_rank_pvalue is not None and record.decoy_rank_pvalue <= accepts.settings.beta
+    model, (x, y) = models["accepts"]
+    _stage_one_reuses(accepts, 0)  # a wrong entry: the fallback rejects it
+    assert accepts.detect(model, TaskData(10, x, y)).decision == "new"
+    _stage_one_reuses(accepts, 1, permutation=[1, 0])  # the right entry, classes matched the other way
+    assert accepts.detect(model, TaskData(10, x, y)).decision == "new"
+
+
+def test_confirm_accepts_is_checked_and_recorded_only_where_set():
+    assert "confirm_accepts" not in SmallTaskSettings().to_dict()  # earlier configs and fingerprints unchanged
+    assert SmallTaskSettings(confirm_accepts=True).to_dict()["confirm_accepts"] is True
+    with pytest.raises(ValueError, match="confirm_accepts must be a bool"):
+        SmallTaskSettings(confirm_accepts=1)
+    with pytest.raises(ValueError, match="with confirm_below=None nothing is confirmed"):
+        SmallTaskSettings(confirm_below=None, confirm_accepts=True)

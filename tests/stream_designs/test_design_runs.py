@@ -338,3 +338,28 @@ def test_list_prints_one_line_per_design(capsys):
     assert main(["list", "--seeds", "0", "1", "2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [int(r.split("|")[1]) for r in rows] == [0, 1, 2]
+
+
+def test_a_replay_decides_as_the_full_run_and_its_table_counts_the_outcomes(digits, tmp_path):
+    """The detector's decisions replayed without training equal a full run's where no gate acts
+    (head-only reuse), on the same E0 file; resumable; unknown rules refused before any work."""
+    from benchmarks.stream_designs.replay import load_replays, replay_design, replay_path, replay_table
+
+    design = tiny_design()
+    with pytest.raises(ValueError, match="unknown rule"):
+        replay_design(design, ["recommended", "nope"], tmp_path, log=lambda line: None)
+    assert not (tmp_path / "replays").exists() and not (tmp_path / "e0").exists()
+    run_file, = runner.run_design(design, {"head": {"method": "recommended", "reuse": "head"}}, tmp_path,
+                                  log=lambda line: None)
+    lines = []
+    written = replay_design(design, ["recommended", "recommended_confirm_accepts"], tmp_path, log=lines.append)
+    assert written == [replay_path(tmp_path, design["seed"], r) for r in ("recommended", "recommended_confirm_accepts")]
+    full = json.loads(run_file.read_text())["results"]["tasks"]
+    replayed = json.loads(written[0].read_text())
+    assert replayed["decisions"] == [t["decision"] for t in full]
+    assert replayed["outcomes"] == [t["outcome"] for t in full[3:]]
+    assert replay_design(design, ["recommended"], tmp_path, log=lines.append) == []  # resumed: nothing to do
+    table = replay_table(load_replays(tmp_path), ["recommended", "recommended_confirm_accepts"])
+    assert "Designs with every rule: 1." in table
+    counts = [replayed["outcomes"].count(o) for o in ("correct", "miss", "incorrect")]
+    assert f"| recommended | all | 2 | {counts[0]} | {counts[1]} | {counts[2]} |" in table
