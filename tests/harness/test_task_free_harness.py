@@ -21,7 +21,7 @@ from benchmarks.table2.variants import Row, equal_memory_rows
 TASK_FREE = ["sdr_task_free", "ci_replay", "ci_ewc", "joint"]
 RUN_KEYS = {"run_id", "method", "variant", "options", "label", "stream", "stream_label", "preset", "seed", "split",
             "average_accuracy", "task_accuracies", "memory_mb", "detection", "wall_seconds", "torch_threads",
-            "backbone", "task_sizes", "evaluation_seconds", "evaluated_experiences", "bwt", "forgetting",
+            "backbone", "e0_references", "task_sizes", "evaluation_seconds", "evaluated_experiences", "bwt", "forgetting",
             "avalanche_bwt", "group_curve"}
 """The keys of every run JSON (an SDR row adds ``sdr_results``)."""
 

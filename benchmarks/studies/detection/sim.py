@@ -38,13 +38,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
 
-RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended")
+RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended",
+         "recommended_confirm_accepts")
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
 (``min_power=0``), Expert Gate's relatedness, the two-sample rule with
 ``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
-falling with task size)."""
+falling with task size), and that detector with ``SmallTaskSettings(confirm_accepts=True)``
+(:data:`benchmarks.stream_designs.replay.RULES`, which builds both)."""
 
 
 def make_rule(name: str):
@@ -63,10 +65,10 @@ def make_rule(name: str):
         return ExpertGateDetector()
     if name == "two_sample_matched":
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
-    if name == "recommended":
-        from avalanche_sdr.training import METHODS
+    if name in ("recommended", "recommended_confirm_accepts"):
+        from benchmarks.stream_designs.replay import RULES as DESIGN_RULES
 
-        return METHODS["recommended"].defaults()["detector"]
+        return DESIGN_RULES[name]()
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
