@@ -5,7 +5,7 @@ input pixels and what it stored for each entry; it reads no adapter, head or gen
 design can therefore be replayed exactly without training
 (:func:`benchmarks.studies.detection.sim.simulate`: ``detector.detect``, then ``detector.remember`` on a new
 entry, as ``SDRStrategy`` calls them), on the design's benchmark and E0 made as the runner makes them
-(:func:`benchmarks.stream_designs.runner.design_e0`, with the pretraining record that holds the warm-start
+(:func:`benchmarks.stream_designs.runner.design_stream`, with the pretraining record that holds the warm-start
 references). It measures the detector's Correct / Miss / Incorrect on many designs for a fraction of a full
 run's cost. What it leaves out: the learning reuse's gate (which turns some detected repeats into new
 entries, and so changes the entries later tasks are compared with) and everything trained.
@@ -63,8 +63,7 @@ def replay_design(design: Dict[str, Any], rules: Sequence[str], out: Path, *, da
     import torch
 
     from avalanche_sdr.cli import write_json
-    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
-    from benchmarks.stream_designs.runner import design_e0
+    from benchmarks.stream_designs.runner import design_stream
     from benchmarks.studies.detection.sim import simulate
 
     unknown = sorted(set(rules) - set(RULES))
@@ -75,14 +74,10 @@ def replay_design(design: Dict[str, Any], rules: Sequence[str], out: Path, *, da
     todo = [rule for rule in rules if not replay_path(out, seed, rule).is_file()]
     if not todo:
         return []
-    try:
-        train, test = load_source(design["source"], data_seed=design["data_seed"], data_root=data_root,
-                                  fashion_root=fashion_root or FASHION_MNIST_ROOT)
-    except SourceUnavailable as err:
-        log(f"design {seed}: skipped, {err}")
+    made = design_stream(design, out, data_root=data_root, fashion_root=fashion_root, e0_dir=e0_dir, log=log)
+    if made is None:
         return []
-    benchmark = build_benchmark(design, train, test)
-    e0, _ = design_e0(design, benchmark, Path(e0_dir) if e0_dir is not None else Path(out) / "e0", log)
+    benchmark, e0, _ = made
     image = benchmark.train_stream[0].dataset[0][0]
     written = []
     for rule in todo:

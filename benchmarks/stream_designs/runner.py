@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.stream_designs.distribution import check_design
 
@@ -233,24 +233,36 @@ def run_design(design: Dict[str, Any], methods: Dict[str, Dict[str, Any]], out: 
             release_run(out, seed, name)
 
 
+def design_stream(design: Dict[str, Any], out: Path, *, data_root: Optional[str] = None,
+                  fashion_root: Optional[str] = None, e0_dir: Optional[Path] = None,
+                  log: Callable[[str], None] = print) -> Optional[Tuple[Any, Any, Dict[str, float]]]:
+    """A design's benchmark and E0 (:func:`design_e0`, kept in ``e0_dir``, default ``out/e0``), with E0's
+    pretraining cost; ``None`` (and a line saying so) where the design's image source is absent here."""
+    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
+
+    try:
+        train, test = load_source(design["source"], data_seed=design["data_seed"], data_root=data_root,
+                                  fashion_root=fashion_root or FASHION_MNIST_ROOT)
+    except SourceUnavailable as err:
+        log(f"design {design['seed']}: skipped, {err}")
+        return None
+    benchmark = build_benchmark(design, train, test)
+    e0, e0_cost = design_e0(design, benchmark, Path(e0_dir) if e0_dir is not None else Path(out) / "e0", log)
+    return benchmark, e0, e0_cost
+
+
 def _run_claimed(design: Dict[str, Any], todo: Dict[str, Dict[str, Any]], out: Path, *, data_root, fashion_root,
                  e0_dir, training_seed_offset: int, seed_each_task: bool, log: Callable[[str], None]) -> List[Path]:
     """:func:`run_design`'s runs this process has claimed: the source, E0, then each method; the files written."""
-    from benchmarks.stream_designs.builder import FASHION_MNIST_ROOT, SourceUnavailable, build_benchmark, load_source
-
     from avalanche_sdr.cli import write_json
 
     seed = int(design["seed"])
     if not todo:
         return []
-    try:
-        train, test = load_source(design["source"], data_seed=design["data_seed"], data_root=data_root,
-                                  fashion_root=fashion_root or FASHION_MNIST_ROOT)
-    except SourceUnavailable as err:
-        log(f"design {seed}: skipped, {err}")
+    made = design_stream(design, out, data_root=data_root, fashion_root=fashion_root, e0_dir=e0_dir, log=log)
+    if made is None:
         return []
-    benchmark = build_benchmark(design, train, test)
-    e0, e0_cost = design_e0(design, benchmark, Path(e0_dir) if e0_dir is not None else out / "e0", log)
+    benchmark, e0, e0_cost = made
     written = []
     for name, keywords in todo.items():
         log(f"design {seed} ({design['source']}, {len(design['tasks'])} tasks): {name} {keywords}")
@@ -286,5 +298,5 @@ def run_designs(designs: Sequence[Dict[str, Any]], methods: Dict[str, Dict[str, 
     return written
 
 
-__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "claim_path", "claim_run", "design_e0",
+__all__ = ["E0_FILE_FORMAT", "E0_FILE_FORMAT_KEY", "METHODS", "RUN_FORMAT", "SETTINGS", "claim_path", "claim_run", "design_e0", "design_stream",
            "release_run", "run_design", "run_designs", "run_method", "run_path"]
