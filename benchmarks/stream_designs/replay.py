@@ -24,27 +24,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
 
 
-def _recommended():
-    from avalanche_sdr.training import METHODS
-
-    return METHODS["recommended"].defaults()["detector"]
-
-
-def _recommended_confirm_accepts():
-    from dataclasses import replace
-
-    from avalanche_sdr.detection.small_task import SmallTaskDetector
-
-    detector = _recommended()
-    return SmallTaskDetector(replace(detector.settings, confirm_accepts=True))
-
-
-RULES: Dict[str, Callable[[], Any]] = {
-    "recommended": _recommended,
-    "recommended_confirm_accepts": _recommended_confirm_accepts,
-}
-"""Rules by name, each a function building a fresh detector: ``method="recommended"``'s detector, and the
-same with ``SmallTaskSettings(confirm_accepts=True)``."""
+RULES = ("recommended", "recommended_confirm_accepts")
+"""Rules this command replays (built by :func:`benchmarks.studies.detection.sim.make_rule`):
+``method="recommended"``'s detector, and the same with ``SmallTaskSettings(confirm_accepts=True)``."""
 
 
 def replay_path(out: Path, seed: int, rule: str) -> Path:
@@ -64,7 +46,7 @@ def replay_design(design: Dict[str, Any], rules: Sequence[str], out: Path, *, da
 
     from avalanche_sdr.cli import write_json
     from benchmarks.stream_designs.runner import design_stream
-    from benchmarks.studies.detection.sim import simulate
+    from benchmarks.studies.detection.sim import make_rule, simulate
 
     unknown = sorted(set(rules) - set(RULES))
     if unknown:
@@ -82,7 +64,7 @@ def replay_design(design: Dict[str, Any], rules: Sequence[str], out: Path, *, da
     written = []
     for rule in todo:
         cpu = time.process_time()
-        result = simulate(RULES[rule](), e0, benchmark, int(design["e0"]["in_channels"]), int(image.shape[-1]))
+        result = simulate(make_rule(rule), e0, benchmark, int(design["e0"]["in_channels"]), int(image.shape[-1]))
         result.update(design_seed=seed, rule=rule, source=design["source"], design=design,
                       torch_threads=torch.get_num_threads(), cpu_seconds=time.process_time() - cpu)
         path = replay_path(out, seed, rule)

@@ -46,7 +46,7 @@ settings), with the energy-distance permutation test, without the power check
 ``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
 falling with task size), and that detector with ``SmallTaskSettings(confirm_accepts=True)``
-(:data:`benchmarks.stream_designs.replay.RULES`, which builds both)."""
+(also the rules of ``python -m benchmarks.stream_designs replay``)."""
 
 
 def make_rule(name: str):
@@ -66,9 +66,13 @@ def make_rule(name: str):
     if name == "two_sample_matched":
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
     if name in ("recommended", "recommended_confirm_accepts"):
-        from benchmarks.stream_designs.replay import RULES as DESIGN_RULES
+        from avalanche_sdr.detection.small_task import SmallTaskDetector
+        from avalanche_sdr.training import METHODS
 
-        return DESIGN_RULES[name]()
+        detector = METHODS["recommended"].defaults()["detector"]
+        if name == "recommended":
+            return detector
+        return SmallTaskDetector(replace(detector.settings, confirm_accepts=True))
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
