@@ -97,7 +97,9 @@ class SmallTaskSettings:
         group (after one miss) the two rules' best entries can differ, and the default
         then declares every later repeat of the group new (a chain of misses,
         docs/results/recommended_streams.md); ``True`` asks only whether the fallback's
-        evidence supports the reuse chosen. Needs ``confirm_below``.
+        evidence supports the reuse chosen. Needs ``confirm_below``. Measured on the
+        validation designs (docs/results/stream_designs.md, "The small-task rule's
+        confirmation"): not in ``method="recommended"``.
     :param seed: seed of the fallback's private RNGs (reference subsample, decoy draws).
     """
 
@@ -398,7 +400,7 @@ class SmallTaskDetector(Detector):
     def _confirm_accepted(self, model, first: DetectionRecord, entries: Sequence[int], combined: List[float],
                           samples: Sequence[Tensor], refs: Dict[int, List[Tensor]], covariance: PooledCovariance,
                           level: float, start: float) -> DetectionRecord:
-        """``confirm_accepts``: the two-sample rule's reuse of ``first.entry`` with its class matching
+        """``confirm_accepts``: the two-sample rule's reuse of ``first.reused_entry`` with its class matching
         stands when the fallback does not reject it (p-value of the task against that entry with that
         matching fixed >= ``level``, and its decoy rank <= ``beta``); otherwise the task is new."""
         s = self.settings
