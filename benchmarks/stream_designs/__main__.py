@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--e0-dir", type=cli.output_dir, default=None, help="as run's --e0-dir (default: OUT/e0)")
     replay.add_argument("--fashion-root", default=None, help="as run's --fashion-root")
     replay.add_argument("--report-seeds", action="store_true", help="allow report seeds (to explain, never to choose)")
+    replay.set_defaults(design_files=[])  # designs by seed only (the block run and replay share reads it)
     cli.add_threads_argument(replay)
     return parser
 
@@ -167,8 +168,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_report(Path(args.out), args.to, recommended=args.recommended, head=args.head, paper=args.paper))
         return 0
     seeds = _seeds(args.seeds, parser)
-    designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser)
-                                                       for path in getattr(args, "design_files", [])]
+    designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser) for path in args.design_files]
     if not designs:
         parser.error("the run command needs --seeds or --design-files")
     reported = sorted({d["seed"] for d in designs} & (set(REPORT_SEEDS) | set(NEXT_REPORT_SEEDS)))

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from avalanche_sdr.vocabulary import OUTCOMES
 from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
 
 
@@ -98,7 +99,7 @@ def replay_table(replays: Dict[int, Dict[str, Dict[str, Any]]], rules: Sequence[
             record = replays[seed][rule]
             tasks = record["design"]["tasks"][int(record["design"]["n_warm_start"]):]
             for task, outcome in zip(tasks, record["outcomes"]):
-                cells[task["size_bin"]][("correct", "miss", "incorrect").index(outcome)] += 1
+                cells[task["size_bin"]][OUTCOMES.index(outcome)] += 1
         total = [sum(c[i] for c in cells.values()) for i in range(3)]
         for name, (c, m, i) in list(cells.items()) + [("all", total)]:
             n = c + m + i
@@ -111,7 +112,7 @@ def replay_table(replays: Dict[int, Dict[str, Dict[str, Any]]], rules: Sequence[
     for seed in seeds:
         by_rule = replays[seed]
         if len({tuple(by_rule[r]["decisions"]) for r in rules}) > 1:
-            counts = "; ".join(f"{r} {' / '.join(str(by_rule[r]['outcomes'].count(o)) for o in ('correct', 'miss', 'incorrect'))}"
+            counts = "; ".join(f"{r} {' / '.join(str(by_rule[r]['outcomes'].count(o)) for o in OUTCOMES)}"
                                for r in rules)
             lines.append(f"- design {seed} ({by_rule[rules[0]]['source']}): {counts}")
     return "\n".join(lines) + "\n"

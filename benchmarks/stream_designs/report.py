@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from avalanche_sdr.vocabulary import OUTCOMES
 from benchmarks.stream_designs.distribution import DESIGN_VERSION, SIZE_BINS, draw_design, summary
-
-OUTCOMES = ("correct", "miss", "incorrect")
 
 MARGIN_POINTS = 0.1
 """The issue's margin: accuracy >= head-only - 0.1 pt and BWT >= -0.1 pt on every design."""
@@ -100,34 +99,45 @@ def handling(result: Dict[str, Any]) -> str:
     return HANDLINGS[5] if detection.get("update_rolled_back") else HANDLINGS[4]
 
 
+def _paired_tasks(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[int], recommended: str,
+                  head: str) -> List[tuple]:
+    """Every task of designs ``seeds`` as both runs ended it: ``(seed, task of recommended's run, task of
+    head's run, the design's task, (handling by recommended, handling by head), final accuracy difference,
+    difference / the design's task count)``, in stream order."""
+    pairs = []
+    for seed in seeds:
+        r_tasks = runs[seed][recommended]["results"]["tasks"]
+        h_tasks = runs[seed][head]["results"]["tasks"]
+        for r, h, t in zip(r_tasks, h_tasks, runs[seed][recommended]["design"]["tasks"]):
+            difference = r["test_accuracy"] - h["test_accuracy"]
+            pairs.append((seed, r, h, t, (handling(r), handling(h)), difference, difference / len(r_tasks)))
+    return pairs
+
+
+def _by_handling(pairs: Sequence[tuple]) -> List[Tuple[tuple, List[tuple]]]:
+    """:func:`_paired_tasks`' tasks grouped by their pair of handlings, in :data:`HANDLINGS` order."""
+    cells: Dict[tuple, List[tuple]] = {}
+    for pair in pairs:
+        cells.setdefault(pair[4], []).append(pair)
+    order = {name: i for i, name in enumerate(HANDLINGS)}
+    return [(key, cells[key]) for key in sorted(cells, key=lambda k: (order[k[0]], order[k[1]]))]
+
+
 def loss_breakdown(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[int], *, recommended: str,
                    head: str) -> List[str]:
     """Where ``recommended`` lost to ``head`` on designs ``seeds``: per (handling by ``recommended``,
     handling by ``head``) the tasks and their summed contribution to the designs' accuracy difference
     (a task's final accuracy difference / the design's task count, points), then every task that
     moved the difference by at least 0.5 pt either way. Markdown lines."""
-    cells: Dict[tuple, List[float]] = {}
-    large = []
-    for seed in seeds:
-        r_tasks = runs[seed][recommended]["results"]["tasks"]
-        h_tasks = runs[seed][head]["results"]["tasks"]
-        design_tasks = runs[seed][recommended]["design"]["tasks"]
-        for r, h, t in zip(r_tasks, h_tasks, design_tasks):
-            share = (r["test_accuracy"] - h["test_accuracy"]) / len(r_tasks)
-            key = (handling(r), handling(h))
-            cells.setdefault(key, []).append(share)
-            if abs(share) >= 0.005:
-                large.append((seed, r["task"], r["group"], t["mean_per_class"], key, r["test_accuracy"],
-                              h["test_accuracy"], share))
+    pairs = _paired_tasks(runs, seeds, recommended, head)
     lines = [f"| {recommended} | {head} | tasks | summed contribution to Δ (pt) |", "|---|---|---|---|"]
-    order = {name: i for i, name in enumerate(HANDLINGS)}
-    for key in sorted(cells, key=lambda k: (order[k[0]], order[k[1]])):
-        lines.append(f"| {key[0]} | {key[1]} | {len(cells[key])} | {_pt(sum(cells[key]))} |")
+    for key, cell in _by_handling(pairs):
+        lines.append(f"| {key[0]} | {key[1]} | {len(cell)} | {_pt(sum(share for *_, share in cell))} |")
     lines += ["", f"Tasks that moved Δ by at least 0.5 pt: design, task, group, mean images a class, {recommended} / "
               f"{head} (final accuracy %), contribution (pt).", ""]
-    lines += [f"- design {seed}, task {task} (group {group}, {per_class:.0f} a class): {key[0]} "
-              f"{100 * acc_r:.1f} / {key[1]} {100 * acc_h:.1f}: {_pt(share)}"
-              for seed, task, group, per_class, key, acc_r, acc_h, share in large]
+    lines += [f"- design {seed}, task {r['task']} (group {r['group']}, {t['mean_per_class']:.0f} a class): {key[0]} "
+              f"{100 * r['test_accuracy']:.1f} / {key[1]} {100 * h['test_accuracy']:.1f}: {_pt(share)}"
+              for seed, r, h, t, key, _, share in pairs if abs(share) >= 0.005]
     return lines
 
 
@@ -138,20 +148,12 @@ def handling_over_designs(runs: Dict[int, Dict[str, Dict[str, Any]]], seeds: Seq
     final accuracy difference (points) with its 95 % Student-t interval over the tasks (tasks of one design
     are not independent draws: a rough interval), and their contribution to the mean Δ (the summed
     ``difference / design's task count`` over the designs, divided by the designs). Markdown lines."""
-    cells: Dict[tuple, List[tuple]] = {}
-    for seed in seeds:
-        r_tasks = runs[seed][recommended]["results"]["tasks"]
-        h_tasks = runs[seed][head]["results"]["tasks"]
-        for r, h in zip(r_tasks, h_tasks):
-            difference = r["test_accuracy"] - h["test_accuracy"]
-            cells.setdefault((handling(r), handling(h)), []).append((difference, difference / len(r_tasks)))
     lines = [f"| {recommended} | {head} | tasks | mean task difference (pt) | contribution to the mean Δ (pt) |",
              "|---|---|---|---|---|"]
-    order = {name: i for i, name in enumerate(HANDLINGS)}
-    for key in sorted(cells, key=lambda k: (order[k[0]], order[k[1]])):
-        differences = [d for d, _ in cells[key]]
-        lines.append(f"| {key[0]} | {key[1]} | {len(differences)} | {mean_interval(differences, unit='tasks')} | "
-                     f"{_pt(sum(c for _, c in cells[key]) / len(seeds))} |")
+    for key, cell in _by_handling(_paired_tasks(runs, seeds, recommended, head)):
+        differences = [difference for *_, difference, _ in cell]
+        lines.append(f"| {key[0]} | {key[1]} | {len(cell)} | {mean_interval(differences, unit='tasks')} | "
+                     f"{_pt(sum(share for *_, share in cell) / len(seeds))} |")
     return lines
 
 
