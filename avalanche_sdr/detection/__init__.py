@@ -7,7 +7,8 @@
 * :func:`calibrated_decision`, :class:`TwoSampleDetector` (``"two_sample"``): rules
   beyond the paper, with evidence on their own scale or a level fixed in advance.
 * :class:`ExpertGateDetector` (``"expert_gate"``): the autoencoder-relatedness baseline.
-* :class:`Level` (:class:`FixedLevel`, :class:`LevelBySize`, by name in :data:`LEVELS`):
+* :class:`Level` (:class:`FixedLevel`, :class:`LevelBySize`, :class:`LevelByPairedPower`, by name in
+  :data:`LEVELS`):
   the two-sample test's level as a function of the task's size.
 * :class:`SimilarTaskDetector`: scores a new task against every entry and applies a rule
   (:class:`AgreementDetector`, :class:`CalibratedDetector`).
@@ -37,7 +38,7 @@ from .base import Detector, FeatureRuleDetector
 from .decision import AGREEMENT_RULE, DECISIONS, DetectionRecord, agreement_decision
 from .detector import DECISION_RULES, AgreementDetector, CalibratedDetector, DecisionRule, SimilarTaskDetector
 from .expert_gate import DEFAULT_EXPERT_GATE, ExpertGateDetector, ExpertGateSettings
-from .level import LEVELS, FixedLevel, Level, LevelBySize, make_level
+from .level import LEVELS, FixedLevel, Level, LevelByPairedPower, LevelBySize, make_level
 from .registry import DETECTOR_TYPES, make_detector
 from .small_task import DEFAULT_SMALL_TASK, SmallTaskDetector, SmallTaskSettings
 from .two_sample import (
@@ -92,6 +93,7 @@ __all__ = [
     "FixedLevel",
     "LEVELS",
     "Level",
+    "LevelByPairedPower",
     "LevelBySize",
     "make_level",
     "DEFAULT_HOLDOUT_SHARE",

@@ -5,18 +5,25 @@ repeat new with probability ``alpha``, its level. A fixed ``alpha = 0.01`` loses
 the repeats at every task size, also where the test has power near 1 against distinct
 classes. A :class:`Level` gives the level as a function of the images per class of the
 new task: :class:`FixedLevel` (one value: the previous behaviour) or :class:`LevelBySize`
-(1 % up to 40 images a class, 0.01 % from 100, log-linear between). They are objects
+(1 % up to 40 images a class, 0.01 % from 100, log-linear between). :class:`LevelByPairedPower`
+is :class:`LevelBySize` raised where the entry's stored reference is too small for the test
+to have the power the lower level assumes (an entry created by a small task). They are objects
 behind a registry (:data:`LEVELS`), reached by name from
 :class:`~avalanche_sdr.detection.TwoSampleSettings` (``alpha="by_size"``).
 
-Why these numbers, fixed before any run: docs/results/detection/level/alpha_rule_fixed_in_advance.md;
-evidence: docs/results/detection/level_by_size.md.
+Why these numbers, fixed before any run: docs/results/detection/level/alpha_rule_fixed_in_advance.md
+and docs/results/stream_designs/paired_level/rule_fixed_in_advance.md; evidence:
+docs/results/detection/level_by_size.md.
 """
 from __future__ import annotations
 
 import abc
+import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Union
+
+from scipy import optimize, stats
 
 from avalanche_sdr._checks import check_int
 
@@ -36,6 +43,15 @@ class Level(abc.ABC):
     @abc.abstractmethod
     def at(self, per_class: int) -> float:
         """The level, in (0, 1), for a task whose smallest class has ``per_class`` images."""
+
+    def for_test(self, per_class: int, reference_per_class: int, classes: int = 1, dim: int = 16) -> float:
+        """The level of a test of a ``classes``-class task whose smallest class has
+        ``per_class`` images against an entry whose smallest stored reference class has
+        ``reference_per_class`` vectors, in ``dim`` projected dimensions. Here
+        ``at(per_class)``: the reference plays no part (overridden by
+        :class:`LevelByPairedPower`)."""
+        check_int(reference_per_class, "reference_per_class")
+        return self.at(per_class)
 
     @abc.abstractmethod
     def to_dict(self) -> Dict[str, Any]:
@@ -120,9 +136,85 @@ class LevelBySize(Level):
         return f"{self.high:g} up to {self.small} images a class, falling to {self.low:g} from {self.large}"
 
 
-LEVELS: Dict[str, Callable[[], Level]] = {FixedLevel.name: FixedLevel, LevelBySize.name: LevelBySize}
-"""Levels by name, each built with its defaults: ``"fixed"`` (0.01 at every size) and
-``"by_size"`` (:class:`LevelBySize`)."""
+def detectable_difference(per_class: int, reference_per_class: int, level: float, classes: int, dim: int,
+                          power: float = 0.9) -> float:
+    """The class-mean difference (Mahalanobis, in units of the within-class spread) that the
+    two-sample Hotelling test of ``per_class`` new vectors against ``reference_per_class``
+    stored ones, in ``dim`` dimensions at the Bonferroni level ``level / classes``, detects
+    with probability ``power``; ``inf`` when the test has too few vectors (``n + m <= dim + 1``).
+
+    From the noncentral F law of Hotelling's two-sample T-squared: ``F(dim, n + m - dim - 1)``
+    with noncentrality ``n m / (n + m) * delta^2`` (the power table of
+    docs/results/detection/level/alpha_rule_fixed_in_advance.md).
+    """
+    n, m = check_int(per_class, "per_class"), check_int(reference_per_class, "reference_per_class")
+    return _detectable(n, m, float(level), check_int(classes, "classes"), check_int(dim, "dim"), float(power))
+
+
+@functools.lru_cache(maxsize=4096)
+def _detectable(n: int, m: int, level: float, classes: int, dim: int, power: float) -> float:
+    df2 = n + m - dim - 1
+    if df2 < 1:
+        return math.inf
+    critical = stats.f.ppf(1.0 - level / classes, dim, df2)
+    scale = n * m / (n + m)
+    return optimize.brentq(lambda d: stats.ncf.sf(critical, dim, df2, scale * d * d) - power, 1e-6, 1e3)
+
+
+@dataclass(frozen=True)
+class LevelByPairedPower(LevelBySize):
+    """:class:`LevelBySize`, raised where the entry's reference is too small for its power (beyond the paper).
+
+    :class:`LevelBySize` lowers the level to ``low`` from ``large`` images a class of the
+    new task because the test then has power near 1; its rule required that the level
+    fall no faster than the power grows, and its power table assumed a reference of
+    ``min(n, 100)`` vectors a class. An entry created by a task of 13 images a class stores
+    13, and against it a task of 145 images a class has far less power: ``low`` then lets
+    different classes through. This level is, for a task whose smallest class has ``n``
+    images against an entry whose smallest reference class has ``m`` vectors, the lowest
+    level between :class:`LevelBySize`'s ``at(n)`` and ``high`` at which the test still
+    detects, with 90 % power, every difference it detects at the rule's anchor (``small``
+    against ``small`` at ``high``; :func:`detectable_difference`); ``high`` when none does.
+    So it is never below :class:`LevelBySize`'s, equal to it where the reference is large
+    enough (a full reference, or the default flow's held-out warm-start references at 100
+    images a class), and higher where the reference is small. Computed for the Hotelling
+    test in the two-sample rule's projected dimension. The rule's repeat test reads it; its
+    power check stays at :class:`LevelBySize`'s level (a higher level would make that check
+    easier to pass), so a reuse under this level is also one under :class:`LevelBySize`
+    with the same entries. Same parameters as :class:`LevelBySize`.
+    """
+
+    name = "by_paired_power"
+
+    def for_test(self, per_class: int, reference_per_class: int, classes: int = 1, dim: int = 16) -> float:
+        """The level of a ``classes``-class task of ``per_class`` images a class (its smallest)
+        against an entry of ``reference_per_class`` vectors a class, in ``dim`` projected
+        dimensions (class doc)."""
+        base = self.at(per_class)
+        anchor = detectable_difference(self.small, self.small, self.high, classes, dim)
+        if detectable_difference(per_class, reference_per_class, base, classes, dim) <= anchor:
+            return base
+        if detectable_difference(per_class, reference_per_class, self.high, classes, dim) > anchor:
+            return self.high
+        low, high = math.log(base), math.log(self.high)  # the detectable difference falls as the level rises
+        for _ in range(30):
+            middle = 0.5 * (low + high)
+            if detectable_difference(per_class, reference_per_class, math.exp(middle), classes, dim) <= anchor:
+                high = middle
+            else:
+                low = middle
+        return math.exp(high)
+
+    def describe(self) -> str:
+        """E.g. ``"0.01 up to 40 images a class, falling to 0.0001 from 100, as far as the entry's reference
+        has the power"``."""
+        return super().describe() + ", as far as the entry's reference has the power"
+
+
+LEVELS: Dict[str, Callable[[], Level]] = {FixedLevel.name: FixedLevel, LevelBySize.name: LevelBySize,
+                                          LevelByPairedPower.name: LevelByPairedPower}
+"""Levels by name, each built with its defaults: ``"fixed"`` (0.01 at every size),
+``"by_size"`` (:class:`LevelBySize`) and ``"by_paired_power"`` (:class:`LevelByPairedPower`)."""
 
 
 def make_level(level: Union[float, str, Level]) -> Level:
@@ -145,4 +237,4 @@ def make_level(level: Union[float, str, Level]) -> Level:
                     f"got {type(level).__name__}")
 
 
-__all__ = ["FixedLevel", "LEVELS", "Level", "LevelBySize", "make_level"]
+__all__ = ["FixedLevel", "LEVELS", "Level", "LevelByPairedPower", "LevelBySize", "detectable_difference", "make_level"]

@@ -61,7 +61,8 @@ class TwoSampleSettings:
         size; 0.01, fixed in advance), or a :class:`~avalanche_sdr.detection.level.Level`
         or its name in :data:`~avalanche_sdr.detection.level.LEVELS` (``"by_size"``: 1 %
         up to 40 images a class, 0.01 % from 100, fixed in advance:
-        docs/results/detection/level/alpha_rule_fixed_in_advance.md), stored as the
+        docs/results/detection/level/alpha_rule_fixed_in_advance.md; ``"by_paired_power"``:
+        the same, raised where the entry's reference is too small for its power), stored as the
         object. :meth:`level` gives the level of a task.
     :param min_power: least estimated power against known-distinct decoys for a
         reuse; below it the task is new. 0.9, fixed in advance (the conventional
@@ -127,10 +128,17 @@ class TwoSampleSettings:
         if self.reference_per_class < 2 or self.max_per_class < 2:
             raise ValueError("reference_per_class and max_per_class must be >= 2")
 
-    def level(self, per_class: int) -> float:
+    def level(self, per_class: int, reference_per_class: Optional[int] = None, classes: int = 1) -> float:
         """The level of the test for a task whose smallest class has ``per_class`` images
-        (``alpha`` itself when it is a number)."""
-        return self.alpha.at(per_class) if isinstance(self.alpha, Level) else float(self.alpha)
+        (``alpha`` itself when it is a number); with ``reference_per_class`` (the smallest
+        stored reference class of the ``classes``-class entry tested), the level of that
+        pairing in this rule's ``dim`` (:meth:`~avalanche_sdr.detection.level.Level.for_test`:
+        the same unless ``alpha`` is a :class:`~avalanche_sdr.detection.level.LevelByPairedPower`)."""
+        if not isinstance(self.alpha, Level):
+            return float(self.alpha)
+        if reference_per_class is None:
+            return self.alpha.at(per_class)
+        return self.alpha.for_test(per_class, reference_per_class, classes, self.dim)
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-safe dict of the settings (a :class:`~avalanche_sdr.detection.level.Level`
@@ -243,6 +251,12 @@ def energy_pvalue(x: Tensor, ref: Tensor, n_permutations: int, generator: torch.
         exceed += int((statistic(members) >= observed - 1e-12 * abs(float(observed))).sum())
         done += b
     return (1 + exceed) / (n_permutations + 1)
+
+
+def smallest_class(references: Sequence[Tensor]) -> int:
+    """Vectors in the smallest of an entry's stored reference classes (at least 1), the
+    ``reference_per_class`` of :meth:`TwoSampleSettings.level`."""
+    return max(1, min((len(r) for r in references), default=1))
 
 
 def bonferroni(pvalues: Sequence[float]) -> float:
@@ -798,7 +812,10 @@ class TwoSampleDetector(FeatureRuleDetector):
         (level alpha / c); decoy samples are drawn from its second half, at most the
         size of the new class paired with j (fewer when that half is smaller: the power
         is then underestimated, which errs towards "new"). The level is the settings'
-        level at the smallest of ``sizes`` (:meth:`TwoSampleSettings.level`).
+        level at the smallest of ``sizes`` (:meth:`TwoSampleSettings.level`), without the
+        entry's reference: a level raised for a small reference
+        (:class:`~avalanche_sdr.detection.level.LevelByPairedPower`) makes the repeat test
+        reject more, and must not make this check easier to pass.
 
         :param sizes: c ints, the new task's class-k sizes.
         :param pairing: c ints, ``pairing[k]`` the entry class new class k is tested
@@ -838,7 +855,8 @@ class TwoSampleDetector(FeatureRuleDetector):
     # -------------------------------------------------------------- decision
     def detect(self, model, data: TaskData) -> DetectionRecord:
         """Test the task of ``data`` against every candidate entry and decide (no model change),
-        at the settings' level for the task's smallest class (:meth:`TwoSampleSettings.level`)."""
+        at the settings' level for the task's smallest class against the best candidate's
+        smallest reference class (:meth:`TwoSampleSettings.level`)."""
         start = time.perf_counter()
         task, x, y, num_classes = data.task, data.x, data.y, data.num_classes
         s = self.settings
@@ -872,6 +890,8 @@ class TwoSampleDetector(FeatureRuleDetector):
         best = self.best_candidate(combined)
         power = None
         reused = None
+        if best is not None:
+            alpha = s.level(max(1, min(sizes)), smallest_class(refs[entries[best]]), num_classes)
         if best is not None and combined[best] >= alpha:
             power = self.decoy_power(model, entries[best], sizes, task, refs, pairing=matchings[best])
             if power >= s.min_power:
@@ -907,6 +927,7 @@ class TwoSampleDetector(FeatureRuleDetector):
 
 
 __all__ = [
+    "smallest_class",
     "DEFAULT_HOLDOUT_SHARE", "DEFAULT_TWO_SAMPLE", "FEATURE_SPACES", "MIN_HELD_OUT_PER_CLASS", "PRETRAINING_RECORD",
     "PROJECTION_SEED", "PretrainingRecord", "ReferenceHoldout", "ReferenceWarning", "TESTS",
     "TwoSampleDetector", "TwoSampleSettings", "pretraining_record",

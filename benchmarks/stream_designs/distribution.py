@@ -39,6 +39,15 @@ SECOND_VALIDATION_SEEDS: Tuple[int, ...] = tuple(range(30, 60))
 """Designs for choices made after every one of :data:`VALIDATION_SEEDS` had been used (each choice's
 rule names the designs it reads), fixed and listed before any run on them. Never reported."""
 
+THIRD_VALIDATION_SEEDS: Tuple[int, ...] = tuple(range(60, 120))
+"""Designs for choices made after :data:`SECOND_VALIDATION_SEEDS` had been used too (the paired level and the
+confirmation, docs/results/stream_designs/paired_level/rule_fixed_in_advance.md), fixed and listed before any
+run on them. Never reported."""
+
+THIRD_REPORT_SEEDS: Tuple[int, ...] = tuple(range(3000, 3060))
+"""Designs of the report of a method chosen on :data:`THIRD_VALIDATION_SEEDS`, fixed and listed before any run
+on them; every earlier report range has been read. Never used for a choice."""
+
 SOURCES: Tuple[str, ...] = ("fashion_mnist", "emnist", "digits", "cifar10")
 """The image sources, in turn by seed (whether their files are present plays no part)."""
 
@@ -466,7 +475,8 @@ def summary(design: Dict[str, Any]) -> Dict[str, Any]:
 __all__ = [
     "DESIGN_VERSION", "DISTRIBUTION", "E0_RECIPE", "MAX_CLASSES", "MAX_GROUPS", "MAX_PER_CLASS", "MAX_RATIO",
     "MAX_TASKS", "MAX_TIMES_SEEN", "MAX_TRAIN_IMAGES", "MIN_CLASSES", "MIN_GROUPS", "MIN_PER_CLASS", "MIN_RATIO", "MIN_TIMES_SEEN",
-    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS",
+    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "THIRD_REPORT_SEEDS",
+    "THIRD_VALIDATION_SEEDS",
     "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
     "check_design", "draw_design", "ground_truth", "nested_tasks", "repeat_features", "size_bin", "summary", "training_seed",
 ]

@@ -25,9 +25,12 @@ from avalanche_sdr.vocabulary import OUTCOMES
 from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
 
 
-RULES = ("recommended", "recommended_confirm_accepts")
+RULES = ("recommended", "recommended_confirm_accepts", "recommended_paired_power",
+         "recommended_paired_power_confirm_accepts")
 """Rules this command replays (built by :func:`benchmarks.studies.detection.sim.make_rule`):
-``method="recommended"``'s detector, and the same with ``SmallTaskSettings(confirm_accepts=True)``."""
+``method="recommended"``'s detector, the same with ``SmallTaskSettings(confirm_accepts=True)``, with the
+two-sample stage's level raised where the entry's reference is too small for its power
+(``alpha=LevelByPairedPower()``), and with both."""
 
 
 def replay_path(out: Path, seed: int, rule: str) -> Path:

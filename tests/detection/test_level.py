@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from avalanche_sdr.detection import (DEFAULT_TWO_SAMPLE, LEVELS, FixedLevel, Level, LevelBySize, SmallTaskDetector,
-                                     SmallTaskSettings, TwoSampleDetector, TwoSampleSettings, make_level)
+from avalanche_sdr.detection import (DEFAULT_TWO_SAMPLE, LEVELS, FixedLevel, Level, LevelByPairedPower, LevelBySize,
+                                     SmallTaskDetector, SmallTaskSettings, TwoSampleDetector, TwoSampleSettings,
+                                     make_level)
 from avalanche_sdr.models import TaskData
 from test_two_sample import TEMPLATES, _add, make_model, sample  # tests/detection is on sys.path (pytest prepend mode)
 
@@ -47,8 +48,9 @@ def test_make_level_takes_a_number_a_name_or_an_object():
     assert make_level("by_size") == LevelBySize() and make_level("fixed") == FixedLevel()
     custom = LevelBySize(low=1e-3)
     assert make_level(custom) is custom
-    assert set(LEVELS) == {"fixed", "by_size"} and all(isinstance(LEVELS[k](), Level) for k in LEVELS)
-    with pytest.raises(ValueError, match=r"unknown level 'tiny'; the levels are \['fixed', 'by_size'\]"):
+    assert set(LEVELS) == {"fixed", "by_size", "by_paired_power"}
+    assert all(isinstance(LEVELS[k](), Level) for k in LEVELS)
+    with pytest.raises(ValueError, match=r"unknown level 'tiny'; the levels are \['fixed', 'by_size', 'by_paired_power'\]"):
         make_level("tiny")
     with pytest.raises(ValueError, match=r"must be a level in \(0, 1\)"):
         make_level(1.5)
@@ -142,3 +144,63 @@ def test_the_small_task_fallback_reads_the_level_at_the_task_size():
     record = det.detect(model, TaskData(10, x, y))
     assert record.decision == "reuse" and record.entry == 0 and record.decoy_rank_pvalue is None
     assert det.config()["two_sample"]["alpha"]["level"] == "by_size"
+
+
+
+def test_the_detectable_difference_falls_with_size_and_level_and_needs_enough_vectors():
+    from avalanche_sdr.detection.level import detectable_difference
+
+    anchor = detectable_difference(40, 40, 0.01, 2, 16)
+    assert anchor == pytest.approx(1.49, abs=0.01)  # the power table of the level's rule
+    assert detectable_difference(100, 100, 1e-4, 2, 16) == pytest.approx(1.08, abs=0.01)
+    assert detectable_difference(300, 100, 1e-4, 2, 16) == pytest.approx(0.85, abs=0.01)
+    assert detectable_difference(145, 13, 1e-4, 2, 16) > detectable_difference(145, 13, 0.01, 2, 16) > anchor
+    assert detectable_difference(8, 8, 0.01, 2, 16) == math.inf  # n + m <= dim + 1: no test
+    with pytest.raises(ValueError):
+        detectable_difference(0, 10, 0.01, 2, 16)
+
+
+def test_level_by_paired_power_is_level_by_size_unless_the_reference_lacks_the_power():
+    paired, by_size = LevelByPairedPower(), LevelBySize()
+    assert paired.for_test(120, 100, 2, 16) == by_size.at(120) == 1e-4  # a full reference
+    assert paired.for_test(100, 50, 5, 16) == 1e-4  # the default flow's held-out warm-start reference
+    assert paired.for_test(30, 13, 2, 16) == 0.01  # small tasks: high already
+    assert paired.for_test(145, 13, 2, 16) == 0.01  # an entry created by a task of 13 a class: no power
+    between = paired.for_test(124, 25, 2, 16)
+    assert by_size.at(124) < between < 0.01
+    from avalanche_sdr.detection.level import detectable_difference
+    anchor = detectable_difference(40, 40, 0.01, 2, 16)
+    assert detectable_difference(124, 25, between, 2, 16) <= anchor < detectable_difference(124, 25, between * 0.9, 2,
+                                                                                            16)
+    for level in (FixedLevel(), by_size):  # the other levels ignore the reference
+        assert level.for_test(145, 13, 2, 16) == level.at(145)
+    assert LEVELS["by_paired_power"]() == paired and make_level("by_paired_power") == paired
+    assert paired.to_dict() == dict(by_size.to_dict(), level="by_paired_power")
+    assert paired.describe().endswith(", as far as the entry's reference has the power")
+    with pytest.raises(ValueError, match="low"):
+        LevelByPairedPower(low=0.1)
+    settings = TwoSampleSettings(alpha="by_paired_power")
+    assert settings.level(145) == 1e-4 and settings.level(145, 13, 2) == 0.01
+    assert TwoSampleSettings(alpha="by_size").level(145, 13, 2) == 1e-4
+
+
+@pytest.mark.parametrize("reference_per_class, by_size, by_paired_power", [(120, "reuse", "reuse"),
+                                                                           (15, "reuse", "new")])
+def test_the_paired_level_rises_where_the_entry_stores_a_small_reference(monkeypatch, reference_per_class,
+                                                                         by_size, by_paired_power):
+    """A task of 120 images a class whose p-value against its entry is 1e-3: reused at 1e-4 when the entry
+    stores 120 vectors a class under either level; against an entry created by a task of 15 a class the
+    paired level is 0.01 and the task is new."""
+    _p_between_the_levels(monkeypatch)
+    decisions = {}
+    for name in ("by_size", "by_paired_power"):
+        det = TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, alpha=name))
+        model = make_model()
+        for task, tmpl in enumerate("AB"):
+            _add(model, det, task, TEMPLATES[tmpl], per_class=reference_per_class)
+        x, y = sample(TEMPLATES["A"], 120, seed=7)
+        record = det.detect(model, TaskData(10, x, y))
+        decisions[name] = record.decision
+        if record.decision == "reuse":
+            assert record.entry == 0 and max(record.p_value) == 1e-3
+    assert decisions == {"by_size": by_size, "by_paired_power": by_paired_power}

@@ -154,11 +154,13 @@ def test_size_bins_cover_10_to_300_and_nothing_else():
             size_bin(bad)
 
 
-def test_the_seed_ranges_are_fixed_disjoint_and_thirty_each():
+def test_the_seed_ranges_are_fixed_and_disjoint():
     assert dist.VALIDATION_SEEDS == tuple(range(0, 30)) and dist.REPORT_SEEDS == tuple(range(1000, 1030))
     assert dist.NEXT_REPORT_SEEDS == tuple(range(2000, 2030))
     assert dist.SECOND_VALIDATION_SEEDS == tuple(range(30, 60))
-    ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS)
+    assert dist.THIRD_VALIDATION_SEEDS == tuple(range(60, 120)) and dist.THIRD_REPORT_SEEDS == tuple(range(3000, 3060))
+    ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS,
+              dist.THIRD_VALIDATION_SEEDS, dist.THIRD_REPORT_SEEDS)
     assert sum(len(r) for r in ranges) == len(set().union(*ranges))
 
 
@@ -171,6 +173,12 @@ def test_the_committed_list_of_report_designs_is_the_draw():
     page = (ROOT / "docs" / "results" / "stream_designs" / "designs_validation2.md").read_text()
     assert page == designs_page(dist.SECOND_VALIDATION_SEEDS, "Second validation designs",
                                 "--seeds validation2 --out docs/results/stream_designs/designs_validation2.md")
+    for seeds, title, word, name in ((dist.THIRD_VALIDATION_SEEDS, "Third validation designs", "validation3",
+                                      "designs_validation3.md"),
+                                     (dist.THIRD_REPORT_SEEDS, "Third report designs", "third_report",
+                                      "designs_third_report.md")):
+        page = (ROOT / "docs" / "results" / "stream_designs" / name).read_text()
+        assert page == designs_page(seeds, title, f"--seeds {word} --out docs/results/stream_designs/{name}")
 
 
 def test_the_results_page_states_the_distribution_as_drawn():

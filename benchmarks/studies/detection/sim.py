@@ -39,14 +39,16 @@ from typing import Any, Dict, List, Optional, Sequence
 from avalanche_sdr import cli
 
 RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended",
-         "recommended_confirm_accepts")
+         "recommended_confirm_accepts", "recommended_paired_power", "recommended_paired_power_confirm_accepts")
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
 (``min_power=0``), Expert Gate's relatedness, the two-sample rule with
 ``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
-falling with task size), and that detector with ``SmallTaskSettings(confirm_accepts=True)``
-(also the rules of ``python -m benchmarks.stream_designs replay``)."""
+falling with task size), that detector with ``SmallTaskSettings(confirm_accepts=True)``,
+with the two-sample stage's level raised where the entry's reference is too small for its
+power (``alpha=LevelByPairedPower()``), and with both (the last four are also the rules of
+``python -m benchmarks.stream_designs replay``)."""
 
 
 def make_rule(name: str):
@@ -65,14 +67,20 @@ def make_rule(name: str):
         return ExpertGateDetector()
     if name == "two_sample_matched":
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
-    if name in ("recommended", "recommended_confirm_accepts"):
+    if name.startswith("recommended") and name in RULES:
+        from avalanche_sdr.detection import LevelByPairedPower
         from avalanche_sdr.detection.small_task import SmallTaskDetector
         from avalanche_sdr.training import METHODS
 
         detector = METHODS["recommended"].defaults()["detector"]
         if name == "recommended":
             return detector
-        return SmallTaskDetector(replace(detector.settings, confirm_accepts=True))
+        settings = detector.settings
+        if "paired_power" in name:
+            settings = replace(settings, two_sample=replace(settings.two_sample, alpha=LevelByPairedPower()))
+        if name.endswith("confirm_accepts"):
+            settings = replace(settings, confirm_accepts=True)
+        return SmallTaskDetector(settings)
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
