@@ -136,29 +136,39 @@ class LevelBySize(Level):
         return f"{self.high:g} up to {self.small} images a class, falling to {self.low:g} from {self.large}"
 
 
-def detectable_difference(per_class: int, reference_per_class: int, level: float, classes: int, dim: int,
-                          power: float = 0.9) -> float:
-    """The class-mean difference (Mahalanobis, in units of the within-class spread) that the
-    two-sample Hotelling test of ``per_class`` new vectors against ``reference_per_class``
-    stored ones, in ``dim`` dimensions at the Bonferroni level ``level / classes``, detects
-    with probability ``power``; ``inf`` when the test has too few vectors (``n + m <= dim + 1``).
+def hotelling_power(per_class: int, reference_per_class: int, level: float, classes: int, dim: int,
+               difference: float) -> float:
+    """Power of the two-sample Hotelling test of ``per_class`` new vectors against
+    ``reference_per_class`` stored ones, in ``dim`` dimensions at the Bonferroni level
+    ``level / classes``, against a class-mean difference ``difference`` (Mahalanobis, in units
+    of the within-class spread); 0.0 when the test has too few vectors (``n + m <= dim + 1``).
 
     From the noncentral F law of Hotelling's two-sample T-squared: ``F(dim, n + m - dim - 1)``
-    with noncentrality ``n m / (n + m) * delta^2`` (the power table of
+    with noncentrality ``n m / (n + m) * difference^2`` (the power table of
     docs/results/detection/level/alpha_rule_fixed_in_advance.md).
     """
     n, m = check_int(per_class, "per_class"), check_int(reference_per_class, "reference_per_class")
-    return _detectable(n, m, float(level), check_int(classes, "classes"), check_int(dim, "dim"), float(power))
+    return _power(n, m, float(level), check_int(classes, "classes"), check_int(dim, "dim"), float(difference))
 
 
 @functools.lru_cache(maxsize=4096)
-def _detectable(n: int, m: int, level: float, classes: int, dim: int, power: float) -> float:
+def _power(n: int, m: int, level: float, classes: int, dim: int, difference: float) -> float:
     df2 = n + m - dim - 1
     if df2 < 1:
-        return math.inf
+        return 0.0
     critical = stats.f.ppf(1.0 - level / classes, dim, df2)
-    scale = n * m / (n + m)
-    return optimize.brentq(lambda d: stats.ncf.sf(critical, dim, df2, scale * d * d) - power, 1e-6, 1e3)
+    return float(stats.ncf.sf(critical, dim, df2, n * m / (n + m) * difference ** 2))
+
+
+def detectable_difference(per_class: int, reference_per_class: int, level: float, classes: int, dim: int,
+                          power: float = 0.9) -> float:
+    """The class-mean difference that :func:`hotelling_power` detects with probability ``power``;
+    ``inf`` when the test has too few vectors (``n + m <= dim + 1``) or no difference up to
+    1e6 reaches it."""
+    if hotelling_power(per_class, reference_per_class, level, classes, dim, 1e6) < power:
+        return math.inf
+    return optimize.brentq(lambda d: hotelling_power(per_class, reference_per_class, level, classes, dim, d) - power,
+                           0.0, 1e6)
 
 
 @dataclass(frozen=True)
@@ -174,7 +184,8 @@ class LevelByPairedPower(LevelBySize):
     images against an entry whose smallest reference class has ``m`` vectors, the lowest
     level between :class:`LevelBySize`'s ``at(n)`` and ``high`` at which the test still
     detects, with 90 % power, every difference it detects at the rule's anchor (``small``
-    against ``small`` at ``high``; :func:`detectable_difference`); ``high`` when none does.
+    against ``small`` at ``high``; :func:`detectable_difference`, :func:`hotelling_power`);
+    ``high`` when none does.
     So it is never below :class:`LevelBySize`'s, equal to it where the reference is large
     enough (a full reference, or the default flow's held-out warm-start references at 100
     images a class), and higher where the reference is small. Computed for the Hotelling
@@ -189,17 +200,25 @@ class LevelByPairedPower(LevelBySize):
     def for_test(self, per_class: int, reference_per_class: int, classes: int = 1, dim: int = 16) -> float:
         """The level of a ``classes``-class task of ``per_class`` images a class (its smallest)
         against an entry of ``reference_per_class`` vectors a class, in ``dim`` projected
-        dimensions (class doc)."""
+        dimensions (class doc): the lowest level in [``at(per_class)``, ``high``] whose power
+        against the anchor's 90 %-power difference is at least 90 % (bisection on the log
+        level, to 1e-9 of it), ``high`` when even ``high`` has less."""
         base = self.at(per_class)
         anchor = detectable_difference(self.small, self.small, self.high, classes, dim)
-        if detectable_difference(per_class, reference_per_class, base, classes, dim) <= anchor:
+        if math.isinf(anchor):  # the anchor detects nothing: no pairing has less power than it
             return base
-        if detectable_difference(per_class, reference_per_class, self.high, classes, dim) > anchor:
+
+        def enough(level: float) -> bool:
+            return hotelling_power(per_class, reference_per_class, level, classes, dim, anchor) >= 0.9
+
+        if enough(base):
+            return base
+        if not enough(self.high):
             return self.high
-        low, high = math.log(base), math.log(self.high)  # the detectable difference falls as the level rises
-        for _ in range(30):
+        low, high = math.log(base), math.log(self.high)  # the power grows with the level
+        for _ in range(40):
             middle = 0.5 * (low + high)
-            if detectable_difference(per_class, reference_per_class, math.exp(middle), classes, dim) <= anchor:
+            if enough(math.exp(middle)):
                 high = middle
             else:
                 low = middle
@@ -237,4 +256,5 @@ def make_level(level: Union[float, str, Level]) -> Level:
                     f"got {type(level).__name__}")
 
 
-__all__ = ["FixedLevel", "LEVELS", "Level", "LevelByPairedPower", "LevelBySize", "detectable_difference", "make_level"]
+__all__ = ["FixedLevel", "LEVELS", "Level", "LevelByPairedPower", "LevelBySize", "detectable_difference", "make_level",
+           "hotelling_power"]

@@ -156,6 +156,10 @@ def test_the_detectable_difference_falls_with_size_and_level_and_needs_enough_ve
     assert detectable_difference(300, 100, 1e-4, 2, 16) == pytest.approx(0.85, abs=0.01)
     assert detectable_difference(145, 13, 1e-4, 2, 16) > detectable_difference(145, 13, 0.01, 2, 16) > anchor
     assert detectable_difference(8, 8, 0.01, 2, 16) == math.inf  # n + m <= dim + 1: no test
+    assert 100 < detectable_difference(10, 8, 0.01, 2, 16) < math.inf  # one denominator degree of freedom
+    from avalanche_sdr.detection.level import hotelling_power
+    assert hotelling_power(8, 8, 0.01, 2, 16, 5.0) == 0.0
+    assert hotelling_power(100, 100, 1e-4, 2, 16, 1.08) == pytest.approx(0.9, abs=0.01)
     with pytest.raises(ValueError):
         detectable_difference(0, 10, 0.01, 2, 16)
 
@@ -168,10 +172,12 @@ def test_level_by_paired_power_is_level_by_size_unless_the_reference_lacks_the_p
     assert paired.for_test(145, 13, 2, 16) == 0.01  # an entry created by a task of 13 a class: no power
     between = paired.for_test(124, 25, 2, 16)
     assert by_size.at(124) < between < 0.01
-    from avalanche_sdr.detection.level import detectable_difference
-    anchor = detectable_difference(40, 40, 0.01, 2, 16)
-    assert detectable_difference(124, 25, between, 2, 16) <= anchor < detectable_difference(124, 25, between * 0.9, 2,
-                                                                                            16)
+    from avalanche_sdr.detection.level import detectable_difference, hotelling_power
+    anchor = detectable_difference(40, 40, 0.01, 2, 16)  # the lowest level with 90 % power at the anchor's difference
+    assert hotelling_power(124, 25, between, 2, 16, anchor) >= 0.9 > hotelling_power(124, 25, between * 0.99, 2, 16,
+                                                                                      anchor)
+    for n, m in ((10, 8), (12, 5), (41, 2)):  # too few vectors for the test (n + m <= 17) or nearly: no error
+        assert paired.for_test(n, m, 2, 16) == 0.01
     for level in (FixedLevel(), by_size):  # the other levels ignore the reference
         assert level.for_test(145, 13, 2, 16) == level.at(145)
     assert LEVELS["by_paired_power"]() == paired and make_level("by_paired_power") == paired
