@@ -7,9 +7,10 @@ budget (:data:`~avalanche_sdr.training.presets.BUDGETS`, how long it trains):
   head-only reuse, task-aware prediction only;
 - ``"recommended"``: the configuration the results pages measured best
   (docs/results/learning_reuse.md, docs/results/task_free.md,
-  docs/results/detection/level_by_size.md): the ``"small_task"`` rule, whose two-sample
-  repeat test matches the classes in any order at a level that falls with the task's
-  size (``alpha="by_size"``) and reads the warm-start references E0 was pretrained
+  docs/results/detection/level_by_size.md, docs/results/stream_designs.md): the
+  ``"small_task"`` rule, whose two-sample repeat test matches the classes in any order at
+  a level that falls with the task's size as far as the entry's reference has the power
+  (``alpha="by_paired_power"``) and reads the warm-start references E0 was pretrained
   without, with its fallback on tasks of few images a class; no generators (the rule
   reads none), the learning reuse (``reuse="accumulate"``) and the task-free router
   ``"lda_weighted"``.
@@ -62,7 +63,8 @@ def _paper_detector() -> str:
 
 
 def _recommended_detector() -> SmallTaskDetector:
-    return SmallTaskDetector(SmallTaskSettings(two_sample=TwoSampleSettings(match_classes=True, alpha="by_size")))
+    return SmallTaskDetector(SmallTaskSettings(two_sample=TwoSampleSettings(match_classes=True,
+                                                                            alpha="by_paired_power")))
 
 
 METHODS: Dict[str, MethodPreset] = {
@@ -73,7 +75,7 @@ METHODS: Dict[str, MethodPreset] = {
         name="recommended", detector=_recommended_detector, reuse=REUSE_ACCUMULATE, forward_transfer=True,
         routers=(ROUTER_LDA_WEIGHTED,),
         summary="small-task rule: two-sample test with classes matched in any order at a level falling with "
-                "task size, on references E0 was pretrained without, a fallback for small tasks; no generators, "
+                "task size as far as the entry's reference has the power, on references E0 was pretrained without, a fallback for small tasks; no generators, "
                 "the learning reuse, forward transfer for new entries, task-free router 'lda_weighted'"),
 }
 """Method presets by name (``SDRStrategy(method=...)``, the examples' and harness's ``--method``)."""

@@ -137,12 +137,13 @@ def test_each_preset_row_is_the_strategy_a_user_gets(name):
 def test_the_recommended_row_differs_from_the_rows_the_results_pages_measured():
     """``sdr_two_sample_nogen [accumulate]`` (the committed results' row) tests classes in the
     stream's order at the fixed level; ``sdr_recommended`` is the library's preset: the
-    small-task rule, its two-sample stage matching them in any order at the level by size."""
+    small-task rule, its two-sample stage matching them in any order at the level by size paired with the
+    entry's reference."""
     recommended, _, _ = _built("sdr_recommended")
     measured, _, _ = _built("sdr_two_sample_nogen", (("reuse", "accumulate"),))
     assert recommended.sdr.detector.rule == "small_task"
     assert recommended.sdr.detector.settings.two_sample.match_classes is True
-    assert recommended.sdr.detector.settings.two_sample.alpha.name == "by_size"
+    assert recommended.sdr.detector.settings.two_sample.alpha.name == "by_paired_power"
     assert measured.sdr.detector.settings.alpha == 0.01
     assert measured.sdr.detector.settings.match_classes is False
     assert recommended.sdr.reuse == measured.sdr.reuse == training.LearningReuse()

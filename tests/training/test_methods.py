@@ -67,7 +67,7 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
                                           evaluator=_quiet())
     assert strategy.method == "recommended" and not strategy.model.has_generators
     assert strategy.sdr.detector.settings == SmallTaskSettings(
-        two_sample=TwoSampleSettings(match_classes=True, alpha="by_size"))
+        two_sample=TwoSampleSettings(match_classes=True, alpha="by_paired_power"))
     assert strategy.sdr.settings == CPU_SETTINGS and strategy.sdr.reuse == LearningReuse()
     assert strategy.sdr.routers == (LDAWeightedRouter(),) and strategy.sdr.forward_transfer is True
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
