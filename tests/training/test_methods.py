@@ -10,7 +10,7 @@ from avalanche.training.plugins import EvaluationPlugin
 import avalanche_sdr
 from avalanche_sdr import HeadReuse, LearningReuse, SDRStrategy, build_sdr_model, seed_everything
 from avalanche_sdr.benchmarks import MixedDigits
-from avalanche_sdr.detection import (LevelBySize, SimilarTaskDetector, SmallTaskDetector, SmallTaskSettings,
+from avalanche_sdr.detection import (LevelByPairedPower, SimilarTaskDetector, SmallTaskDetector, SmallTaskSettings,
                                      TwoSampleDetector, TwoSampleSettings)
 from avalanche_sdr.models import small_cnn_backbone
 from avalanche_sdr.routers import LDAWeightedRouter
@@ -49,7 +49,7 @@ def test_the_presets_are_registries_of_objects_exported_from_the_package():
     recommended = METHODS["recommended"].defaults()
     assert isinstance(recommended["detector"], SmallTaskDetector)
     assert recommended["detector"].settings.two_sample.match_classes
-    assert recommended["detector"].settings.two_sample.alpha == LevelBySize()
+    assert recommended["detector"].settings.two_sample.alpha == LevelByPairedPower()
     assert recommended["reuse"] == "accumulate" and recommended["routers"] == ("lda_weighted",)
     assert recommended["forward_transfer"] is True and METHODS["paper"].defaults()["forward_transfer"] is False
     assert METHODS["recommended"].defaults()["detector"] is not recommended["detector"]  # fresh per strategy
@@ -151,7 +151,7 @@ def _run(benchmark, n_experiences, **keywords):
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
-                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelBySize()))),
+                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelByPairedPower()))),
                     settings=CPU_SETTINGS, reuse=LearningReuse(), forward_transfer=True,
                     routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)
