@@ -6,7 +6,8 @@ settings="cpu")`` and the ``train`` loop). Only the seed changes:
 ``seed_everything(0)`` and ``MixedDigits(seed=0`` become seed S. Each scored task's
 decision (tasks 3-9) is classified Correct / Miss / Incorrect against the stream's
 ground truth (``benchmark.stream_groups``). One JSON per seed under ``OUT/runs``: the
-decisions, outcomes, p-values, power, the level of each test, the block's printed
+decisions, outcomes, p-values, power, the level of each test (of a reuse: at the task's size paired with its
+entry's reference, as the rule reads it), the block's printed
 lines, wall seconds, torch threads and the 1-minute load average.
 
     R=docs/results/detection/readme
@@ -86,11 +87,16 @@ def run_seed(seed: int) -> Dict[str, Any]:
         outcomes.append(outcome)
         _, y = read_task_data(benchmark.train_stream[i])
         smallest = min(int((y == c).sum()) for c in torch.unique(y))  # the level of the task's test
+        level = settings.level(smallest) if hasattr(settings, "level") else None
+        stored = strategy.model.detection_state(record.entry) if record.decision == "reuse" else {}
+        if level is not None and "labels" in stored:  # the level of the reuse: paired with the entry's reference
+            counts = torch.bincount(stored["labels"].cpu())
+            level = settings.level(smallest, int(counts[counts > 0].min()), len(torch.unique(y)))
         tasks.append(dict(task=record.task, group=groups[i], repeat=groups[i] in groups[:i],
                           decision=record.decision, entry=record.entry, outcome=outcome,
                           p_value=list(record.p_value), power=record.power,
                           decoy_rank_pvalue=record.decoy_rank_pvalue, train_images=len(y), smallest_class=smallest,
-                          level=settings.level(smallest) if hasattr(settings, "level") else None))
+                          level=level))
     return dict(seed=seed, method=strategy.method, detector=detector.config(), outcomes=outcomes,
                 correct=outcomes.count("correct"), miss=outcomes.count("miss"),
                 incorrect=outcomes.count("incorrect"), scored=len(outcomes), tasks=tasks,
