@@ -44,7 +44,7 @@ class Level(abc.ABC):
     def at(self, per_class: int) -> float:
         """The level, in (0, 1), for a task whose smallest class has ``per_class`` images."""
 
-    def for_test(self, per_class: int, reference_per_class: int, classes: int = 1, dim: int = 16) -> float:
+    def for_test(self, per_class: int, reference_per_class: int, classes: int, dim: int) -> float:
         """The level of a test of a ``classes``-class task whose smallest class has
         ``per_class`` images against an entry whose smallest stored reference class has
         ``reference_per_class`` vectors, in ``dim`` projected dimensions. Here
@@ -197,7 +197,7 @@ class LevelByPairedPower(LevelBySize):
 
     name = "by_paired_power"
 
-    def for_test(self, per_class: int, reference_per_class: int, classes: int = 1, dim: int = 16) -> float:
+    def for_test(self, per_class: int, reference_per_class: int, classes: int, dim: int) -> float:
         """The level of a ``classes``-class task of ``per_class`` images a class (its smallest)
         against an entry of ``reference_per_class`` vectors a class, in ``dim`` projected
         dimensions (class doc): the lowest level in [``at(per_class)``, ``high``] whose power

@@ -128,7 +128,7 @@ class TwoSampleSettings:
         if self.reference_per_class < 2 or self.max_per_class < 2:
             raise ValueError("reference_per_class and max_per_class must be >= 2")
 
-    def level(self, per_class: int, reference_per_class: Optional[int] = None, classes: int = 1) -> float:
+    def level(self, per_class: int, reference_per_class: Optional[int] = None, classes: Optional[int] = None) -> float:
         """The level of the test for a task whose smallest class has ``per_class`` images
         (``alpha`` itself when it is a number); with ``reference_per_class`` (the smallest
         stored reference class of the ``classes``-class entry tested), the level of that
@@ -138,6 +138,9 @@ class TwoSampleSettings:
             return float(self.alpha)
         if reference_per_class is None:
             return self.alpha.at(per_class)
+        if classes is None:
+            raise ValueError("the level of a pairing needs the task's number of classes (Bonferroni over them): "
+                             "pass classes= with reference_per_class=")
         return self.alpha.for_test(per_class, reference_per_class, classes, self.dim)
 
     def to_dict(self) -> Dict[str, object]:

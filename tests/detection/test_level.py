@@ -167,7 +167,8 @@ def test_the_detectable_difference_falls_with_size_and_level_and_needs_enough_ve
 def test_level_by_paired_power_is_level_by_size_unless_the_reference_lacks_the_power():
     paired, by_size = LevelByPairedPower(), LevelBySize()
     assert paired.for_test(120, 100, 2, 16) == by_size.at(120) == 1e-4  # a full reference
-    assert paired.for_test(100, 50, 5, 16) == 1e-4  # the default flow's held-out warm-start reference
+    for c in (2, 5):  # the default flow's held-out warm-start reference (the calibration's streams)
+        assert paired.for_test(100, 50, c, 16) == 1e-4
     assert paired.for_test(30, 13, 2, 16) == 0.01  # small tasks: high already
     assert paired.for_test(145, 13, 2, 16) == 0.01  # an entry created by a task of 13 a class: no power
     between = paired.for_test(124, 25, 2, 16)
@@ -188,6 +189,8 @@ def test_level_by_paired_power_is_level_by_size_unless_the_reference_lacks_the_p
     settings = TwoSampleSettings(alpha="by_paired_power")
     assert settings.level(145) == 1e-4 and settings.level(145, 13, 2) == 0.01
     assert TwoSampleSettings(alpha="by_size").level(145, 13, 2) == 1e-4
+    with pytest.raises(ValueError, match="classes="):
+        settings.level(145, 13)
 
 
 @pytest.mark.parametrize("reference_per_class, by_size, by_paired_power", [(120, "reuse", "reuse"),
