@@ -25,12 +25,14 @@ from avalanche_sdr.vocabulary import OUTCOMES
 from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
 
 
-RULES = ("recommended", "recommended_confirm_accepts", "recommended_paired_power",
+RULES = ("recommended", "recommended_confirm_accepts", "recommended_by_size", "recommended_paired_power",
          "recommended_paired_power_confirm_accepts")
 """Rules this command replays (built by :func:`benchmarks.studies.detection.sim.make_rule`):
-``method="recommended"``'s detector, the same with ``SmallTaskSettings(confirm_accepts=True)``, with the
-two-sample stage's level raised where the entry's reference is too small for its power
-(``alpha=LevelByPairedPower()``), and with both."""
+``method="recommended"``'s detector as the library defines it, the same with
+``SmallTaskSettings(confirm_accepts=True)``, and the same detector at a named level: ``"by_size"`` (the
+method's level before ``5b6973f``), ``"by_paired_power"`` (its level since), and the latter with
+``confirm_accepts``. The first two follow the method's default: replays made before ``5b6973f`` under those
+names used ``"by_size"``, later ones ``"by_paired_power"``."""
 
 
 def replay_path(out: Path, seed: int, rule: str) -> Path:

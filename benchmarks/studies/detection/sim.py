@@ -38,16 +38,29 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from avalanche_sdr import cli
 
-RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched", "recommended",
-         "recommended_confirm_accepts", "recommended_paired_power", "recommended_paired_power_confirm_accepts")
+_RECOMMENDED_VARIANTS = {
+    "recommended": (None, False),
+    "recommended_confirm_accepts": (None, True),
+    "recommended_by_size": ("by_size", False),
+    "recommended_paired_power": ("by_paired_power", False),
+    "recommended_paired_power_confirm_accepts": ("by_paired_power", True),
+}
+"""``method="recommended"``'s detector and its variants: rule name -> (the two-sample level's name in
+:data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``). The level is
+named wherever a rule stands for one, so that a rule means the same detector after the method's default
+changes (``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
+
+RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched",
+         *_RECOMMENDED_VARIANTS)
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
 (``min_power=0``), Expert Gate's relatedness, the two-sample rule with
 ``match_classes=True`` (``method="recommended"``'s detector before issue #45), and
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
 falling with task size), that detector with ``SmallTaskSettings(confirm_accepts=True)``,
-with the two-sample stage's level raised where the entry's reference is too small for its
-power (``alpha=LevelByPairedPower()``), and with both (the last four are also the rules of
+the same detector at the level ``"by_size"`` (the method's before ``5b6973f``) and at
+``"by_paired_power"`` (its level since), and the last with ``confirm_accepts``
+(:data:`_RECOMMENDED_VARIANTS`; these five are also the rules of
 ``python -m benchmarks.stream_designs replay``)."""
 
 
@@ -67,20 +80,19 @@ def make_rule(name: str):
         return ExpertGateDetector()
     if name == "two_sample_matched":
         return TwoSampleDetector(replace(DEFAULT_TWO_SAMPLE, match_classes=True))
-    if name.startswith("recommended") and name in RULES:
-        from avalanche_sdr.detection import LevelByPairedPower
+    if name in _RECOMMENDED_VARIANTS:
+        from avalanche_sdr.detection import LEVELS
         from avalanche_sdr.detection.small_task import SmallTaskDetector
         from avalanche_sdr.training import METHODS
 
         detector = METHODS["recommended"].defaults()["detector"]
-        if name == "recommended":
+        level, confirm_accepts = _RECOMMENDED_VARIANTS[name]
+        if level is None and not confirm_accepts:
             return detector
         settings = detector.settings
-        if "paired_power" in name:
-            settings = replace(settings, two_sample=replace(settings.two_sample, alpha=LevelByPairedPower()))
-        if name.endswith("confirm_accepts"):
-            settings = replace(settings, confirm_accepts=True)
-        return SmallTaskDetector(settings)
+        if level is not None:
+            settings = replace(settings, two_sample=replace(settings.two_sample, alpha=LEVELS[level]()))
+        return SmallTaskDetector(replace(settings, confirm_accepts=confirm_accepts))
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
