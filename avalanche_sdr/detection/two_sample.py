@@ -783,6 +783,11 @@ class TwoSampleDetector(FeatureRuleDetector):
         feats, labels = state["features"].double().cpu(), state["labels"].cpu()
         return [feats[labels == j] for j in range(int(labels.max()) + 1)]
 
+    def smallest_reference(self, model, entry: int) -> int:
+        """Vectors in ``entry``'s smallest stored reference class: what the level of a test
+        against it is paired with (:meth:`TwoSampleSettings.level`, :func:`smallest_class`)."""
+        return smallest_class(self._references(model, entry))
+
     # -------------------------------------------------------------- power
     def _halves(self, refs, key: Tuple[int, int]) -> Tuple[Tensor, Tensor]:
         """A fixed random split of a stored class reference into two halves: the first

@@ -207,6 +207,8 @@ def test_the_paired_level_rises_where_the_entry_stores_a_small_reference(monkeyp
         model = make_model()
         for task, tmpl in enumerate("AB"):
             _add(model, det, task, TEMPLATES[tmpl], per_class=reference_per_class)
+        stored = min(reference_per_class, DEFAULT_TWO_SAMPLE.reference_per_class)  # kept at most 100 a class
+        assert det.smallest_reference(model, 0) == stored  # what the level is paired with
         x, y = sample(TEMPLATES["A"], 120, seed=7)
         record = det.detect(model, TaskData(10, x, y))
         decisions[name] = record.decision

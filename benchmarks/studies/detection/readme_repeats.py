@@ -76,6 +76,7 @@ def run_seed(seed: int) -> Dict[str, Any]:
     outcomes, tasks = [], []
     detector = strategy.sdr.detector
     settings = getattr(getattr(detector, "settings", None), "two_sample", getattr(detector, "settings", None))
+    two_sample = getattr(detector, "two_sample", detector)  # the stage that reads the level
     for i, record in enumerate(strategy.detection_records):
         if record.decision == "warm_start":
             creator_group[record.entry] = groups[i]
@@ -88,10 +89,9 @@ def run_seed(seed: int) -> Dict[str, Any]:
         _, y = read_task_data(benchmark.train_stream[i])
         smallest = min(int((y == c).sum()) for c in torch.unique(y))  # the level of the task's test
         level = settings.level(smallest) if hasattr(settings, "level") else None
-        stored = strategy.model.detection_state(record.entry) if record.decision == "reuse" else {}
-        if level is not None and "labels" in stored:  # the level of the reuse: paired with the entry's reference
-            counts = torch.bincount(stored["labels"].cpu())
-            level = settings.level(smallest, int(counts[counts > 0].min()), len(torch.unique(y)))
+        if level is not None and record.decision == "reuse":  # the level of the reuse: paired with its entry
+            level = settings.level(smallest, two_sample.smallest_reference(strategy.model, record.entry),
+                                   len(torch.unique(y)))
         tasks.append(dict(task=record.task, group=groups[i], repeat=groups[i] in groups[:i],
                           decision=record.decision, entry=record.entry, outcome=outcome,
                           p_value=list(record.p_value), power=record.power,
