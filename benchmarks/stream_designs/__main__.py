@@ -8,7 +8,8 @@
     python -m benchmarks.stream_designs replay --seeds validation2 --rules recommended recommended_confirm_accepts --out DIR
 
 ``--seeds`` takes design seeds or the words of :data:`SEED_RANGES` (``validation`` / ``validation2`` /
-``report`` / ``next_report`` / ``validation3`` / ``third_report``, the fixed ranges); running a report seed needs ``--report-seeds`` (they are for
+``report`` / ``next_report`` / ``validation3`` / ``third_report`` / ``validation4`` / ``fourth_report``, the
+fixed ranges); running a report seed needs ``--report-seeds`` (they are for
 the report, never for a choice).
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.stream_designs.replay import RULES as REPLAY_RULES
-from benchmarks.stream_designs.distribution import (NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
+from benchmarks.stream_designs.distribution import (FOURTH_REPORT_SEEDS, FOURTH_VALIDATION_SEEDS,
+                                                    NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
                                                     THIRD_REPORT_SEEDS, THIRD_VALIDATION_SEEDS, VALIDATION_SEEDS,
                                                     check_design, draw_design)
 
@@ -33,6 +35,8 @@ SEED_RANGES: Dict[str, Tuple[Tuple[int, ...], str]] = {
     "next_report": (NEXT_REPORT_SEEDS, "Next report designs"),
     "validation3": (THIRD_VALIDATION_SEEDS, "Third validation designs"),
     "third_report": (THIRD_REPORT_SEEDS, "Third report designs"),
+    "validation4": (FOURTH_VALIDATION_SEEDS, "Fourth validation designs"),
+    "fourth_report": (FOURTH_REPORT_SEEDS, "Fourth report designs"),
 }
 """The words ``--seeds`` takes for the fixed ranges of :mod:`~benchmarks.stream_designs.distribution`: each
 word's seeds and the title ``list`` gives a page of exactly those seeds (other seeds: "Stream designs")."""
@@ -174,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not designs:
         parser.error("the run command needs --seeds or --design-files")
     reported = sorted({d["seed"] for d in designs} & (set(REPORT_SEEDS) | set(NEXT_REPORT_SEEDS)
-                                                       | set(THIRD_REPORT_SEEDS)))
+                                                       | set(THIRD_REPORT_SEEDS) | set(FOURTH_REPORT_SEEDS)))
     if reported and not args.report_seeds:
         parser.error(f"argument --seeds: {reported} are report seeds, kept for the report alone; tune on "
                      "--seeds validation, or pass --report-seeds for the report's runs")

@@ -26,12 +26,13 @@ from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
 
 
 RULES = ("recommended", "recommended_confirm_accepts", "recommended_by_size", "recommended_paired_power",
-         "recommended_paired_power_confirm_accepts")
+         "recommended_paired_power_confirm_accepts", "recommended_dim32", "recommended_dim64")
 """Rules this command replays (built by :func:`benchmarks.studies.detection.sim.make_rule`):
 ``method="recommended"``'s detector as the library defines it, the same with
 ``SmallTaskSettings(confirm_accepts=True)``, and the same detector at a named level: ``"by_size"`` (the
 method's level before ``5b6973f``), ``"by_paired_power"`` (its level since), and the latter with
-``confirm_accepts``. The first two follow the method's default: replays made before ``5b6973f`` under those
+``confirm_accepts``, each in the two-sample test's 16 projected dimensions; and the paired level in 32 or 64
+dimensions (``"recommended_dim32"``, ``"recommended_dim64"``). The first two follow the method's default: replays made before ``5b6973f`` under those
 names used ``"by_size"``, later ones ``"by_paired_power"``."""
 
 

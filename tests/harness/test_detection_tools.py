@@ -87,3 +87,22 @@ def test_detection_table_from_run_files(tmp_path):
     (runs / "bad.json").write_text(json.dumps({"seed": 0}))
     with pytest.raises(SystemExit, match="not a benchmarks.table2 run"):
         detection_table.main([str(runs), "--no-memory"])
+
+
+def test_recommended_variants_name_their_level_and_dimension():
+    import dataclasses
+
+    from avalanche_sdr.detection import LevelByPairedPower, LevelBySize
+    from avalanche_sdr.training import METHODS
+
+    method = METHODS["recommended"].defaults()["detector"].settings
+    assert detection_sim.make_rule("recommended").settings == method
+    expected = {"recommended_by_size": (LevelBySize, 16, False), "recommended_paired_power": (LevelByPairedPower, 16, False),
+                "recommended_paired_power_confirm_accepts": (LevelByPairedPower, 16, True),
+                "recommended_dim32": (LevelByPairedPower, 32, False), "recommended_dim64": (LevelByPairedPower, 64, False)}
+    for rule, (level, dim, confirm) in expected.items():
+        settings = detection_sim.make_rule(rule).settings
+        assert type(settings.two_sample.alpha) is level and settings.two_sample.dim == dim, rule
+        assert settings.confirm_accepts is confirm and settings.two_sample.match_classes, rule
+        assert dataclasses.replace(settings, two_sample=method.two_sample, confirm_accepts=method.confirm_accepts) \
+            == method, rule  # nothing else differs from the method's detector

@@ -159,8 +159,11 @@ def test_the_seed_ranges_are_fixed_and_disjoint():
     assert dist.NEXT_REPORT_SEEDS == tuple(range(2000, 2030))
     assert dist.SECOND_VALIDATION_SEEDS == tuple(range(30, 60))
     assert dist.THIRD_VALIDATION_SEEDS == tuple(range(60, 120)) and dist.THIRD_REPORT_SEEDS == tuple(range(3000, 3060))
+    assert dist.FOURTH_VALIDATION_SEEDS == tuple(range(120, 220))
+    assert dist.FOURTH_REPORT_SEEDS == tuple(range(4000, 4100))
     ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS,
-              dist.THIRD_VALIDATION_SEEDS, dist.THIRD_REPORT_SEEDS)
+              dist.THIRD_VALIDATION_SEEDS, dist.THIRD_REPORT_SEEDS, dist.FOURTH_VALIDATION_SEEDS,
+              dist.FOURTH_REPORT_SEEDS)
     assert sum(len(r) for r in ranges) == len(set().union(*ranges))
 
 
@@ -176,7 +179,11 @@ def test_the_committed_list_of_report_designs_is_the_draw():
     for seeds, title, word, name in ((dist.THIRD_VALIDATION_SEEDS, "Third validation designs", "validation3",
                                       "designs_validation3.md"),
                                      (dist.THIRD_REPORT_SEEDS, "Third report designs", "third_report",
-                                      "designs_third_report.md")):
+                                      "designs_third_report.md"),
+                                     (dist.FOURTH_VALIDATION_SEEDS, "Fourth validation designs", "validation4",
+                                      "designs_validation4.md"),
+                                     (dist.FOURTH_REPORT_SEEDS, "Fourth report designs", "fourth_report",
+                                      "designs_fourth_report.md")):
         page = (ROOT / "docs" / "results" / "stream_designs" / name).read_text()
         assert page == designs_page(seeds, title, f"--seeds {word} --out docs/results/stream_designs/{name}")
 

@@ -39,16 +39,19 @@ from typing import Any, Dict, List, Optional, Sequence
 from avalanche_sdr import cli
 
 _RECOMMENDED_VARIANTS = {
-    "recommended": (None, False),
-    "recommended_confirm_accepts": (None, True),
-    "recommended_by_size": ("by_size", False),
-    "recommended_paired_power": ("by_paired_power", False),
-    "recommended_paired_power_confirm_accepts": ("by_paired_power", True),
+    "recommended": (None, False, None),
+    "recommended_confirm_accepts": (None, True, None),
+    "recommended_by_size": ("by_size", False, 16),
+    "recommended_paired_power": ("by_paired_power", False, 16),
+    "recommended_paired_power_confirm_accepts": ("by_paired_power", True, 16),
+    "recommended_dim32": ("by_paired_power", False, 32),
+    "recommended_dim64": ("by_paired_power", False, 64),
 }
 """``method="recommended"``'s detector and its variants: rule name -> (the two-sample level's name in
-:data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``). The level is
-named wherever a rule stands for one, so that a rule means the same detector after the method's default
-changes (``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
+:data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``; the two-sample
+test's projected dimension ``dim``, ``None`` for the method's own). The level and the dimension are named
+wherever a rule stands for one, so that a rule means the same detector after the method's default changes
+(``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
 
 RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched",
          *_RECOMMENDED_VARIANTS)
@@ -59,8 +62,8 @@ settings), with the energy-distance permutation test, without the power check
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
 falling with task size), that detector with ``SmallTaskSettings(confirm_accepts=True)``,
 the same detector at the level ``"by_size"`` (the method's before ``5b6973f``) and at
-``"by_paired_power"`` (its level since), and the last with ``confirm_accepts``
-(:data:`_RECOMMENDED_VARIANTS`; these five are also the rules of
+``"by_paired_power"`` (its level since), the last with ``confirm_accepts``, and the paired level in 32 and
+64 projected dimensions instead of 16 (:data:`_RECOMMENDED_VARIANTS`; these seven are also the rules of
 ``python -m benchmarks.stream_designs replay``)."""
 
 
@@ -86,13 +89,16 @@ def make_rule(name: str):
         from avalanche_sdr.training import METHODS
 
         detector = METHODS["recommended"].defaults()["detector"]
-        level, confirm_accepts = _RECOMMENDED_VARIANTS[name]
-        if level is None and not confirm_accepts:
+        level, confirm_accepts, dim = _RECOMMENDED_VARIANTS[name]
+        if level is None and not confirm_accepts and dim is None:
             return detector
         settings = detector.settings
+        two_sample = settings.two_sample
         if level is not None:
-            settings = replace(settings, two_sample=replace(settings.two_sample, alpha=LEVELS[level]()))
-        return SmallTaskDetector(replace(settings, confirm_accepts=confirm_accepts))
+            two_sample = replace(two_sample, alpha=LEVELS[level]())
+        if dim is not None:
+            two_sample = replace(two_sample, dim=dim)
+        return SmallTaskDetector(replace(settings, two_sample=two_sample, confirm_accepts=confirm_accepts))
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
