@@ -539,9 +539,11 @@ class _UpdateState:
     ``train_indices`` ([n'] int64, the repeat's images it trains on; ``None``: all),
     ``early_stop``, ``weights`` ([width] float32 class weights; ``None``: plain mean),
     ``batchnorms`` (the entry's BatchNorm copies kept in eval mode), ``snapshot`` and
-    ``heldout_before`` (the rollback's state and score before the update)."""
+    ``heldout_before`` (the rollback's state and score before the update), ``steps`` (the
+    update's mini-batches so far, which ``replay_every`` counts)."""
 
     def __init__(self):
+        self.steps = 0
         self.train_indices: Optional[Tensor] = None
         self.early_stop: Optional[EarlyStop] = None
         self.weights: Optional[Tensor] = None
@@ -591,16 +593,24 @@ class LearningReuse(Reuse):
         lower adapters stay as they are and their BatchNorm copies run in eval mode (their
         statistics stay), so no gradient flows below the top. ``None`` (default): the whole
         entry. What it saves and costs: docs/results/learning_reuse/top_layers.md.
+    :param replay_every: the guard's replay joins one update mini-batch in ``replay_every``
+        (the 1st, the ``replay_every + 1``-th, ... of the update), its loss unscaled; the
+        other mini-batches train on the repeat alone. 1 (default): every mini-batch. A
+        replayed mini-batch costs about twice a plain one, so larger values trade the
+        replay's protection of the entry's earlier tasks (the rollback still checks them)
+        for compute. What it saves and costs: docs/results/learning_reuse/replay_every.md.
     :raises ValueError: an option out of range, or one that cannot act with the others
         (the message names the keyword and what to pass instead).
     """
 
     name = "accumulate"
-    OPTIONS = ("lr", "guard", "guard_exemplars", "balance", "early_stop", "rollback", "epochs", "top_layers")
+    OPTIONS = ("lr", "guard", "guard_exemplars", "balance", "early_stop", "rollback", "epochs", "top_layers",
+               "replay_every")
 
     def __init__(self, *, lr: float = 0.001, guard: bool = True, guard_exemplars: int = 5,
                  balance: Union[None, bool, str] = None, early_stop: Optional[bool] = None,
-                 rollback: Optional[bool] = None, epochs: Optional[int] = None, top_layers: Optional[int] = None):
+                 rollback: Optional[bool] = None, epochs: Optional[int] = None, top_layers: Optional[int] = None,
+                 replay_every: int = 1):
         check_positive(lr, "lr", hint=" (Adam's learning rate of an update)")
         if not isinstance(guard, bool):
             raise ValueError(f"LearningReuse: guard must be a bool, got {guard!r}")
@@ -615,7 +625,12 @@ class LearningReuse(Reuse):
         if top_layers is not None:
             check_int(top_layers, "top_layers", hint=" (adapted convolutions an update trains, counted from the "
                                                        "last; None: all)")
+        check_int(replay_every, "replay_every", minimum=1,
+                  hint=" (update mini-batches per replayed one; 1: every mini-batch replays)")
         stores = guard and guard_exemplars > 0
+        if replay_every != 1 and not stores:
+            raise ValueError(f"LearningReuse: replay_every={replay_every} spaces the guard's replay, which needs "
+                             "guard=True and guard_exemplars > 0; set replay_every=1")
         if isinstance(balance, str) and BALANCE_RULES[balance].needs_counts and not stores:
             raise ValueError(f"LearningReuse: balance={balance!r} compares a repeat's class counts with those kept "
                              "beside the guard's stored images: it needs guard=True and guard_exemplars > 0; set "
@@ -627,6 +642,7 @@ class LearningReuse(Reuse):
         self.balance, self.early_stop, self.rollback = balance, early_stop, rollback
         self.epochs = None if epochs is None else int(epochs)
         self.top_layers = None if top_layers is None else int(top_layers)
+        self.replay_every = int(replay_every)
         self._replay: Optional[ExemplarReplay] = None
         self._update: Optional[_UpdateState] = None
 
@@ -777,11 +793,14 @@ class LearningReuse(Reuse):
 
     def loss(self, strategy) -> None:
         """A balanced update's class weights (the criterion's plain mean replaced: SDR's
-        plugin runs first), then the replay's loss added."""
-        if self._update is not None and self._update.weights is not None:
+        plugin runs first), then the replay's loss added (on one mini-batch in ``replay_every``)."""
+        if self._update is None:
+            return
+        if self._update.weights is not None:
             strategy.loss = torch.nn.functional.cross_entropy(
                 strategy.mb_output, strategy.mb_y, weight=self._update.weights.to(strategy.mb_output.device))
-        if self._replay is not None and len(self._replay):
+        step, self._update.steps = self._update.steps, self._update.steps + 1
+        if self._replay is not None and len(self._replay) and step % self.replay_every == 0:
             strategy.loss = strategy.loss + self._replay.loss(strategy.model, torch.nn.functional.cross_entropy,
                                                               strategy.device)
 
