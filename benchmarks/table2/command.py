@@ -84,7 +84,10 @@ def _epilog() -> str:
               "reuse_epochs)",
               f"  {'--update-top-layers':<21} an update trains only the last K adapted convolutions of its entry and "
               "the",
-              f"  {'':<21} BatchNorm copies after them (LearningReuse(top_layers=K)); default: the whole entry"]
+              f"  {'':<21} BatchNorm copies after them (LearningReuse(top_layers=K)); default: the whole entry",
+              f"  {'--update-replay-every':<21} the guard's replay joins one update mini-batch in K "
+              "(LearningReuse(replay_every=K));",
+              f"  {'':<21} default 1: every mini-batch"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
               f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",

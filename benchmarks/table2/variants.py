@@ -107,23 +107,25 @@ UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
     "update_early_stop": {"on": True, "off": False},
     "update_epochs": {str(k): k for k in (1, 2, 3, 5, 10)},
     "update_top_layers": {str(k): k for k in (1, 2, 3, 6)},
+    "update_replay_every": {str(k): k for k in (1, 2, 4, 8, 16)},
 }
 """The learning reuse's update options a harness call can set (``--update-balance``,
-``--update-rollback``, ``--update-early-stop``, ``--update-epochs``, ``--update-top-layers``): each flag's words and the
+``--update-rollback``, ``--update-early-stop``, ``--update-epochs``, ``--update-top-layers``,
+``--update-replay-every``): each flag's words and the
 ``LearningReuse`` value each gives (:data:`UPDATE_KEYWORDS`; the balance rule names
 repeat ``learning_reuse.BALANCE_RULES``, which imports torch; a test keeps them equal).
 A flag left out (or ``default``) leaves the option at the library's default."""
 
 UPDATE_KEYWORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "early_stop",
-                   "update_epochs": "epochs", "update_top_layers": "top_layers"}
+                   "update_epochs": "epochs", "update_top_layers": "top_layers", "update_replay_every": "replay_every"}
 """The :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword each update
 option sets (the harness keeps the flag names its run files record)."""
 
 UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop",
-                        "update_epochs": "epochs", "update_top_layers": "top"}
+                        "update_epochs": "epochs", "update_top_layers": "top", "update_replay_every": "replay"}
 """How a set update option names its row's variant: ``accumulate_balance_always``,
 ``accumulate_rollback_off``, ``accumulate_earlystop_on``, ``accumulate_epochs_3``,
-``accumulate_top_1``."""
+``accumulate_top_1``, ``accumulate_replay_4``."""
 
 
 def update_rows(rows: Sequence[Row], updates: Optional[Dict[str, str]]) -> List[Row]:

@@ -73,3 +73,23 @@ def test_run_refuses_an_unknown_stream_or_preset_before_any_work(tmp_path):
     assert not (tmp_path / "out" / "runs").exists()
     args = study.parse_args(["run", "--stream", "digits", "--preset", "smoke", "--seed", "0", "--out", str(tmp_path)])
     assert args.rows == list(study.ROWS)
+
+
+def test_the_replay_study_reads_the_same_rule_with_its_own_candidates():
+    from benchmarks.studies.learning_reuse import replay_every
+
+    candidates = replay_every.CANDIDATES
+    assert study.row("replay4", candidates)[2] == (("reuse", "accumulate"), ("update_replay_every", 4))
+    assert study.row_name("accumulate_replay_16", candidates) == "replay16"
+    with pytest.raises(ValueError, match="unknown row"):
+        study.row("top1", candidates)
+    runs = [{"stream": stream, "seed": seed, "row": name, "setup_cpu_seconds": 1.0,
+             "cpu_seconds": {"replay4": 40.0, "replay16": 30.0}.get(name, 50.0),
+             "average_accuracy": (0.8985 if (name, stream) == ("replay16", "emnist100") else 0.9)}
+            for stream, seeds in study.VALIDATION.items() for seed in seeds
+            for name in ("head", "accumulate", *candidates)]
+    chosen, failures = study.choose(runs, candidates)
+    assert chosen == "replay4" and set(failures) == set(candidates) and failures["replay16"]
+    assert "replay16" in study.table(runs, candidates) and "top1" not in study.table(runs, candidates)
+    args = replay_every.parse_args(["run", "--stream", "fashion10", "--seed", "10", "--out", "x"])
+    assert args.rows == ["head", "accumulate", "replay4", "replay16"]

@@ -56,8 +56,9 @@ STREAM_MARGIN = 0.1
 (the issue's "within 0.1 pt of today's recommended rows")."""
 
 
-def row(name: str) -> tuple:
-    """The harness row ``(method, variant, options)`` of a row name of :data:`ROWS`."""
+def row(name: str, candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> tuple:
+    """The harness row ``(method, variant, options)`` of a row name: ``head``, ``accumulate``
+    or a name of ``candidates`` (default: this study's :data:`CANDIDATES`)."""
     from benchmarks.table2.variants import Row, update_rows
 
     if name == HEAD:
@@ -65,28 +66,32 @@ def row(name: str) -> tuple:
     base = Row("sdr_two_sample_nogen", "accumulate", (("reuse", "accumulate"),))
     if name == DEFAULT:
         return base.method, base.variant, base.options
-    if name not in CANDIDATES:
-        raise ValueError(f"unknown row {name!r}; the rows are {list(ROWS)}")
-    (made,) = update_rows([base], CANDIDATES[name])
+    if name not in candidates:
+        raise ValueError(f"unknown row {name!r}; the rows are {[HEAD, DEFAULT, *candidates]}")
+    (made,) = update_rows([base], candidates[name])
     return made.method, made.variant, made.options
 
 
-def row_name(variant: str) -> str:
-    """The row name of a run's harness variant."""
-    for name in ROWS:
-        if row(name)[1] == variant:
+def row_name(variant: str, candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> str:
+    """The row name of a run's harness variant (rows: ``head``, ``accumulate`` and ``candidates``)."""
+    for name in (HEAD, DEFAULT, *candidates):
+        if row(name, candidates)[1] == variant:
             return name
     raise ValueError(f"variant {variant!r} is no row of this study")
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=cli.description(__doc__))
+def parse_args(argv: Optional[Sequence[str]] = None, doc: str = __doc__,
+               candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> argparse.Namespace:
+    """The command line of a study of update options (``run`` / ``table``); ``doc`` and
+    ``candidates``: the study's (default: this module's)."""
+    rows = (HEAD, DEFAULT, *candidates)
+    parser = argparse.ArgumentParser(description=cli.description(doc))
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run rows on one stream and seed")
     run.add_argument("--stream", required=True, choices=sorted(catalogue.STREAMS),
                      help=f"a harness stream (the validation: {sorted(VALIDATION)})")
     run.add_argument("--seed", type=cli.seed, required=True)
-    run.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
+    run.add_argument("--rows", nargs="+", choices=rows, default=list(rows),
                      help="rows to run, in this order (default: all, head and accumulate first)")
     run.add_argument("--preset", default="cpu", choices=sorted(catalogue.PRESETS),
                      help="training budget of the harness (default cpu, the rule's)")
@@ -104,13 +109,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def load_runs(folders: Sequence[str]) -> List[Dict[str, Any]]:
+def load_runs(folders: Sequence[str], candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> List[Dict[str, Any]]:
     """Every run JSON under ``FOLDER/runs`` of each folder, with its ``row`` name."""
     runs = []
     for folder in folders:
         for path in sorted(Path(folder, "runs").glob("*.json")):
             run = json.loads(path.read_text())
-            run["row"] = row_name(run["variant"])
+            run["row"] = row_name(run["variant"], candidates)
             runs.append(run)
     if not runs:
         raise SystemExit(f"no run under {list(folders)} (each folder's runs/*.json)")
@@ -122,7 +127,8 @@ def accuracy(run: Dict[str, Any]) -> float:
     return 100.0 * run["average_accuracy"]
 
 
-def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, List[str]]]:
+def choose(runs: Sequence[Dict[str, Any]],
+           candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> Tuple[Optional[str], Dict[str, List[str]]]:
     """The rule, fixed before any run: a candidate qualifies when (a) its mean accuracy over
     the fashion10 validation seeds is at least the default's mean minus :data:`MEAN_MARGIN`,
     and (b) on every other validation stream its accuracy is at least the default's minus
@@ -130,18 +136,19 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, Lis
     validation run is chosen; none qualifying: ``None`` (the default stays).
 
     :param runs: runs with ``stream``, ``seed``, ``row`` and the measured fields.
+    :param candidates: the study's candidates (default: this module's).
     :return: the chosen candidate (or ``None``) and, per candidate, why it failed (empty: it qualified).
     :raises ValueError: a validation run of a candidate or the default is missing.
     """
     by = {(r["stream"], r["seed"], r["row"]): r for r in runs}
     needed = [(s, seed, name) for s, seeds in VALIDATION.items() for seed in seeds
-              for name in (DEFAULT,) + tuple(CANDIDATES)]
+              for name in (DEFAULT,) + tuple(candidates)]
     missing = [key for key in needed if key not in by]
     if missing:
         raise ValueError(f"validation runs missing: {len(missing)}, e.g. {missing[0]} (stream, seed, row)")
     failures: Dict[str, List[str]] = {}
     costs = {}
-    for name in CANDIDATES:
+    for name in candidates:
         reasons = []
         for stream, seeds in VALIDATION.items():
             mine = statistics.mean(accuracy(by[(stream, s, name)]) for s in seeds)
@@ -151,11 +158,11 @@ def choose(runs: Sequence[Dict[str, Any]]) -> Tuple[Optional[str], Dict[str, Lis
                 reasons.append(f"{stream}: {mine:.2f} < {default:.2f} - {margin}")
         failures[name] = reasons
         costs[name] = sum(run_cpu(by[(stream, s, name)]) for stream, seeds in VALIDATION.items() for s in seeds)
-    qualified = [name for name in CANDIDATES if not failures[name]]
+    qualified = [name for name in candidates if not failures[name]]
     return (min(qualified, key=costs.get) if qualified else None), failures
 
 
-def table(runs: Sequence[Dict[str, Any]]) -> str:
+def table(runs: Sequence[Dict[str, Any]], candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> str:
     """Markdown: per stream and seed, each row's accuracy, BWT, CPU seconds and CPU against
     head-only of the same call; then the rule's outcome where every validation run is there."""
     lines = ["| stream | seed | row | accuracy % | Δ vs accumulate (pt) | BWT (pt) | CPU s | CPU / head-only | "
@@ -163,7 +170,7 @@ def table(runs: Sequence[Dict[str, Any]]) -> str:
     by = {(r["stream"], r["seed"], r["row"]): r for r in runs}
     for stream, seed in sorted({(r["stream"], r["seed"]) for r in runs}):
         head, default = by.get((stream, seed, HEAD)), by.get((stream, seed, DEFAULT))
-        for name in ROWS:
+        for name in (HEAD, DEFAULT, *candidates):
             run = by.get((stream, seed, name))
             if run is None:
                 continue
@@ -174,7 +181,7 @@ def table(runs: Sequence[Dict[str, Any]]) -> str:
             lines.append(f"| {stream} | {seed} | {name} | {accuracy(run):.2f} | {delta} | {100 * run['bwt']:+.2f} | "
                          f"{run_cpu(run):.1f} | {ratio} | {len(updates)} | {rolled} | {run['loadavg_after'][0]:.1f} |")
     try:
-        chosen, failures = choose(runs)
+        chosen, failures = choose(runs, candidates)
     except ValueError as err:
         return "\n".join(lines + ["", f"Rule not applied: {err}"])
     lines += ["", "Rule (fixed before the runs): " + ("chosen: " + chosen if chosen else "no candidate qualifies")]
@@ -182,12 +189,13 @@ def table(runs: Sequence[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace, candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> None:
+    """``table``: print the runs' table and the rule's outcome; ``run``: the rows asked for."""
     if args.command == "table":
-        print(table(load_runs(args.folders)))
+        print(table(load_runs(args.folders, candidates), candidates))
         return
     cli.set_threads(args.threads, args.device)
-    measure_runs(args, Path(args.out), rows=[row(name) for name in args.rows])
+    measure_runs(args, Path(args.out), rows=[row(name, candidates) for name in args.rows])
 
 
 if __name__ == "__main__":
