@@ -23,9 +23,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from avalanche_sdr import cli
 from benchmarks.stream_designs.replay import RULES as REPLAY_RULES
 from benchmarks.stream_designs.distribution import (FOURTH_REPORT_SEEDS, FOURTH_VALIDATION_SEEDS,
-                                                    NEXT_REPORT_SEEDS, REPORT_SEEDS, SECOND_VALIDATION_SEEDS,
-                                                    THIRD_REPORT_SEEDS, THIRD_VALIDATION_SEEDS, VALIDATION_SEEDS,
-                                                    check_design, draw_design)
+                                                    NEXT_REPORT_SEEDS, REPORT_RANGES, REPORT_SEEDS,
+                                                    SECOND_VALIDATION_SEEDS, THIRD_REPORT_SEEDS, THIRD_VALIDATION_SEEDS,
+                                                    VALIDATION_SEEDS, check_design, draw_design)
 
 
 SEED_RANGES: Dict[str, Tuple[Tuple[int, ...], str]] = {
@@ -177,8 +177,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     designs = [draw_design(seed) for seed in seeds] + [_design_file(path, parser) for path in args.design_files]
     if not designs:
         parser.error("the run command needs --seeds or --design-files")
-    reported = sorted({d["seed"] for d in designs} & (set(REPORT_SEEDS) | set(NEXT_REPORT_SEEDS)
-                                                       | set(THIRD_REPORT_SEEDS) | set(FOURTH_REPORT_SEEDS)))
+    reported = sorted({d["seed"] for d in designs} & {seed for seeds in REPORT_RANGES for seed in seeds})
     if reported and not args.report_seeds:
         parser.error(f"argument --seeds: {reported} are report seeds, kept for the report alone; tune on "
                      "--seeds validation, or pass --report-seeds for the report's runs")

@@ -57,6 +57,10 @@ FOURTH_REPORT_SEEDS: Tuple[int, ...] = tuple(range(4000, 4100))
 """Designs of the report of a choice made on :data:`FOURTH_VALIDATION_SEEDS`, fixed and listed before any run
 on them; every earlier report range has been read. Never used for a choice."""
 
+REPORT_RANGES: Tuple[Tuple[int, ...], ...] = (REPORT_SEEDS, NEXT_REPORT_SEEDS, THIRD_REPORT_SEEDS, FOURTH_REPORT_SEEDS)
+"""Every report range: the seeds the runner refuses without ``--report-seeds`` (for the report, never for a
+choice)."""
+
 SOURCES: Tuple[str, ...] = ("fashion_mnist", "emnist", "digits", "cifar10")
 """The image sources, in turn by seed (whether their files are present plays no part)."""
 
@@ -484,9 +488,8 @@ def summary(design: Dict[str, Any]) -> Dict[str, Any]:
 __all__ = [
     "DESIGN_VERSION", "DISTRIBUTION", "E0_RECIPE", "MAX_CLASSES", "MAX_GROUPS", "MAX_PER_CLASS", "MAX_RATIO",
     "MAX_TASKS", "MAX_TIMES_SEEN", "MAX_TRAIN_IMAGES", "MIN_CLASSES", "MIN_GROUPS", "MIN_PER_CLASS", "MIN_RATIO", "MIN_TIMES_SEEN",
-    "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "THIRD_REPORT_SEEDS",
-    "FOURTH_REPORT_SEEDS", "FOURTH_VALIDATION_SEEDS",
-    "THIRD_VALIDATION_SEEDS",
+    "FOURTH_REPORT_SEEDS", "FOURTH_VALIDATION_SEEDS", "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_RANGES",
+    "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "THIRD_REPORT_SEEDS", "THIRD_VALIDATION_SEEDS",
     "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
     "check_design", "draw_design", "ground_truth", "nested_tasks", "repeat_features", "size_bin", "summary", "training_seed",
 ]

@@ -23,17 +23,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from avalanche_sdr.vocabulary import OUTCOMES
 from benchmarks.stream_designs.distribution import SIZE_BINS, check_design
+from benchmarks.studies.detection.sim import RECOMMENDED_RULES
 
 
-RULES = ("recommended", "recommended_confirm_accepts", "recommended_by_size", "recommended_paired_power",
-         "recommended_paired_power_confirm_accepts", "recommended_dim32", "recommended_dim64")
-"""Rules this command replays (built by :func:`benchmarks.studies.detection.sim.make_rule`):
-``method="recommended"``'s detector as the library defines it, the same with
-``SmallTaskSettings(confirm_accepts=True)``, and the same detector at a named level: ``"by_size"`` (the
-method's level before ``5b6973f``), ``"by_paired_power"`` (its level since), and the latter with
+RULES = RECOMMENDED_RULES
+"""Rules this command replays: ``method="recommended"``'s detector and its named variants, the table of
+:data:`benchmarks.studies.detection.sim.RECOMMENDED_RULES` (built by
+:func:`~benchmarks.studies.detection.sim.make_rule`): the method's detector as the library defines it, the
+same with ``SmallTaskSettings(confirm_accepts=True)``, and the same detector at a named level: ``"by_size"``
+(the method's level before ``5b6973f``), ``"by_paired_power"`` (its level since), and the latter with
 ``confirm_accepts``, each in the two-sample test's 16 projected dimensions; and the paired level in 32 or 64
-dimensions (``"recommended_dim32"``, ``"recommended_dim64"``). The first two follow the method's default: replays made before ``5b6973f`` under those
-names used ``"by_size"``, later ones ``"by_paired_power"``."""
+dimensions (``"recommended_dim32"``, ``"recommended_dim64"``). The first two follow the method's default:
+replays made before ``5b6973f`` under those names used ``"by_size"``, later ones ``"by_paired_power"``."""
 
 
 def replay_path(out: Path, seed: int, rule: str) -> Path:

@@ -161,6 +161,8 @@ def test_the_seed_ranges_are_fixed_and_disjoint():
     assert dist.THIRD_VALIDATION_SEEDS == tuple(range(60, 120)) and dist.THIRD_REPORT_SEEDS == tuple(range(3000, 3060))
     assert dist.FOURTH_VALIDATION_SEEDS == tuple(range(120, 220))
     assert dist.FOURTH_REPORT_SEEDS == tuple(range(4000, 4100))
+    assert dist.REPORT_RANGES == (dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.THIRD_REPORT_SEEDS,
+                                  dist.FOURTH_REPORT_SEEDS)
     ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS,
               dist.THIRD_VALIDATION_SEEDS, dist.THIRD_REPORT_SEEDS, dist.FOURTH_VALIDATION_SEEDS,
               dist.FOURTH_REPORT_SEEDS)

@@ -75,8 +75,8 @@ def run_seed(seed: int) -> Dict[str, Any]:
     creator_group = {}
     outcomes, tasks = [], []
     detector = strategy.sdr.detector
-    settings = getattr(getattr(detector, "settings", None), "two_sample", getattr(detector, "settings", None))
     two_sample = getattr(detector, "two_sample", detector)  # the stage that reads the level
+    settings = getattr(two_sample, "settings", None)
     for i, record in enumerate(strategy.detection_records):
         if record.decision == "warm_start":
             creator_group[record.entry] = groups[i]

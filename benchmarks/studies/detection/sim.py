@@ -53,8 +53,12 @@ test's projected dimension ``dim``, ``None`` for the method's own). The level an
 wherever a rule stands for one, so that a rule means the same detector after the method's default changes
 (``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
 
+RECOMMENDED_RULES = tuple(_RECOMMENDED_VARIANTS)
+"""The names of :data:`_RECOMMENDED_VARIANTS`, in order: also the rules of ``python -m benchmarks.stream_designs
+replay`` (:data:`benchmarks.stream_designs.replay.RULES`)."""
+
 RULES = ("two_sample", "two_sample_energy", "expert_gate", "two_sample_no_power", "two_sample_matched",
-         *_RECOMMENDED_VARIANTS)
+         *RECOMMENDED_RULES)
 """Rules this script replays: the two-sample rule with the Hotelling test (default
 settings), with the energy-distance permutation test, without the power check
 (``min_power=0``), Expert Gate's relatedness, the two-sample rule with

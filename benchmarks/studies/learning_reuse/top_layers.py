@@ -41,7 +41,12 @@ head-only reuse) and ``accumulate`` (the learning reuse's defaults: every layer,
 the CPU preset). ``top2`` is the last residual block on the ResNet-20 of ``emnist100`` and
 the last two of three convolutions on the small CNN of the Fashion-MNIST streams."""
 
-ROWS = (HEAD, DEFAULT) + tuple(CANDIDATES)
+def study_rows(candidates: Dict[str, Dict[str, str]]) -> Tuple[str, ...]:
+    """A study's row names: ``head``, ``accumulate``, then its candidates."""
+    return (HEAD, DEFAULT, *candidates)
+
+
+ROWS = study_rows(CANDIDATES)
 
 VALIDATION: Dict[str, Tuple[int, ...]] = {"fashion10": (10, 11, 12), "fashion50": (10,), "emnist100": (10,)}
 """The validation streams and seeds (CPU preset): never reported. The learning reuse's
@@ -67,14 +72,14 @@ def row(name: str, candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> tuple:
     if name == DEFAULT:
         return base.method, base.variant, base.options
     if name not in candidates:
-        raise ValueError(f"unknown row {name!r}; the rows are {[HEAD, DEFAULT, *candidates]}")
+        raise ValueError(f"unknown row {name!r}; the rows are {list(study_rows(candidates))}")
     (made,) = update_rows([base], candidates[name])
     return made.method, made.variant, made.options
 
 
 def row_name(variant: str, candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> str:
     """The row name of a run's harness variant (rows: ``head``, ``accumulate`` and ``candidates``)."""
-    for name in (HEAD, DEFAULT, *candidates):
+    for name in study_rows(candidates):
         if row(name, candidates)[1] == variant:
             return name
     raise ValueError(f"variant {variant!r} is no row of this study")
@@ -84,7 +89,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, doc: str = __doc__,
                candidates: Dict[str, Dict[str, str]] = CANDIDATES) -> argparse.Namespace:
     """The command line of a study of update options (``run`` / ``table``); ``doc`` and
     ``candidates``: the study's (default: this module's)."""
-    rows = (HEAD, DEFAULT, *candidates)
+    rows = study_rows(candidates)
     parser = argparse.ArgumentParser(description=cli.description(doc))
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run rows on one stream and seed")
@@ -170,7 +175,7 @@ def table(runs: Sequence[Dict[str, Any]], candidates: Dict[str, Dict[str, str]] 
     by = {(r["stream"], r["seed"], r["row"]): r for r in runs}
     for stream, seed in sorted({(r["stream"], r["seed"]) for r in runs}):
         head, default = by.get((stream, seed, HEAD)), by.get((stream, seed, DEFAULT))
-        for name in (HEAD, DEFAULT, *candidates):
+        for name in study_rows(candidates):
             run = by.get((stream, seed, name))
             if run is None:
                 continue
