@@ -100,6 +100,14 @@ class SmallTaskSettings:
         evidence supports the reuse chosen. Needs ``confirm_below``. Measured on the
         validation designs (docs/results/stream_designs.md, "The small-task rule's
         confirmation"): not in ``method="recommended"``.
+    :param familywise: whether ``beta`` bounds a new task's false reuse over every candidate
+        entry rather than per candidate. The fallback tests the task against each of its k
+        candidate entries (those with the task's class count) and reuses the best one when its
+        decoy rank is at most ``beta``; a new task thus has up to k chances to beat a
+        candidate's decoys. ``True``: the best candidate's decoy rank must be at most
+        ``beta / k`` (Bonferroni over the candidates, so the bound holds per task), with
+        ``max(n_decoys, ceil(k / beta) - 1)`` decoys so that rank can be reached. ``False``
+        (default, every run so far): ``beta`` per candidate.
     :param seed: seed of the fallback's private RNGs (reference subsample, decoy draws).
     """
 
@@ -111,6 +119,7 @@ class SmallTaskSettings:
     min_per_class: int = 10
     confirm_below: Optional[int] = 40
     confirm_accepts: bool = False
+    familywise: bool = False
     seed: int = 0
 
     def __post_init__(self):
@@ -126,6 +135,8 @@ class SmallTaskSettings:
             check_int(self.confirm_below, "confirm_below", minimum=self.min_per_class + 1)
         if not isinstance(self.confirm_accepts, bool):
             raise ValueError(f"confirm_accepts must be a bool, got {self.confirm_accepts!r}")
+        if not isinstance(self.familywise, bool):
+            raise ValueError(f"familywise must be a bool, got {self.familywise!r}")
         if self.confirm_accepts and self.confirm_below is None:
             raise ValueError("confirm_accepts=True changes how reuses below confirm_below are confirmed; with "
                              "confirm_below=None nothing is confirmed: set confirm_below or leave confirm_accepts "
@@ -143,7 +154,17 @@ class SmallTaskSettings:
                     reference_per_class=self.reference_per_class, min_per_class=self.min_per_class,
                     confirm_below=self.confirm_below, seed=self.seed,
                     # only where set: the configs (and checkpoint fingerprints) of the default stay as they were
-                    **({"confirm_accepts": True} if self.confirm_accepts else {}))
+                    **({"confirm_accepts": True} if self.confirm_accepts else {}),
+                    **({"familywise": True} if self.familywise else {}))
+
+    def reuse_level(self, candidates: int) -> Tuple[float, int]:
+        """The largest decoy rank that reuses, and the number of decoys, for a task with
+        ``candidates`` candidate entries (``familywise``: ``beta / k`` with enough decoys to
+        reach it; else ``beta`` and ``n_decoys``)."""
+        if not self.familywise or candidates <= 1:
+            return self.beta, self.n_decoys
+        level = self.beta / candidates
+        return level, max(self.n_decoys, math.ceil(candidates / self.beta - 1e-9) - 1)
 
 
 DEFAULT_SMALL_TASK = SmallTaskSettings()
@@ -293,7 +314,9 @@ class SmallTaskDetector(Detector):
             f"    fallback          on tasks of >= {s.min_per_class} images a class where that test lacks power,",
             "                      a test with a within-class covariance pooled over the stored",
             "                      classes decides (p: its p-values); a reuse then needs a decoy",
-            f"                      rank <= {s.beta:g} (known-different decoys ranked against the task)",
+            f"                      rank <= {s.beta:g}" + (" / k" if s.familywise else "")
+            + " (known-different decoys ranked against the task"
+            + ("; k: the candidate entries tested)" if s.familywise else ")"),
         ]
 
     # -------------------------------------------------------------- features
@@ -355,7 +378,8 @@ class SmallTaskDetector(Detector):
         return reference_halves(refs[key[0]][key[1]], self.settings.seed, key, _HALVES)
 
     def decoy_rank_pvalue(self, p_task: float, entry: int, sizes: Sequence[int], task: int,
-                          refs: Dict[int, List[Tensor]], covariance: PooledCovariance) -> float:
+                          refs: Dict[int, List[Tensor]], covariance: PooledCovariance,
+                          n_decoys: Optional[int] = None) -> float:
         """Monte-Carlo p-value of "the task differs from ``entry`` as the decoys do".
 
         A stored class (of any entry, ``entry``'s other classes included) is a decoy
@@ -368,6 +392,7 @@ class SmallTaskDetector(Detector):
 
         :param p_task: the task's combined p-value against ``entry``.
         :param sizes: the task's images per class (c ints).
+        :param n_decoys: decoy tasks to draw (``None``: the settings' ``n_decoys``).
         :return: ``(1 + #{decoys with p >= p_task}) / (n_decoys + 1)``; 1.0 when a slot
             has no decoy class (nothing to compare with).
         """
@@ -386,15 +411,16 @@ class SmallTaskDetector(Detector):
             if not slot:
                 return 1.0
             options.append(slot)
+        n_decoys = s.n_decoys if n_decoys is None else int(n_decoys)
         g = task_generator(s.seed, task, _DECOY)
         at_least = 0
-        for _ in range(s.n_decoys):
+        for _ in range(n_decoys):
             samples = []
             for k in range(c):
                 pool = halves[options[k][int(torch.randint(len(options[k]), (1,), generator=g))]][1]
                 samples.append(pool[subsample(len(pool), max(1, min(sizes[k], len(pool))), g)])
             at_least += self._combined(samples, refs[entry], covariance)[0] >= p_task
-        return (1 + at_least) / (s.n_decoys + 1)
+        return (1 + at_least) / (n_decoys + 1)
 
     # -------------------------------------------------------------- decision
     def _confirm_accepted(self, model, first: DetectionRecord, entries: Sequence[int], combined: List[float],
@@ -410,9 +436,11 @@ class SmallTaskDetector(Detector):
         p = bonferroni([pooled_hotelling_pvalue(samples[k], refs[entry][matching[k]], covariance)
                         for k in range(c)]) if len(refs[entry]) == c else 0.0
         rank_p = None
+        beta, n_decoys = s.reuse_level(sum(len(refs[e]) == c for e in entries))
         if p >= level:
-            rank_p = self.decoy_rank_pvalue(p, entry, [len(v) for v in samples], first.task, refs, covariance)
-        reused = entry if rank_p is not None and rank_p <= s.beta else None
+            rank_p = self.decoy_rank_pvalue(p, entry, [len(v) for v in samples], first.task, refs, covariance,
+                                            n_decoys)
+        reused = entry if rank_p is not None and rank_p <= beta else None
         return DetectionRecord.decided(
             model, task=first.task, entries=entries, reused=reused, rule=self.rule,
             detection_seconds=first.detection_seconds + time.perf_counter() - start, p_value=combined,
@@ -464,9 +492,10 @@ class SmallTaskDetector(Detector):
             return self._confirm_accepted(model, first, entries, combined, samples, refs, covariance, level, start)
         best = max(range(len(combined)), key=lambda i: (combined[i], -i))
         reused, rank_p = None, None
+        beta, n_decoys = s.reuse_level(sum(len(refs[e]) == num_classes for e in entries))
         if combined[best] >= level:
-            rank_p = self.decoy_rank_pvalue(combined[best], entries[best], sizes, task, refs, covariance)
-            if rank_p <= s.beta:
+            rank_p = self.decoy_rank_pvalue(combined[best], entries[best], sizes, task, refs, covariance, n_decoys)
+            if rank_p <= beta:
                 reused = entries[best]
         permutation = matchings[best] if reused is not None and matchings[best] != identity else []
         if confirm and (reused != first.entry or permutation != list(first.class_permutation)):

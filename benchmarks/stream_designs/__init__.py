@@ -25,7 +25,9 @@ for the report only (docs/results/stream_designs/designs.md lists them); ``NEXT_
 for the report of a method changed after that one, ``SECOND_VALIDATION_SEEDS`` (30-59) for choices made
 after 0-29 were all used, ``THIRD_VALIDATION_SEEDS`` (60-119) and ``THIRD_REPORT_SEEDS`` (3000-3059) for a
 choice made after those were used and its report, ``FOURTH_VALIDATION_SEEDS`` (120-219) and
-``FOURTH_REPORT_SEEDS`` (4000-4099) for the next (each listed beside designs.md before any run on it).
+``FOURTH_REPORT_SEEDS`` (4000-4099) for the next, ``FIFTH_VALIDATION_SEEDS`` (220-319) for a choice made after
+120-219 were used, reported on 4000-4099 if that range is still unread (each listed beside designs.md before
+any run on it).
 
 Modules: :mod:`~benchmarks.stream_designs.distribution` (the draw), :mod:`~benchmarks.stream_designs.builder`
 (a design as an Avalanche benchmark), :mod:`~benchmarks.stream_designs.runner` (methods on designs),

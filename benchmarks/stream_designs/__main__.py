@@ -8,8 +8,8 @@
     python -m benchmarks.stream_designs replay --seeds validation2 --rules recommended recommended_confirm_accepts --out DIR
 
 ``--seeds`` takes design seeds or the words of :data:`SEED_RANGES` (``validation`` / ``validation2`` /
-``report`` / ``next_report`` / ``validation3`` / ``third_report`` / ``validation4`` / ``fourth_report``, the
-fixed ranges); running a report seed needs ``--report-seeds`` (they are for
+``report`` / ``next_report`` / ``validation3`` / ``third_report`` / ``validation4`` / ``fourth_report`` /
+``validation5``, the fixed ranges); running a report seed needs ``--report-seeds`` (they are for
 the report, never for a choice).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.stream_designs.replay import RULES as REPLAY_RULES
-from benchmarks.stream_designs.distribution import (FOURTH_REPORT_SEEDS, FOURTH_VALIDATION_SEEDS,
+from benchmarks.stream_designs.distribution import (FIFTH_VALIDATION_SEEDS, FOURTH_REPORT_SEEDS, FOURTH_VALIDATION_SEEDS,
                                                     NEXT_REPORT_SEEDS, REPORT_RANGES, REPORT_SEEDS,
                                                     SECOND_VALIDATION_SEEDS, THIRD_REPORT_SEEDS, THIRD_VALIDATION_SEEDS,
                                                     VALIDATION_SEEDS, check_design, draw_design)
@@ -37,6 +37,7 @@ SEED_RANGES: Dict[str, Tuple[Tuple[int, ...], str]] = {
     "third_report": (THIRD_REPORT_SEEDS, "Third report designs"),
     "validation4": (FOURTH_VALIDATION_SEEDS, "Fourth validation designs"),
     "fourth_report": (FOURTH_REPORT_SEEDS, "Fourth report designs"),
+    "validation5": (FIFTH_VALIDATION_SEEDS, "Fifth validation designs"),
 }
 """The words ``--seeds`` takes for the fixed ranges of :mod:`~benchmarks.stream_designs.distribution`: each
 word's seeds and the title ``list`` gives a page of exactly those seeds (other seeds: "Stream designs")."""

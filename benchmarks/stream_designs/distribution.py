@@ -54,8 +54,14 @@ dimension, docs/results/stream_designs/projection_dim/rule_fixed_in_advance.md),
 run on them. Never reported."""
 
 FOURTH_REPORT_SEEDS: Tuple[int, ...] = tuple(range(4000, 4100))
-"""Designs of the report of a choice made on :data:`FOURTH_VALIDATION_SEEDS`, fixed and listed before any run
+"""Designs of the report of a choice made on :data:`FOURTH_VALIDATION_SEEDS` or, that choice having changed
+nothing and these designs having never run, on :data:`FIFTH_VALIDATION_SEEDS`; fixed and listed before any run
 on them; every earlier report range has been read. Never used for a choice."""
+
+FIFTH_VALIDATION_SEEDS: Tuple[int, ...] = tuple(range(220, 320))
+"""Designs for choices made after :data:`FOURTH_VALIDATION_SEEDS` had been used too (the fallback's false-reuse
+level, docs/results/stream_designs/fallback_level/rule_fixed_in_advance.md), fixed and listed before any run on
+them. Never reported."""
 
 REPORT_RANGES: Tuple[Tuple[int, ...], ...] = (REPORT_SEEDS, NEXT_REPORT_SEEDS, THIRD_REPORT_SEEDS, FOURTH_REPORT_SEEDS)
 """Every report range: the seeds the runner refuses without ``--report-seeds`` (for the report, never for a
@@ -488,7 +494,7 @@ def summary(design: Dict[str, Any]) -> Dict[str, Any]:
 __all__ = [
     "DESIGN_VERSION", "DISTRIBUTION", "E0_RECIPE", "MAX_CLASSES", "MAX_GROUPS", "MAX_PER_CLASS", "MAX_RATIO",
     "MAX_TASKS", "MAX_TIMES_SEEN", "MAX_TRAIN_IMAGES", "MIN_CLASSES", "MIN_GROUPS", "MIN_PER_CLASS", "MIN_RATIO", "MIN_TIMES_SEEN",
-    "FOURTH_REPORT_SEEDS", "FOURTH_VALIDATION_SEEDS", "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_RANGES",
+    "FIFTH_VALIDATION_SEEDS", "FOURTH_REPORT_SEEDS", "FOURTH_VALIDATION_SEEDS", "NEXT_REPORT_SEEDS", "N_WARM_START", "REPORT_RANGES",
     "REPORT_SEEDS", "SECOND_VALIDATION_SEEDS", "THIRD_REPORT_SEEDS", "THIRD_VALIDATION_SEEDS",
     "SIZE_BINS", "SOURCES", "SOURCE_FACTS", "TEST_PER_CLASS", "VALIDATION_SEEDS",
     "check_design", "draw_design", "ground_truth", "nested_tasks", "repeat_features", "size_bin", "summary", "training_seed",

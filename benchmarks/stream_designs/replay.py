@@ -32,8 +32,10 @@ RULES = RECOMMENDED_RULES
 :func:`~benchmarks.studies.detection.sim.make_rule`): the method's detector as the library defines it, the
 same with ``SmallTaskSettings(confirm_accepts=True)``, and the same detector at a named level: ``"by_size"``
 (the method's level before ``5b6973f``), ``"by_paired_power"`` (its level since), and the latter with
-``confirm_accepts``, each in the two-sample test's 16 projected dimensions; and the paired level in 32 or 64
-dimensions (``"recommended_dim32"``, ``"recommended_dim64"``). The first two follow the method's default:
+``confirm_accepts``, each in the two-sample test's 16 projected dimensions; the paired level in 32 or 64
+dimensions (``"recommended_dim32"``, ``"recommended_dim64"``); and the paired level with the small-task
+fallback's false-reuse level over every candidate entry (``"recommended_familywise"``) or at 0.001 with 999
+decoys (``"recommended_beta001"``). The first two follow the method's default:
 replays made before ``5b6973f`` under those names used ``"by_size"``, later ones ``"by_paired_power"``."""
 
 

@@ -259,3 +259,38 @@ def test_confirm_accepts_is_checked_and_recorded_only_where_set():
         SmallTaskSettings(confirm_accepts=1)
     with pytest.raises(ValueError, match="with confirm_below=None nothing is confirmed"):
         SmallTaskSettings(confirm_below=None, confirm_accepts=True)
+
+
+def test_familywise_divides_beta_over_the_candidates_and_draws_enough_decoys():
+    assert SmallTaskSettings().reuse_level(5) == (0.01, 99)  # per candidate (the default)
+    familywise = SmallTaskSettings(familywise=True)
+    assert familywise.reuse_level(1) == (0.01, 99)
+    level, n_decoys = familywise.reuse_level(3)
+    assert level == pytest.approx(0.01 / 3) and n_decoys == 299 and 1 / (n_decoys + 1) <= level
+    assert SmallTaskSettings(familywise=True, beta=0.05, n_decoys=199).reuse_level(2) == (0.025, 199)  # enough already
+    assert "familywise" not in SmallTaskSettings().to_dict()  # earlier configs and fingerprints unchanged
+    assert familywise.to_dict()["familywise"] is True
+    with pytest.raises(ValueError, match="familywise must be a bool"):
+        SmallTaskSettings(familywise=1)
+
+
+def test_familywise_reuses_only_below_beta_over_the_candidates():
+    """Three 2-class candidates: a decoy rank of 0.006 reuses per candidate (<= 0.01) and not
+    familywise (> 0.01 / 3), which also draws 299 decoys."""
+    seen = {}
+    for familywise in (False, True):
+        detector = SmallTaskDetector(SmallTaskSettings(familywise=familywise))
+        model, prototypes, g = _repository(detector)
+        x, y = _images(prototypes[1], 12, g)
+
+        def rank(p_task, entry, sizes, task, refs, covariance, n_decoys=None, _f=familywise):
+            seen[_f] = n_decoys
+            return 0.006
+
+        detector.decoy_rank_pvalue = rank
+        record = detector.detect(model, TaskData(10, x, y))
+        assert record.decision == ("new" if familywise else "reuse"), familywise
+        assert record.decoy_rank_pvalue == 0.006
+    assert seen == {False: 99, True: 299}
+    legend = "\n".join(SmallTaskDetector(SmallTaskSettings(familywise=True)).legend())
+    assert "rank <= 0.01 / k" in legend and "k: the candidate entries tested" in legend

@@ -106,3 +106,10 @@ def test_recommended_variants_name_their_level_and_dimension():
         assert settings.confirm_accepts is confirm and settings.two_sample.match_classes, rule
         assert dataclasses.replace(settings, two_sample=method.two_sample, confirm_accepts=method.confirm_accepts) \
             == method, rule  # nothing else differs from the method's detector
+    for rule, fallback in (("recommended_familywise", dict(familywise=True)),
+                           ("recommended_beta001", dict(beta=0.001, n_decoys=999))):
+        settings = detection_sim.make_rule(rule).settings
+        assert type(settings.two_sample.alpha) is LevelByPairedPower and settings.two_sample.dim == 16, rule
+        assert settings != method and dataclasses.replace(settings, two_sample=method.two_sample, **{
+            name: getattr(method, name) for name in fallback}) == method, rule  # only the fallback's level differs
+        assert all(getattr(settings, name) == value for name, value in fallback.items()), rule

@@ -161,11 +161,12 @@ def test_the_seed_ranges_are_fixed_and_disjoint():
     assert dist.THIRD_VALIDATION_SEEDS == tuple(range(60, 120)) and dist.THIRD_REPORT_SEEDS == tuple(range(3000, 3060))
     assert dist.FOURTH_VALIDATION_SEEDS == tuple(range(120, 220))
     assert dist.FOURTH_REPORT_SEEDS == tuple(range(4000, 4100))
+    assert dist.FIFTH_VALIDATION_SEEDS == tuple(range(220, 320))
     assert dist.REPORT_RANGES == (dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.THIRD_REPORT_SEEDS,
                                   dist.FOURTH_REPORT_SEEDS)
     ranges = (dist.VALIDATION_SEEDS, dist.REPORT_SEEDS, dist.NEXT_REPORT_SEEDS, dist.SECOND_VALIDATION_SEEDS,
               dist.THIRD_VALIDATION_SEEDS, dist.THIRD_REPORT_SEEDS, dist.FOURTH_VALIDATION_SEEDS,
-              dist.FOURTH_REPORT_SEEDS)
+              dist.FOURTH_REPORT_SEEDS, dist.FIFTH_VALIDATION_SEEDS)
     assert sum(len(r) for r in ranges) == len(set().union(*ranges))
 
 
@@ -185,7 +186,9 @@ def test_the_committed_list_of_report_designs_is_the_draw():
                                      (dist.FOURTH_VALIDATION_SEEDS, "Fourth validation designs", "validation4",
                                       "designs_validation4.md"),
                                      (dist.FOURTH_REPORT_SEEDS, "Fourth report designs", "fourth_report",
-                                      "designs_fourth_report.md")):
+                                      "designs_fourth_report.md"),
+                                     (dist.FIFTH_VALIDATION_SEEDS, "Fifth validation designs", "validation5",
+                                      "designs_validation5.md")):
         page = (ROOT / "docs" / "results" / "stream_designs" / name).read_text()
         assert page == designs_page(seeds, title, f"--seeds {word} --out docs/results/stream_designs/{name}")
 

@@ -325,7 +325,8 @@ def test_each_range_word_gives_its_fixed_seeds_and_a_wrong_word_is_refused(capsy
     expected = {"validation": dist.VALIDATION_SEEDS, "validation2": dist.SECOND_VALIDATION_SEEDS,
                 "report": dist.REPORT_SEEDS, "next_report": dist.NEXT_REPORT_SEEDS,
                 "validation3": dist.THIRD_VALIDATION_SEEDS, "third_report": dist.THIRD_REPORT_SEEDS,
-                "validation4": dist.FOURTH_VALIDATION_SEEDS, "fourth_report": dist.FOURTH_REPORT_SEEDS}
+                "validation4": dist.FOURTH_VALIDATION_SEEDS, "fourth_report": dist.FOURTH_REPORT_SEEDS,
+                "validation5": dist.FIFTH_VALIDATION_SEEDS}
     assert {word: seeds for word, (seeds, _) in SEED_RANGES.items()} == expected
     for word, seeds in expected.items():
         assert _seeds([word], parser) == list(seeds)
@@ -333,7 +334,7 @@ def test_each_range_word_gives_its_fixed_seeds_and_a_wrong_word_is_refused(capsy
     with pytest.raises(SystemExit):
         _seeds(["valdation"], parser)
     words = ("'validation' / 'validation2' / 'report' / 'next_report' / 'validation3' / 'third_report' / "
-             "'validation4' / 'fourth_report'")
+             "'validation4' / 'fourth_report' / 'validation5'")
     assert f"neither a design seed nor {words}" in capsys.readouterr().err
 
 

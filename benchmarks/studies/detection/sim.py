@@ -46,10 +46,14 @@ _RECOMMENDED_VARIANTS = {
     "recommended_paired_power_confirm_accepts": ("by_paired_power", True, 16),
     "recommended_dim32": ("by_paired_power", False, 32),
     "recommended_dim64": ("by_paired_power", False, 64),
+    "recommended_familywise": ("by_paired_power", False, 16, dict(familywise=True)),
+    "recommended_beta001": ("by_paired_power", False, 16, dict(beta=0.001, n_decoys=999)),
 }
 """``method="recommended"``'s detector and its variants: rule name -> (the two-sample level's name in
 :data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``; the two-sample
-test's projected dimension ``dim``, ``None`` for the method's own). The level and the dimension are named
+test's projected dimension ``dim``, ``None`` for the method's own; optionally, further
+:class:`~avalanche_sdr.detection.small_task.SmallTaskSettings` fields of the fallback's false-reuse level:
+``familywise``, or ``beta`` with ``n_decoys``). The level and the dimension are named
 wherever a rule stands for one, so that a rule means the same detector after the method's default changes
 (``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
 
@@ -66,9 +70,10 @@ settings), with the energy-distance permutation test, without the power check
 ``method="recommended"``'s detector (the small-task rule, matched classes, a level
 falling with task size), that detector with ``SmallTaskSettings(confirm_accepts=True)``,
 the same detector at the level ``"by_size"`` (the method's before ``5b6973f``) and at
-``"by_paired_power"`` (its level since), the last with ``confirm_accepts``, and the paired level in 32 and
-64 projected dimensions instead of 16 (:data:`_RECOMMENDED_VARIANTS`; these seven are also the rules of
-``python -m benchmarks.stream_designs replay``)."""
+``"by_paired_power"`` (its level since), the last with ``confirm_accepts``, the paired level in 32 and
+64 projected dimensions instead of 16, and the paired level with the fallback's false-reuse level over every
+candidate entry (``familywise``) or at ``beta = 0.001`` (:data:`_RECOMMENDED_VARIANTS`; these nine are also the
+rules of ``python -m benchmarks.stream_designs replay``)."""
 
 
 def make_rule(name: str):
@@ -93,8 +98,9 @@ def make_rule(name: str):
         from avalanche_sdr.training import METHODS
 
         detector = METHODS["recommended"].defaults()["detector"]
-        level, confirm_accepts, dim = _RECOMMENDED_VARIANTS[name]
-        if level is None and not confirm_accepts and dim is None:
+        level, confirm_accepts, dim, *more = _RECOMMENDED_VARIANTS[name]
+        fallback = more[0] if more else {}
+        if level is None and not confirm_accepts and dim is None and not fallback:
             return detector
         settings = detector.settings
         two_sample = settings.two_sample
@@ -102,7 +108,8 @@ def make_rule(name: str):
             two_sample = replace(two_sample, alpha=LEVELS[level]())
         if dim is not None:
             two_sample = replace(two_sample, dim=dim)
-        return SmallTaskDetector(replace(settings, two_sample=two_sample, confirm_accepts=confirm_accepts))
+        return SmallTaskDetector(replace(settings, two_sample=two_sample, confirm_accepts=confirm_accepts,
+                                         **fallback))
     raise ValueError(f"unknown rule {name!r}; choose from {RULES}")
 
 
