@@ -117,6 +117,7 @@ def replay_table(replays: Dict[int, Dict[str, Dict[str, Any]]], rules: Sequence[
     for rule in rules:
         over = [s for s in seeds if replays[s][rule]["incorrect"] > 0.01]
         lines.append(f"- {rule}: designs with Incorrect above 1 % of their scored tasks: {len(over)} {over}")
+    lines += ["", *fallback_lines(replays, seeds, rules)]
     lines += ["", "Designs where the rules decide differently (Correct / Miss / Incorrect counts per rule):", ""]
     for seed in seeds:
         by_rule = replays[seed]
@@ -127,4 +128,39 @@ def replay_table(replays: Dict[int, Dict[str, Dict[str, Any]]], rules: Sequence[
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["RULES", "load_replays", "replay_design", "replay_path", "replay_table"]
+def fallback_lines(replays: Dict[int, Dict[str, Dict[str, Any]]], seeds: Sequence[int],
+                   rules: Sequence[str]) -> List[str]:
+    """Markdown: per rule and source, the wrong reuses by the stage that decided them (the small-task
+    fallback, which records a decoy rank, or the two-sample rule), and the fallback's realised false-reuse
+    share: of the new groups' tasks (a group's first task after the warm start) whose best candidate the
+    fallback ranked against its decoys, the share it reused. Under the fallback's null (a new task differs
+    from the candidate as its decoys do) that share is at most about beta times the candidates tested."""
+    lines = ["Wrong reuses by the stage that decided them, and the fallback on new groups (tasks of a group's "
+             "first occurrence that the fallback ranked against its decoys, and how many of those it reused):", "",
+             "| rule | source | Incorrect | by the fallback | by the two-sample rule | new groups | ranked by the "
+             "fallback | reused by it | share |", "|---|---|---|---|---|---|---|---|---|"]
+    for rule in rules:
+        rows: Dict[str, List[int]] = {}
+        for seed in seeds:
+            record = replays[seed][rule]
+            design = record["design"]
+            first = int(design["n_warm_start"])
+            by_task = {int(r["task"]): r for r in record["records"]}
+            row = rows.setdefault(record["source"], [0] * 6)
+            for position, outcome in enumerate(record["outcomes"], start=first):
+                ranked = by_task[position].get("decoy_rank_pvalue") is not None
+                if outcome == "incorrect":
+                    row[0] += 1
+                    row[1 if ranked else 2] += 1
+                if int(design["tasks"][position]["occurrence"]) == 0:
+                    row[3] += 1
+                    row[4] += ranked
+                    row[5] += ranked and outcome == "incorrect"
+        for source in sorted(rows) + ["all"]:
+            row = rows[source] if source != "all" else [sum(r[i] for r in rows.values()) for i in range(6)]
+            share = f"{row[5] / row[4]:.3f}" if row[4] else "-"
+            lines.append(f"| {rule} | {source} | " + " | ".join(str(v) for v in row) + f" | {share} |")
+    return lines
+
+
+__all__ = ["RULES", "fallback_lines", "load_replays", "replay_design", "replay_path", "replay_table"]

@@ -367,3 +367,8 @@ def test_a_replay_decides_as_the_full_run_and_its_table_counts_the_outcomes(digi
     assert "Designs with every rule: 1." in table
     counts = [replayed["outcomes"].count(o) for o in ("correct", "miss", "incorrect")]
     assert f"| recommended | all | 2 | {counts[0]} | {counts[1]} | {counts[2]} |" in table
+    row, = [line for line in table.splitlines() if line.startswith("| recommended | all | ") and line.count("|") == 10]
+    incorrect, fallback, two_sample, new_groups, ranked, reused = (int(v) for v in row.split("|")[3:9])
+    assert incorrect == counts[2] and fallback + two_sample == incorrect
+    assert new_groups == sum(t["occurrence"] == 0 for t in design["tasks"][design["n_warm_start"]:])
+    assert reused <= ranked <= new_groups and reused <= fallback
