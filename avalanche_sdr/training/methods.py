@@ -11,7 +11,8 @@ budget (:data:`~avalanche_sdr.training.presets.BUDGETS`, how long it trains):
   ``"small_task"`` rule, whose two-sample repeat test matches the classes in any order at
   a level that falls with the task's size as far as the entry's reference has the power
   (``alpha="by_paired_power"``) and reads the warm-start references E0 was pretrained
-  without, with its fallback on tasks of few images a class; no generators (the rule
+  without, with its fallback on tasks of few images a class (its false-reuse level over
+  every candidate entry, ``familywise=True``); no generators (the rule
   reads none), the learning reuse (``reuse="accumulate"``) and the task-free router
   ``"lda_weighted"``.
 
@@ -64,7 +65,8 @@ def _paper_detector() -> str:
 
 def _recommended_detector() -> SmallTaskDetector:
     return SmallTaskDetector(SmallTaskSettings(two_sample=TwoSampleSettings(match_classes=True,
-                                                                            alpha="by_paired_power")))
+                                                                            alpha="by_paired_power"),
+                                               familywise=True))
 
 
 METHODS: Dict[str, MethodPreset] = {

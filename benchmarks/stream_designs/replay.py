@@ -35,7 +35,8 @@ same with ``SmallTaskSettings(confirm_accepts=True)``, and the same detector at 
 ``confirm_accepts``, each in the two-sample test's 16 projected dimensions; the paired level in 32 or 64
 dimensions (``"recommended_dim32"``, ``"recommended_dim64"``); and the paired level with the small-task
 fallback's false-reuse level over every candidate entry (``"recommended_familywise"``) or at 0.001 with 999
-decoys (``"recommended_beta001"``). The first two follow the method's default:
+decoys (``"recommended_beta001"``); every named rule but ``"recommended_familywise"`` has the fallback's level per
+candidate (``familywise=False``, the method's before validation designs 220-319). The first two follow the method's default:
 replays made before ``5b6973f`` under those names used ``"by_size"``, later ones ``"by_paired_power"``."""
 
 

@@ -104,12 +104,14 @@ def test_recommended_variants_name_their_level_and_dimension():
         settings = detection_sim.make_rule(rule).settings
         assert type(settings.two_sample.alpha) is level and settings.two_sample.dim == dim, rule
         assert settings.confirm_accepts is confirm and settings.two_sample.match_classes, rule
-        assert dataclasses.replace(settings, two_sample=method.two_sample, confirm_accepts=method.confirm_accepts) \
-            == method, rule  # nothing else differs from the method's detector
+        assert settings.familywise is False, rule  # the method's fallback level before validation designs 220-319
+        assert dataclasses.replace(settings, two_sample=method.two_sample, confirm_accepts=method.confirm_accepts,
+                                   familywise=method.familywise) == method, rule  # nothing else differs
+    assert method.familywise is True
     for rule, fallback in (("recommended_familywise", dict(familywise=True)),
-                           ("recommended_beta001", dict(beta=0.001, n_decoys=999))):
+                           ("recommended_beta001", dict(beta=0.001, n_decoys=999, familywise=False))):
         settings = detection_sim.make_rule(rule).settings
         assert type(settings.two_sample.alpha) is LevelByPairedPower and settings.two_sample.dim == 16, rule
-        assert settings != method and dataclasses.replace(settings, two_sample=method.two_sample, **{
+        assert dataclasses.replace(settings, two_sample=method.two_sample, **{
             name: getattr(method, name) for name in fallback}) == method, rule  # only the fallback's level differs
         assert all(getattr(settings, name) == value for name, value in fallback.items()), rule

@@ -67,7 +67,7 @@ def test_recommended_expands_to_its_configuration_and_keywords_win(digits):
                                           evaluator=_quiet())
     assert strategy.method == "recommended" and not strategy.model.has_generators
     assert strategy.sdr.detector.settings == SmallTaskSettings(
-        two_sample=TwoSampleSettings(match_classes=True, alpha="by_paired_power"))
+        two_sample=TwoSampleSettings(match_classes=True, alpha="by_paired_power"), familywise=True)
     assert strategy.sdr.settings == CPU_SETTINGS and strategy.sdr.reuse == LearningReuse()
     assert strategy.sdr.routers == (LDAWeightedRouter(),) and strategy.sdr.forward_transfer is True
     kept = SDRStrategy.from_benchmark(_backbone(), digits, method="recommended", reuse="head", routers=(),
@@ -151,7 +151,7 @@ def _run(benchmark, n_experiences, **keywords):
 @pytest.mark.slow
 def test_the_recommended_method_gives_the_explicit_assemblys_results(digits):
     explicit = _run(digits, 6, generator=None, detector=SmallTaskDetector(SmallTaskSettings(
-                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelByPairedPower()))),
+                    two_sample=TwoSampleSettings(match_classes=True, alpha=LevelByPairedPower()), familywise=True)),
                     settings=CPU_SETTINGS, reuse=LearningReuse(), forward_transfer=True,
                     routers=("lda_weighted",))
     preset = _run(digits, 6, method="recommended", settings=CPU_SETTINGS)

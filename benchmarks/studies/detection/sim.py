@@ -53,7 +53,8 @@ _RECOMMENDED_VARIANTS = {
 :data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``; the two-sample
 test's projected dimension ``dim``, ``None`` for the method's own; optionally, further
 :class:`~avalanche_sdr.detection.small_task.SmallTaskSettings` fields of the fallback's false-reuse level:
-``familywise``, or ``beta`` with ``n_decoys``). The level and the dimension are named
+``familywise``, or ``beta`` with ``n_decoys``; a rule that names its level is per candidate, ``familywise=False``,
+unless it says otherwise). The level and the dimension are named
 wherever a rule stands for one, so that a rule means the same detector after the method's default changes
 (``"recommended"`` and ``"recommended_confirm_accepts"`` follow the default)."""
 
@@ -72,8 +73,9 @@ falling with task size), that detector with ``SmallTaskSettings(confirm_accepts=
 the same detector at the level ``"by_size"`` (the method's before ``5b6973f``) and at
 ``"by_paired_power"`` (its level since), the last with ``confirm_accepts``, the paired level in 32 and
 64 projected dimensions instead of 16, and the paired level with the fallback's false-reuse level over every
-candidate entry (``familywise``) or at ``beta = 0.001`` (:data:`_RECOMMENDED_VARIANTS`; these nine are also the
-rules of ``python -m benchmarks.stream_designs replay``)."""
+candidate entry (``familywise``: the method's since it was chosen on validation designs 220-319; every other
+named rule is per candidate, the method's before) or at ``beta = 0.001`` (:data:`_RECOMMENDED_VARIANTS`; these
+nine are also the rules of ``python -m benchmarks.stream_designs replay``)."""
 
 
 def make_rule(name: str):
@@ -99,7 +101,8 @@ def make_rule(name: str):
 
         detector = METHODS["recommended"].defaults()["detector"]
         level, confirm_accepts, dim, *more = _RECOMMENDED_VARIANTS[name]
-        fallback = more[0] if more else {}
+        # a named rule names the fallback's level too: per candidate unless it says otherwise
+        fallback = {} if level is None else {"familywise": False, **(more[0] if more else {})}
         if level is None and not confirm_accepts and dim is None and not fallback:
             return detector
         settings = detector.settings
