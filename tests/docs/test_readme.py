@@ -14,7 +14,12 @@ MB); a percentage within :data:`PERCENT_TOLERANCE` points, what holds on another
 math library or thread count: measured on this project's 2-core machine, two torch
 threads instead of one printed the same decisions and task-free accuracy (96.9 %) and
 moved Online EWC's accuracy by 1.0 point (85.0 % to 84.0 %), and the RNG state SDR starts
-from moved the task-free accuracy by 0.8 points (96.1 % with the baselines run first).
+from moved the task-free accuracy by 0.8 points (96.1 % with the baselines run first). On
+another CPU (AMD EPYC, against the Intel Xeon the README's lines were printed on; one
+thread) the Use block printed the same decisions and task-free accuracy 96.1 %, and the
+comparison block SDR 99.7 %, Online EWC 87.8 % (+2.8 points) and ER 99.1 % (-0.6): the
+baselines' lines, whose training SDR's decisions do not pin, are compared within
+:data:`BASELINE_PERCENT_TOLERANCE` points instead.
 The comparison block's baselines print the same lines when the README's blocks run in
 the other order (the baselines trained before SDR): they start from their own copy of
 E0 and from the RNG state the block seeds.
@@ -41,6 +46,10 @@ PAPER_TITLE = "Toward Sustainable Continual Learning: Detection and Knowledge Re
 ARXIV_ID = "2210.05751"
 PERCENT_TOLERANCE = 2.0
 """Points by which a printed percentage may differ from the README's (see the module doc)."""
+
+BASELINE_PERCENT_TOLERANCE = 5.0
+"""Points by which a baseline's printed accuracy (the comparison block's lines but SDR's) may differ from
+the README's: another CPU moved Online EWC's by 2.8 (see the module doc)."""
 
 
 def readme() -> str:
@@ -187,12 +196,15 @@ _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 
 def assert_prints_as_shown(printed, shown, what):
     """``printed`` lines equal the README's ``shown`` lines, percentages within
-    :data:`PERCENT_TOLERANCE` points (see the module doc)."""
+    :data:`PERCENT_TOLERANCE` points, a baseline's within :data:`BASELINE_PERCENT_TOLERANCE`
+    (see the module doc)."""
     assert len(printed) == len(shown), f"{what}: printed {printed}, the README shows {shown}"
     for got, want in zip(printed, shown):
         assert _PERCENT.sub("<%>", got) == _PERCENT.sub("<%>", want), f"{what}: printed {got!r}, README {want!r}"
+        baseline = want.startswith(("Online EWC:", "ER:"))
+        tolerance = BASELINE_PERCENT_TOLERANCE if baseline else PERCENT_TOLERANCE
         for a, b in zip(_PERCENT.findall(got), _PERCENT.findall(want)):
-            assert abs(float(a) - float(b)) <= PERCENT_TOLERANCE, f"{what}: printed {got!r}, README {want!r}"
+            assert abs(float(a) - float(b)) <= tolerance, f"{what}: printed {got!r}, README {want!r}"
 
 
 def test_readme_shows_what_each_block_prints():
