@@ -425,10 +425,11 @@ class SmallTaskDetector(Detector):
     # -------------------------------------------------------------- decision
     def _confirm_accepted(self, model, first: DetectionRecord, entries: Sequence[int], combined: List[float],
                           samples: Sequence[Tensor], refs: Dict[int, List[Tensor]], covariance: PooledCovariance,
-                          level: float, start: float) -> DetectionRecord:
+                          level: float, reuse_level: Tuple[float, int], start: float) -> DetectionRecord:
         """``confirm_accepts``: the two-sample rule's reuse of ``first.reused_entry`` with its class matching
         stands when the fallback does not reject it (p-value of the task against that entry with that
-        matching fixed >= ``level``, and its decoy rank <= ``beta``); otherwise the task is new."""
+        matching fixed >= ``level``, and its decoy rank within ``reuse_level``, the pair of
+        :meth:`SmallTaskSettings.reuse_level`); otherwise the task is new."""
         s = self.settings
         entry = first.reused_entry
         c = len(samples)
@@ -436,7 +437,7 @@ class SmallTaskDetector(Detector):
         p = bonferroni([pooled_hotelling_pvalue(samples[k], refs[entry][matching[k]], covariance)
                         for k in range(c)]) if len(refs[entry]) == c else 0.0
         rank_p = None
-        beta, n_decoys = s.reuse_level(sum(len(refs[e]) == c for e in entries))
+        beta, n_decoys = reuse_level
         if p >= level:
             rank_p = self.decoy_rank_pvalue(p, entry, [len(v) for v in samples], first.task, refs, covariance,
                                             n_decoys)
@@ -478,6 +479,7 @@ class SmallTaskDetector(Detector):
         entries = candidate_entries(model, num_classes, s.two_sample.class_count_filter)
         combined, matchings = [], []
         identity = list(range(num_classes))
+        tested = 0  # the candidates tested: those with the task's class count
         for e in entries:
             if len(refs[e]) != num_classes:
                 combined.append(0.0)
@@ -486,13 +488,15 @@ class SmallTaskDetector(Detector):
             p, sigma = self._combined(samples, refs[e], covariance)
             combined.append(p)
             matchings.append(sigma)
+            tested += 1
         sizes = [len(v) for v in samples]
         level = s.two_sample.level(max(1, min(sizes)))
+        beta, n_decoys = s.reuse_level(tested)
         if confirm and s.confirm_accepts:
-            return self._confirm_accepted(model, first, entries, combined, samples, refs, covariance, level, start)
+            return self._confirm_accepted(model, first, entries, combined, samples, refs, covariance, level,
+                                          (beta, n_decoys), start)
         best = max(range(len(combined)), key=lambda i: (combined[i], -i))
         reused, rank_p = None, None
-        beta, n_decoys = s.reuse_level(sum(len(refs[e]) == num_classes for e in entries))
         if combined[best] >= level:
             rank_p = self.decoy_rank_pvalue(combined[best], entries[best], sizes, task, refs, covariance, n_decoys)
             if rank_p <= beta:

@@ -47,6 +47,9 @@ ARXIV_ID = "2210.05751"
 PERCENT_TOLERANCE = 2.0
 """Points by which a printed percentage may differ from the README's (see the module doc)."""
 
+BASELINES = ("Online EWC", "ER")
+"""The baselines the comparison block prints after SDR, in order."""
+
 BASELINE_PERCENT_TOLERANCE = 5.0
 """Points by which a baseline's printed accuracy (the comparison block's lines but SDR's) may differ from
 the README's: another CPU moved Online EWC's by 2.8 (see the module doc)."""
@@ -201,7 +204,7 @@ def assert_prints_as_shown(printed, shown, what):
     assert len(printed) == len(shown), f"{what}: printed {printed}, the README shows {shown}"
     for got, want in zip(printed, shown):
         assert _PERCENT.sub("<%>", got) == _PERCENT.sub("<%>", want), f"{what}: printed {got!r}, README {want!r}"
-        baseline = want.startswith(("Online EWC:", "ER:"))
+        baseline = want.startswith(tuple(f"{name}:" for name in BASELINES))
         tolerance = BASELINE_PERCENT_TOLERANCE if baseline else PERCENT_TOLERANCE
         for a, b in zip(_PERCENT.findall(got), _PERCENT.findall(want)):
             assert abs(float(a) - float(b)) <= tolerance, f"{what}: printed {got!r}, README {want!r}"
@@ -218,7 +221,7 @@ def test_readme_shows_what_each_block_prints():
     assert set(decisions) <= {"new", "reuse"} and "reuse" in decisions, decisions
     assert re.fullmatch(r"task-free accuracy: \d+\.\d%", use[-1]), use[-1]
     lines = [re.fullmatch(r"(.+): (\d+\.\d)% mean test accuracy, (\d+\.\d\d) MB", line) for line in compared]
-    assert all(lines) and [m.group(1) for m in lines] == ["SDR", "Online EWC", "ER"], compared
+    assert all(lines) and [m.group(1) for m in lines] == ["SDR", *BASELINES], compared
     assert all(0.0 < float(m.group(3)) for m in lines)
 
 

@@ -39,19 +39,19 @@ from typing import Any, Dict, List, Optional, Sequence
 from avalanche_sdr import cli
 
 _RECOMMENDED_VARIANTS = {
-    "recommended": (None, False, None),
-    "recommended_confirm_accepts": (None, True, None),
-    "recommended_by_size": ("by_size", False, 16),
-    "recommended_paired_power": ("by_paired_power", False, 16),
-    "recommended_paired_power_confirm_accepts": ("by_paired_power", True, 16),
-    "recommended_dim32": ("by_paired_power", False, 32),
-    "recommended_dim64": ("by_paired_power", False, 64),
+    "recommended": (None, False, None, {}),
+    "recommended_confirm_accepts": (None, True, None, {}),
+    "recommended_by_size": ("by_size", False, 16, {}),
+    "recommended_paired_power": ("by_paired_power", False, 16, {}),
+    "recommended_paired_power_confirm_accepts": ("by_paired_power", True, 16, {}),
+    "recommended_dim32": ("by_paired_power", False, 32, {}),
+    "recommended_dim64": ("by_paired_power", False, 64, {}),
     "recommended_familywise": ("by_paired_power", False, 16, dict(familywise=True)),
     "recommended_beta001": ("by_paired_power", False, 16, dict(beta=0.001, n_decoys=999)),
 }
 """``method="recommended"``'s detector and its variants: rule name -> (the two-sample level's name in
 :data:`~avalanche_sdr.detection.LEVELS`, ``None`` for the method's own; ``confirm_accepts``; the two-sample
-test's projected dimension ``dim``, ``None`` for the method's own; optionally, further
+test's projected dimension ``dim``, ``None`` for the method's own; further
 :class:`~avalanche_sdr.detection.small_task.SmallTaskSettings` fields of the fallback's false-reuse level:
 ``familywise``, or ``beta`` with ``n_decoys``; a rule that names its level is per candidate, ``familywise=False``,
 unless it says otherwise). The level and the dimension are named
@@ -100,15 +100,14 @@ def make_rule(name: str):
         from avalanche_sdr.training import METHODS
 
         detector = METHODS["recommended"].defaults()["detector"]
-        level, confirm_accepts, dim, *more = _RECOMMENDED_VARIANTS[name]
-        # a named rule names the fallback's level too: per candidate unless it says otherwise
-        fallback = {} if level is None else {"familywise": False, **(more[0] if more else {})}
-        if level is None and not confirm_accepts and dim is None and not fallback:
+        level, confirm_accepts, dim, fallback = _RECOMMENDED_VARIANTS[name]
+        if level is None and not confirm_accepts and dim is None:
             return detector
         settings = detector.settings
         two_sample = settings.two_sample
-        if level is not None:
+        if level is not None:  # a named rule names the fallback's level too: per candidate unless it says otherwise
             two_sample = replace(two_sample, alpha=LEVELS[level]())
+            fallback = {"familywise": False, **fallback}
         if dim is not None:
             two_sample = replace(two_sample, dim=dim)
         return SmallTaskDetector(replace(settings, two_sample=two_sample, confirm_accepts=confirm_accepts,
