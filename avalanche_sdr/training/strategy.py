@@ -23,8 +23,7 @@ from avalanche_sdr.training.frozen_features import FrozenFeaturesPlugin
 from avalanche_sdr.training.methods import DEFAULT_METHOD, MethodPreset, resolve_method
 from avalanche_sdr.training.learning_reuse import MOVED_SETTINGS
 from avalanche_sdr.training.presets import PAPER_SETTINGS, SDRSettings, resolve_settings
-from avalanche_sdr.training.reuse import Reuse
-from avalanche_sdr.training.reuse_registry import make_reuse
+from avalanche_sdr.training.reuse_registry import ReuseSpec, make_reuse
 from avalanche_sdr.training.sdr_plugin import SDRFreezePlugin, SDRPlugin
 
 MODEL_OPTIONS = tuple(
@@ -309,7 +308,9 @@ class SDRStrategy(SupervisedTemplate):
         ``"accumulate"``, the learning reuse; ``"no_loss"``, the learning reuse under the
         keep rule), built with its default options, or a reuse object with its options
         (e.g. ``LearningReuse(epochs=3)``, ``NoLossReuse(lr=0.002)``): a
-        :class:`~avalanche_sdr.training.reuse.Reuse`; the strategy keeps its own copy.
+        :class:`~avalanche_sdr.training.reuse.Reuse`; the strategy keeps its own copy. Or
+        its configuration, the JSON-writable mapping ``Reuse.config()`` returns
+        (``{"name": "accumulate", "epochs": 3}``; :func:`~avalanche_sdr.training.reuse_registry.make_reuse`).
         Default: the method's.
     :param detector: how a new task is compared with the repository: a rule name of
         :data:`~avalanche_sdr.detection.DETECTOR_TYPES` (``"agreement"``, the paper's;
@@ -373,7 +374,7 @@ class SDRStrategy(SupervisedTemplate):
           :meth:`train` when appended to ``strategy.plugins`` afterwards.
     :raises TypeError: ``model`` is not an ``SDRModel``; a keyword SDR sets itself; a
         learning-reuse option given as a keyword; a detector that is not a ``Detector``;
-        a reuse that is neither a name nor a ``Reuse``.
+        a reuse that is neither a name, a ``Reuse`` nor a configuration mapping.
     :raises ValueError: an unknown method, budget, rule, reuse or router; a detector that reads
         generators on a repository without them; an ``eval_router`` that is not one of
         ``routers``; a plugin SDR
@@ -394,7 +395,7 @@ class SDRStrategy(SupervisedTemplate):
         method: Union[str, MethodPreset] = DEFAULT_METHOD,
         settings: Union[str, SDRSettings] = PAPER_SETTINGS,
         detector=None,
-        reuse: Optional[Union[str, Reuse]] = None,
+        reuse: Optional[ReuseSpec] = None,
         n_warm_start: int = 3,
         forward_transfer: Optional[bool] = None,
         routers: Optional[Sequence] = None,

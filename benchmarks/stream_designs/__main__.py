@@ -87,6 +87,13 @@ def _method_keywords(values: Sequence[str], parser: argparse.ArgumentParser) -> 
         if not name or not isinstance(keywords, dict):
             parser.error(f"argument --method-keywords: expected NAME='{{\"method\": ...}}' (a JSON object of "
                          f"SDRStrategy.from_benchmark keywords), got {value!r}")
+        if isinstance(keywords.get("reuse"), dict):  # a reuse's configuration: checked before any design runs
+            from avalanche_sdr.training import make_reuse
+
+            try:
+                make_reuse(keywords["reuse"])
+            except (TypeError, ValueError) as err:
+                parser.error(f"argument --method-keywords: {name}: {err}")
         extra[name] = keywords
     return extra
 
@@ -111,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--methods", nargs="+", default=None, metavar="NAME",
                      help="method names (runner.METHODS and --method-keywords); default: all of them")
     run.add_argument("--method-keywords", nargs="+", default=[], metavar="NAME=JSON",
-                     help="define or redefine a method: the SDRStrategy.from_benchmark keywords it adds, as JSON")
+                     help="define or redefine a method: the SDRStrategy.from_benchmark keywords it adds, as JSON; "
+                     "a reuse with options by its configuration, e.g. "
+                     "'x={\"method\": \"recommended\", \"reuse\": {\"name\": \"accumulate\", \"top_layers\": 2}}'")
     run.add_argument("--out", type=cli.output_dir, required=True, help="folder of runs/ and e0/")
     run.add_argument("--data-root", default=None,
                      help="shared data folder with emnist/ and cifar10/ (default: SDR_SHARED_DATA or "

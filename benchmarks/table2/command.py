@@ -23,10 +23,11 @@ line (``python -m benchmarks.table2`` runs it); the engine is the rest of
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from avalanche_sdr import cli
 from benchmarks.table2 import catalogue
@@ -34,7 +35,7 @@ from benchmarks.table2.specs import (E0_REFERENCES, RunSpec, pending_runs, refer
                                      split_reference)
 from benchmarks.table2.tuning import TUNING_GRIDS, tunable, tuned_options
 from benchmarks.table2.variants import (UPDATE_FLAGS, UPDATE_KEYWORDS, UPDATE_VARIANT_WORDS, equal_memory_rows,
-                                       harness_variant_rows)
+                                       harness_variant_rows, parse_update_option, value_word)
 
 # --------------------------------------------------------------------- command line
 # Names from benchmarks.table2.catalogue: --help and usage errors come before torch is imported.
@@ -87,7 +88,10 @@ def _epilog() -> str:
               f"  {'':<21} BatchNorm copies after them (LearningReuse(top_layers=K)); default: the whole entry",
               f"  {'--update-replay-every':<21} the guard's replay joins one update mini-batch in K "
               "(LearningReuse(replay_every=K));",
-              f"  {'':<21} default 1: every mini-batch"]
+              f"  {'':<21} default 1: every mini-batch",
+              f"  {'--update-option':<21} any other LearningReuse keyword, KEYWORD=VALUE (e.g. lr=0.0005); the "
+              "library",
+              f"  {'':<21} checks it, so a new option of the learning reuse needs no new flag"]
     lines += ["", "equal-memory rows (--equal-memory REF; REF: METHOD, or METHOD:VARIANT for a variant row of",
               "this call, e.g. sdr_two_sample_nogen:accumulate with --reuse head accumulate):",
               f"  {'mem_REF':<21} ER, buffer sized so that its memory meets REF's run on the same seed (REF's",
@@ -195,6 +199,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                             "accumulate row; a value other than default renames the row (variant "
                             f"accumulate_{UPDATE_VARIANT_WORDS[name]}_VALUE) and is recorded in its run's options "
                             "and config (default: the library's default)")
+    parser.add_argument("--update-option", nargs="+", default=[], metavar="KEYWORD=VALUE", dest="update_option",
+                        help="any other option of the learning reuse, LearningReuse(KEYWORD=VALUE), in every "
+                        "accumulate row (VALUE read as JSON, else as text: lr=0.0005 guard_exemplars=10); each renames "
+                        "the row (variant accumulate_KEYWORD_VALUE) and is recorded in its run's options and config. "
+                        "A keyword with its own flag above takes that flag")
     parser.add_argument("--sweep", action="store_true",
                         help="add memory-knob variants: ER with replay_per_class 2 5 20 50 (pc2 ...) and every "
                         "SDR row with EFT (a, b) = (4, 8), (16, 32) (a4b8 ...); the figure joins them as curves")
@@ -247,6 +256,37 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
+def _update_keywords(parser: argparse.ArgumentParser, texts: Sequence[str], flags: Dict[str, str]) -> Dict[str, Any]:
+    """``--update-option``'s ``KEYWORD=VALUE`` words as ``{keyword: value}``, checked before any
+    work: each keyword once, none that has its own flag (:data:`UPDATE_KEYWORDS`: one way to set
+    an option, one row name), and the whole set with the call's update flags ``flags`` (option
+    name -> flag word) accepted by ``LearningReuse`` (its own checks: an unknown keyword, a
+    refused value or a refused combination exits with its message, code 2)."""
+    keywords: Dict[str, Any] = {}
+    flagged = {keyword: name for name, keyword in UPDATE_KEYWORDS.items()}
+    for text in texts:
+        try:
+            keyword, value = parse_update_option(text)
+            value_word(value)
+        except ValueError as err:
+            parser.error(f"--update-option: {err}")
+        if keyword in flagged:
+            parser.error(f"--update-option {text}: {keyword} has its own flag, {_update_flag(flagged[keyword])}; "
+                         "use it")
+        if keyword in keywords:
+            parser.error(f"--update-option: {keyword} given twice")
+        keywords[keyword] = value
+    if keywords:
+        from avalanche_sdr.training import make_reuse
+
+        try:
+            make_reuse(dict(keywords, name="accumulate",
+                            **{UPDATE_KEYWORDS[n]: UPDATE_FLAGS[n][w] for n, w in flags.items()}))
+        except (TypeError, ValueError) as err:
+            parser.error(f"--update-option: {err}")
+    return keywords
+
+
 def _update_flag(name: str) -> str:
     """The command-line flag of update option ``name``: ``update_early_stop`` -> ``--update-early-stop``."""
     return "--" + name.replace("_", "-")
@@ -264,10 +304,13 @@ def _check_rows(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     args.reuse = args.reuse or [catalogue.REUSES[0]]
     args.update_options = {name: getattr(args, name) for name in UPDATE_FLAGS
                            if getattr(args, name, "default") != "default"}
-    if args.update_options and not any(
+    args.update_keywords = _update_keywords(parser, getattr(args, "update_option", []), args.update_options)
+    if (args.update_options or args.update_keywords) and not any(
             dict(r.options).get("reuse") == "accumulate"
-            for r in harness_variant_rows(argparse.Namespace(**dict(vars(args), update_options=None)))):
-        flags = " ".join(f"{_update_flag(n)} {v}" for n, v in args.update_options.items())
+            for r in harness_variant_rows(argparse.Namespace(**dict(vars(args), update_options=None,
+                                                                  update_keywords=None)))):
+        flags = " ".join([f"{_update_flag(n)} {v}" for n, v in args.update_options.items()]
+                         + [f"--update-option {k}={json.dumps(v)}" for k, v in args.update_keywords.items()])
         parser.error(f"{flags}: no learning-reuse row in this call to apply it to (add --reuse accumulate; the "
                      "library's method preset sdr_recommended keeps its own update options)")
     if args.sweep and not any(m in catalogue.SWEPT_BASELINES or catalogue.METHODS[m].is_sdr for m in args.methods):

@@ -28,7 +28,7 @@ from avalanche_sdr.training.presets import SDRSettings
 from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA, ROUTERS
 
 from benchmarks.table2 import catalogue
-from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_KEYWORDS, Row
+from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_KEYWORDS, UPDATE_PREFIX, Row
 
 TASK_FREE_ROW_ROUTERS = tuple(r for r in ROUTERS if r != ROUTER_KERNEL_LDA)
 """The routers the row ``sdr_task_free`` fits after every task: every task-free router but
@@ -291,7 +291,9 @@ paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`r
 the learning reuse's update options (the names of :data:`benchmarks.table2.variants.UPDATE_FLAGS`,
 each a :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword, :data:`UPDATE_KEYWORDS`;
 ``None``: the library's default; ``--update-balance``
-..., :func:`benchmarks.table2.variants.update_rows`)."""
+..., :func:`benchmarks.table2.variants.update_rows`). Beside them, ``update_<keyword>`` gives any
+other ``LearningReuse`` keyword (``--update-option``, :func:`benchmarks.table2.variants.option_rows`),
+checked by the library when the row is built."""
 
 
 def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, device, options: Dict[str, Any],
@@ -302,16 +304,19 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
     of :data:`~avalanche_sdr.detection.DETECTOR_TYPES`, built with the options it reads of the
     preset's ELBO samples and ``two_sample`` (the test's settings), or a detector object."""
     from avalanche_sdr import LearningReuse, SDRStrategy, build_sdr_model
+    from avalanche_sdr.training import make_reuse
 
-    unknown = sorted(set(options) - set(SDR_OPTIONS))
+    unknown = sorted(k for k in set(options) - set(SDR_OPTIONS) if not k.startswith(UPDATE_PREFIX))
     if unknown:
-        raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)}")
+        raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)} and "
+                        f"{UPDATE_PREFIX}<keyword> for any LearningReuse keyword {list(LearningReuse.OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
-    updates = {UPDATE_KEYWORDS[name]: eft[name] for name in UPDATE_FLAGS if eft[name] is not None}
+    updates = {UPDATE_KEYWORDS.get(name, name[len(UPDATE_PREFIX):]): value for name, value in eft.items()
+               if name.startswith(UPDATE_PREFIX) and value is not None}
     if updates and eft["reuse"] != "accumulate":
         raise ValueError(f"update options {sorted(updates)} act only on the learning reuse (reuse='accumulate'), "
                          f"not {eft['reuse']!r}")
-    reuse = LearningReuse(**updates) if updates else eft["reuse"]
+    reuse = make_reuse(dict(updates, name="accumulate")) if updates else eft["reuse"]
     generator = ("independent" if base_vae is None else "eft") if generators else None
     model = build_sdr_model(
         copy.deepcopy(backbone), in_channels=stream.in_channels, image_size=stream.image_size,

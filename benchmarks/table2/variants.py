@@ -7,6 +7,8 @@ methods are named through :mod:`benchmarks.table2.catalogue`; their builders
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -158,6 +160,59 @@ def update_rows(rows: Sequence[Row], updates: Optional[Dict[str, str]]) -> List[
     return out
 
 
+UPDATE_PREFIX = "update_"
+"""A row option named ``update_<keyword>`` gives the learning reuse's
+``LearningReuse(<keyword>=value)`` (the flags of :data:`UPDATE_FLAGS` and ``--update-option``)."""
+
+
+def parse_update_option(text: str) -> Tuple[str, Any]:
+    """``--update-option``'s ``KEYWORD=VALUE``: the keyword and the value read as JSON
+    (``3``, ``0.0005``, ``true``, ``"always"``), else as the text itself (``always``).
+
+    :raises ValueError: no ``=``, or an empty keyword.
+    """
+    keyword, sep, value = text.partition("=")
+    if not sep or not keyword.strip():
+        raise ValueError(f"expected KEYWORD=VALUE (a LearningReuse keyword and its value, e.g. lr=0.0005), "
+                         f"got {text!r}")
+    try:
+        return keyword.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return keyword.strip(), value
+
+
+def value_word(value: Any) -> str:
+    """How a value names a row's variant: ``0.0005``, ``true``, ``always``, ``none``.
+
+    :raises ValueError: a value whose word would not be a plain file-name part (letters,
+        digits, ``.``, ``+``, ``-``).
+    """
+    word = "none" if value is None else (json.dumps(value) if not isinstance(value, str) else value).lower()
+    if not re.fullmatch(r"[a-z0-9.+-]+", word):
+        raise ValueError(f"the value {value!r} cannot name a row (letters, digits, '.', '+' and '-' only)")
+    return word
+
+
+def option_rows(rows: Sequence[Row], keywords: Optional[Dict[str, Any]]) -> List[Row]:
+    """``rows`` with the learning reuse's options ``keywords`` (``LearningReuse`` keyword ->
+    value; ``--update-option``) given to every learning-reuse row, each such row renamed
+    ``<variant>_<keyword>_<value word>`` (:func:`value_word`) and given the option
+    ``update_<keyword>``; other rows unchanged. Which keywords the reuse takes, and which
+    values, its builder checks (the library's constructor), so an option added to
+    ``LearningReuse`` needs no change here."""
+    if not keywords:
+        return list(rows)
+    suffix = [f"{keyword}_{value_word(value)}" for keyword, value in keywords.items()]
+    out = []
+    for row in rows:
+        if row_reuse(dict(row.options)) != REUSE_ACCUMULATE:
+            out.append(row)
+            continue
+        out.append(Row(row.method, variant_name(row.variant, *suffix),
+                       row.options + tuple((UPDATE_PREFIX + k, v) for k, v in keywords.items())))
+    return out
+
+
 def row_reuse(options: Dict[str, Any]) -> str:
     """The reuse of a row (its ``options``' ``reuse``, else :data:`REUSE_DEFAULT`)."""
     return (options or {}).get("reuse", REUSE_DEFAULT)
@@ -198,15 +253,15 @@ def harness_variant_rows(args, tuned: Optional[Dict[str, Dict[str, Any]]] = None
     (:func:`harness_rows`); with ``--tuned-only``, none of a method of ``tuned`` (the
     ``--tune`` choices that get a ``[tuned]`` row: that row stands for it); the
     learning-reuse rows with the call's update options (:func:`update_rows`,
-    ``args.update_options``)."""
+    ``args.update_options``; then :func:`option_rows`, ``args.update_keywords``)."""
     rows = harness_rows(args.methods, getattr(args, "protocol", None) or ["ours"], getattr(args, "sweep", False),
                         getattr(args, "reuse", None) or [REUSE_DEFAULT])
     if getattr(args, "tuned_only", False):
         rows = [r for r in rows if r.method not in (tuned or {})]
-    return update_rows(rows, getattr(args, "update_options", None))
+    return option_rows(update_rows(rows, getattr(args, "update_options", None)), getattr(args, "update_keywords", None))
 
 
 __all__ = ["MEMORY_KNOBS", "PROTOCOLS", "REUSE_DEFAULT", "SWEEP_EFT", "SWEEP_PER_CLASS", "UPDATE_FLAGS",
-           "UPDATE_VARIANT_WORDS", "Options", "Row", "equal_memory_rows", "harness_rows", "harness_variant_rows",
-           "protocol_rows", "reuse_rows", "row_reuse", "sweep_rows", "update_rows",
-           "variant_name"]
+           "UPDATE_PREFIX", "UPDATE_VARIANT_WORDS", "Options", "Row", "equal_memory_rows", "harness_rows",
+           "harness_variant_rows", "option_rows", "parse_update_option", "protocol_rows", "reuse_rows", "row_reuse",
+           "sweep_rows", "update_rows", "value_word", "variant_name"]

@@ -1,7 +1,9 @@
-"""The harness's flags for the learning reuse's update options (``--update-balance``,
+"""The harness's flags for the learning reuse's update options (``--update-option`` and ``--update-balance``,
 ``--update-rollback``, ``--update-early-stop``): parsing, refusals, the renamed rows and
 their options, the builders' settings. Fast: no training.
 """
+import re
+
 import pytest
 
 from benchmarks.table2 import command as table2
@@ -105,3 +107,58 @@ def test_update_epochs_flag_names_the_row_and_reaches_the_settings(tmp_path):
         small_cnn_backbone(in_channels=1, widths=(8, 8)), stream.factory(0), stream, preset, device="cpu",
         evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **dict(rows[1].options))
     assert strategy.sdr.reuse.epochs == 3 and strategy.sdr.reuse.config()["epochs"] == 3
+
+
+def test_update_option_gives_any_learning_reuse_keyword_without_a_flag_of_its_own(tmp_path):
+    """``--update-option``: an option of ``LearningReuse`` that has no flag (here ``lr`` and
+    ``guard_exemplars``) reaches the row's name, its options and the built reuse, through the
+    library's own check; a new option of the reuse thus needs no change in the harness."""
+    args = table2.parse_args(["--methods", "sdr_two_sample_nogen", "replay", "--reuse", "head", "accumulate",
+                              "--update-epochs", "3", "--update-option", "lr=0.0005", "guard_exemplars=10",
+                              "--out", str(tmp_path)])
+    assert args.update_keywords == {"lr": 0.0005, "guard_exemplars": 10}
+    rows = harness_variant_rows(args)
+    assert rows == [Row("sdr_two_sample_nogen"),
+                    Row("sdr_two_sample_nogen", "accumulate_epochs_3_lr_0.0005_guard_exemplars_10",
+                        ACC + (("update_epochs", 3), ("update_lr", 0.0005), ("update_guard_exemplars", 10))),
+                    Row("replay")]
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sdr import LearningReuse
+    from avalanche_sdr.models import small_cnn_backbone
+    from benchmarks.table2.methods import PRESETS, STREAMS
+
+    stream, preset = STREAMS["digits"], PRESETS["smoke"]
+    strategy = METHODS["sdr_two_sample_nogen"].build(
+        small_cnn_backbone(in_channels=1, widths=(8, 8)), stream.factory(0), stream, preset, device="cpu",
+        evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), **dict(rows[1].options))
+    assert strategy.sdr.reuse == LearningReuse(epochs=3, lr=0.0005, guard_exemplars=10)
+    text = table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate", "--update-option",
+                              "guard=false", "--out", str(tmp_path)])
+    assert harness_variant_rows(text) == [Row("sdr_two_sample_nogen", "accumulate_guard_false",
+                                              ACC + (("update_guard", False),))]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--update-option", "lr"], "expected KEYWORD=VALUE"),
+    (["--update-option", "lrate=0.01"], r"does not take \['lrate'\]"),
+    (["--update-option", "lr=-1"], "lr"),
+    (["--update-option", "lr=0.01", "lr=0.02"], "lr given twice"),
+    (["--update-option", "top_layers=2"], "has its own flag, --update-top-layers"),
+    (["--update-option", "rollback=true"], "has its own flag, --update-rollback"),
+    (["--update-rollback", "on", "--update-option", "guard=false"], "rollback=True needs guard=True"),
+    (["--update-option", 'lr="a b"'], "cannot name a row"),
+])
+def test_update_options_the_library_refuses_stop_the_call_before_any_work(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        table2.parse_args(["--methods", "sdr_two_sample_nogen", "--reuse", "accumulate"] + argv
+                          + ["--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_update_option_without_a_learning_reuse_row_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        table2.parse_args(["--methods", "sdr_two_sample_nogen", "--update-option", "lr=0.01", "--out", str(tmp_path)])
+    assert "no learning-reuse row" in capsys.readouterr().err

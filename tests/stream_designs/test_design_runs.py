@@ -298,6 +298,10 @@ def test_the_command_refuses_report_seeds_and_unknown_methods(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run", "--seeds", "1", "--method-keywords", "x={bad", "--out", str(tmp_path)])
     assert "not JSON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a reuse given by its configuration is checked before any design runs
+        main(["run", "--seeds", "1", "--method-keywords", 'x={"reuse": {"name": "accumulate", "epoch": 3}}',
+              "--out", str(tmp_path)])
+    assert "x: reuse 'accumulate' (LearningReuse) does not take ['epoch']" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
 

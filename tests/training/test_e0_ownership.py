@@ -73,6 +73,11 @@ REFUSED = {
                                              "options of the learning reuse", dict(reuse="accumulate")),
     "an unknown reuse": (dict(reuse="both"), ValueError, "unknown reuse 'both'", dict(reuse="head")),
     "a reuse that is not one": (dict(reuse=3), TypeError, "reuse must be a name", dict(reuse="no_loss")),
+    "a reuse configuration with an option it does not take": (
+        dict(reuse={"name": "accumulate", "top_layer": 2}), ValueError, r"does not take \['top_layer'\]",
+        dict(reuse={"name": "accumulate", "top_layers": 2})),
+    "a reuse configuration with a refused value": (dict(reuse={"name": "no_loss", "epochs": 0}), ValueError,
+                                                   "epochs", dict(reuse={"name": "no_loss", "epochs": 1})),
     "n_warm_start 0": (dict(n_warm_start=0), ValueError, "n_warm_start", dict(n_warm_start=1)),
     "forward_transfer not a bool": (dict(forward_transfer="no"), ValueError, "forward_transfer must be a bool",
                                     dict(forward_transfer=False)),

@@ -67,6 +67,24 @@ def test_make_reuse_builds_names_and_copies_objects():
     assert repr(NoLossReuse()) == "NoLossReuse(lr=0.001, replay_exemplars=5, epochs=3)"
 
 
+def test_make_reuse_builds_a_configuration_the_form_config_returns():
+    for reuse in (HeadReuse(), LearningReuse(), LearningReuse(top_layers=2, replay_every=4, balance="always"),
+                  NoLossReuse(epochs=2)):
+        config = reuse.config()
+        made = make_reuse(config)
+        assert made == reuse and made.config() == config  # the round trip: a results file's record rebuilds it
+    options = {"name": "accumulate", "epochs": 3}
+    assert make_reuse(options) == LearningReuse(epochs=3) and options == {"name": "accumulate", "epochs": 3}
+    with pytest.raises(ValueError, match="needs its 'name'"):
+        make_reuse({"epochs": 3})
+    with pytest.raises(ValueError, match="unknown reuse 'both'"):
+        make_reuse({"name": "both"})
+    with pytest.raises(ValueError, match=r"'head' \(HeadReuse\) does not take \['epochs'\]; its options are \[\]"):
+        make_reuse({"name": "head", "epochs": 3})
+    with pytest.raises(ValueError, match="epochs"):  # the constructor's own check
+        make_reuse({"name": "accumulate", "epochs": 0})
+
+
 @pytest.mark.parametrize("bad, message", [
     (dict(lr=0), r"lr must be a positive number \(Adam's learning rate of an update\), got 0"),
     (dict(replay_exemplars=-1), "replay_exemplars"),
