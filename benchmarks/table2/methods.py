@@ -28,7 +28,7 @@ from avalanche_sdr.training.presets import SDRSettings
 from avalanche_sdr.vocabulary import ROUTER_KERNEL_LDA, ROUTERS
 
 from benchmarks.table2 import catalogue
-from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_KEYWORDS, UPDATE_PREFIX, Row
+from benchmarks.table2.variants import UPDATE_FLAGS, UPDATE_PREFIX, Row
 
 TASK_FREE_ROW_ROUTERS = tuple(r for r in ROUTERS if r != ROUTER_KERNEL_LDA)
 """The routers the row ``sdr_task_free`` fits after every task: every task-free router but
@@ -289,8 +289,8 @@ of the adapters (the paper's a=8, b=16), SDR's memory knob; ``reuse``, what a de
 repeat trains (``SDRStrategy(reuse=...)``, :data:`~avalanche_sdr.vocabulary.REUSE_MODES`: the
 paper's ``"head"`` or the learning reuse ``"accumulate"``; ``--reuse``, :func:`reuse_rows`);
 the learning reuse's update options (the names of :data:`benchmarks.table2.variants.UPDATE_FLAGS`,
-each a :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword, :data:`UPDATE_KEYWORDS`;
-``None``: the library's default; ``--update-balance``
+each a :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword,
+:data:`benchmarks.table2.variants.UPDATE_KEYWORDS`; ``None``: the library's default; ``--update-balance``
 ..., :func:`benchmarks.table2.variants.update_rows`). Beside them, ``update_<keyword>`` gives any
 other ``LearningReuse`` keyword (``--update-option``, :func:`benchmarks.table2.variants.option_rows`),
 checked by the library when the row is built."""
@@ -311,7 +311,7 @@ def _sdr_strategy(backbone, stream: StreamSpec, preset: Preset, evaluator, devic
         raise TypeError(f"unknown SDR option(s) {unknown}; the options are {sorted(SDR_OPTIONS)} and "
                         f"{UPDATE_PREFIX}<keyword> for any LearningReuse keyword {list(LearningReuse.OPTIONS)}")
     eft = dict(SDR_OPTIONS, **options)
-    updates = {UPDATE_KEYWORDS.get(name, name[len(UPDATE_PREFIX):]): value for name, value in eft.items()
+    updates = {name[len(UPDATE_PREFIX):]: value for name, value in eft.items()
                if name.startswith(UPDATE_PREFIX) and value is not None}
     if updates and eft["reuse"] != "accumulate":
         raise ValueError(f"update options {sorted(updates)} act only on the learning reuse (reuse='accumulate'), "

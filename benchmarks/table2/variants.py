@@ -103,6 +103,11 @@ def reuse_rows(base: Row, reuses: Sequence[str] = (REUSE_DEFAULT,)) -> List[Row]
     return rows
 
 
+UPDATE_PREFIX = "update_"
+"""A row option named ``update_<keyword>`` gives the learning reuse's
+``LearningReuse(<keyword>=value)`` (the flags of :data:`UPDATE_FLAGS` and ``--update-option``)."""
+
+
 UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
     "update_balance": {"when_shifted": "when_shifted", "always": "always", "off": False},
     "update_rollback": {"on": True, "off": False},
@@ -118,10 +123,10 @@ UPDATE_FLAGS: Dict[str, Dict[str, Any]] = {
 repeat ``learning_reuse.BALANCE_RULES``, which imports torch; a test keeps them equal).
 A flag left out (or ``default``) leaves the option at the library's default."""
 
-UPDATE_KEYWORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "early_stop",
-                   "update_epochs": "epochs", "update_top_layers": "top_layers", "update_replay_every": "replay_every"}
+UPDATE_KEYWORDS = {name: name[len(UPDATE_PREFIX):] for name in UPDATE_FLAGS}
 """The :class:`~avalanche_sdr.training.learning_reuse.LearningReuse` keyword each update
-option sets (the harness keeps the flag names its run files record)."""
+option sets: its name less :data:`UPDATE_PREFIX` (the harness keeps the flag names its run
+files record)."""
 
 UPDATE_VARIANT_WORDS = {"update_balance": "balance", "update_rollback": "rollback", "update_early_stop": "earlystop",
                         "update_epochs": "epochs", "update_top_layers": "top", "update_replay_every": "replay"}
@@ -147,22 +152,18 @@ def update_rows(rows: Sequence[Row], updates: Optional[Dict[str, str]]) -> List[
         if word not in UPDATE_FLAGS[name]:
             raise ValueError(f"{name}: unknown value {word!r}; choose one of {['default'] + list(UPDATE_FLAGS[name])}")
         chosen.append((name, word))
-    if not chosen:
+    return _learning_reuse_rows(rows, [f"{UPDATE_VARIANT_WORDS[n]}_{w}" for n, w in chosen],
+                                tuple((n, UPDATE_FLAGS[n][w]) for n, w in chosen))
+
+
+def _learning_reuse_rows(rows: Sequence[Row], suffix: Sequence[str], options: Options) -> List[Row]:
+    """``rows`` with every learning-reuse row (options' ``reuse`` ``"accumulate"``) renamed
+    ``<variant>_<suffix...>`` and given ``options`` too; other rows, and all of them where
+    ``options`` is empty, unchanged."""
+    if not options:
         return list(rows)
-    out = []
-    for row in rows:
-        if row_reuse(dict(row.options)) != REUSE_ACCUMULATE:
-            out.append(row)
-            continue
-        suffix = [f"{UPDATE_VARIANT_WORDS[n]}_{w}" for n, w in chosen]
-        out.append(Row(row.method, variant_name(row.variant, *suffix),
-                       row.options + tuple((n, UPDATE_FLAGS[n][w]) for n, w in chosen)))
-    return out
-
-
-UPDATE_PREFIX = "update_"
-"""A row option named ``update_<keyword>`` gives the learning reuse's
-``LearningReuse(<keyword>=value)`` (the flags of :data:`UPDATE_FLAGS` and ``--update-option``)."""
+    return [Row(row.method, variant_name(row.variant, *suffix), row.options + tuple(options))
+            if row_reuse(dict(row.options)) == REUSE_ACCUMULATE else row for row in rows]
 
 
 def parse_update_option(text: str) -> Tuple[str, Any]:
@@ -200,17 +201,9 @@ def option_rows(rows: Sequence[Row], keywords: Optional[Dict[str, Any]]) -> List
     ``update_<keyword>``; other rows unchanged. Which keywords the reuse takes, and which
     values, its builder checks (the library's constructor), so an option added to
     ``LearningReuse`` needs no change here."""
-    if not keywords:
-        return list(rows)
-    suffix = [f"{keyword}_{value_word(value)}" for keyword, value in keywords.items()]
-    out = []
-    for row in rows:
-        if row_reuse(dict(row.options)) != REUSE_ACCUMULATE:
-            out.append(row)
-            continue
-        out.append(Row(row.method, variant_name(row.variant, *suffix),
-                       row.options + tuple((UPDATE_PREFIX + k, v) for k, v in keywords.items())))
-    return out
+    keywords = keywords or {}
+    return _learning_reuse_rows(rows, [f"{keyword}_{value_word(value)}" for keyword, value in keywords.items()],
+                                tuple((UPDATE_PREFIX + k, v) for k, v in keywords.items()))
 
 
 def row_reuse(options: Dict[str, Any]) -> str:
